@@ -1,0 +1,257 @@
+package graph
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Builder assembles a Graph op by op, in execution order. Mistakes (bad
+// shapes, unknown tensors) are collected and returned by Build, so a network
+// description reads as a straight sequence of calls:
+//
+//	b := graph.NewBuilder("mlp")
+//	x := b.Input("x", graph.F32, 32, 784)
+//	w := b.Parameter("fc.weight", graph.F32, 10, 784)
+//	y := b.Op("linear", "fc", x, w).Out("y", graph.F32, 32, 10).FLOPs(2 * 32 * 784 * 10).T()
+//	g, err := b.Build()
+type Builder struct {
+	g     Graph
+	phase Phase
+	errs  []error
+}
+
+// NewBuilder starts an empty graph. Ops are added in the forward phase until
+// SetPhase changes it.
+func NewBuilder(name string) *Builder {
+	return &Builder{g: Graph{Name: name, Loss: NoTensor}, phase: Forward}
+}
+
+// FromGraph returns a builder that appends to a copy of g's ops and tensors
+// (their slices are copied; per-op input and output slices are shared until
+// modified, which builders never do).
+func FromGraph(g *Graph) *Builder {
+	c := Graph{
+		Name:    g.Name,
+		Ops:     append([]Op(nil), g.Ops...),
+		Tensors: append([]Tensor(nil), g.Tensors...),
+		Loss:    g.Loss,
+	}
+	if g.Attrs != nil {
+		c.Attrs = make(map[string]string, len(g.Attrs))
+		for k, v := range g.Attrs {
+			c.Attrs[k] = v
+		}
+	}
+	return &Builder{g: c, phase: Forward}
+}
+
+// SetPhase sets the phase of the ops added from now on.
+func (b *Builder) SetPhase(p Phase) { b.phase = p }
+
+// Phase returns the phase new ops get.
+func (b *Builder) Phase() Phase { return b.phase }
+
+// Errorf records an error; Build will return it. Layer helpers use it to
+// report bad arguments without panicking.
+func (b *Builder) Errorf(format string, a ...any) {
+	b.errs = append(b.errs, fmt.Errorf(format, a...))
+}
+
+// Err returns the errors recorded so far, joined.
+func (b *Builder) Err() error { return errors.Join(b.errs...) }
+
+// SetLoss marks the loss tensor.
+func (b *Builder) SetLoss(t TensorID) { b.g.Loss = t }
+
+// SetAttr sets a graph-level attribute.
+func (b *Builder) SetAttr(k, v string) {
+	if b.g.Attrs == nil {
+		b.g.Attrs = map[string]string{}
+	}
+	b.g.Attrs[k] = v
+}
+
+// Graph gives read access to the graph under construction (for layer helpers
+// that need shapes of existing tensors). Do not keep the pointer past Build.
+func (b *Builder) Graph() *Graph { return &b.g }
+
+// Shape returns a tensor's shape (nil for an unknown ID, which is recorded as
+// an error).
+func (b *Builder) Shape(t TensorID) Shape {
+	if !b.valid(t) {
+		b.Errorf("tensor %d is not defined", t)
+		return nil
+	}
+	return b.g.Tensors[t].Shape
+}
+
+// DType returns a tensor's dtype (0 for an unknown ID).
+func (b *Builder) DType(t TensorID) DType {
+	if !b.valid(t) {
+		b.Errorf("tensor %d is not defined", t)
+		return 0
+	}
+	return b.g.Tensors[t].DType
+}
+
+func (b *Builder) valid(t TensorID) bool { return t >= 0 && int(t) < len(b.g.Tensors) }
+
+// NewTensor adds a tensor from outside the step (no producer) of the given
+// kind, with bytes derived from shape and dtype.
+func (b *Builder) NewTensor(name string, kind TensorKind, dt DType, shape ...int64) TensorID {
+	id := TensorID(len(b.g.Tensors))
+	sh := Shape(append([]int64(nil), shape...))
+	by, err := sh.Bytes(dt)
+	if err != nil {
+		b.Errorf("tensor %q: %w", name, err)
+	}
+	b.g.Tensors = append(b.g.Tensors, Tensor{ID: id, Name: name, DType: dt, Shape: sh, Bytes: by, Kind: kind, Producer: NoOp, AliasOf: NoTensor})
+	return id
+}
+
+// Input adds a per-step input (data, labels).
+func (b *Builder) Input(name string, dt DType, shape ...int64) TensorID {
+	return b.NewTensor(name, Input, dt, shape...)
+}
+
+// Parameter adds a trainable weight.
+func (b *Builder) Parameter(name string, dt DType, shape ...int64) TensorID {
+	return b.NewTensor(name, Parameter, dt, shape...)
+}
+
+// Constant adds a fixed tensor (a buffer such as batch norm's running mean).
+func (b *Builder) Constant(name string, dt DType, shape ...int64) TensorID {
+	return b.NewTensor(name, Constant, dt, shape...)
+}
+
+// OpBuilder adds outputs and costs to the op just created by Builder.Op.
+type OpBuilder struct {
+	b  *Builder
+	id OpID
+}
+
+// Op appends an op of the given type reading inputs, in the builder's
+// current phase. Chain Out, FLOPs, ... on the result and finish with T or
+// Output to get the output tensor IDs.
+func (b *Builder) Op(typ, name string, inputs ...TensorID) *OpBuilder {
+	id := OpID(len(b.g.Ops))
+	for _, t := range inputs {
+		if !b.valid(t) {
+			b.Errorf("op %q (%s): input tensor %d is not defined", name, typ, t)
+		}
+	}
+	b.g.Ops = append(b.g.Ops, Op{ID: id, Name: name, Type: typ, Phase: b.phase,
+		Inputs: append([]TensorID(nil), inputs...), Forward: NoOp})
+	return &OpBuilder{b: b, id: id}
+}
+
+func (o *OpBuilder) op() *Op { return &o.b.g.Ops[o.id] }
+
+// ID returns the op's ID.
+func (o *OpBuilder) ID() OpID { return o.id }
+
+func (o *OpBuilder) defaultKind() TensorKind {
+	switch o.op().Phase {
+	case Backward:
+		return Gradient
+	case Update:
+		return Parameter
+	}
+	return Activation
+}
+
+// Out adds an output tensor with a shape; its kind follows the op's phase
+// (activation, gradient, or parameter for update ops) unless OutKind is used.
+func (o *OpBuilder) Out(name string, dt DType, shape ...int64) *OpBuilder {
+	return o.OutKind(name, o.defaultKind(), dt, shape...)
+}
+
+// OutKind adds an output tensor of an explicit kind.
+func (o *OpBuilder) OutKind(name string, kind TensorKind, dt DType, shape ...int64) *OpBuilder {
+	t := o.b.NewTensor(name, kind, dt, shape...)
+	o.b.g.Tensors[t].Producer = o.id
+	op := o.op()
+	op.Outputs = append(op.Outputs, t)
+	return o
+}
+
+// OutBytes adds an output known only by its size.
+func (o *OpBuilder) OutBytes(name string, bytes int64) *OpBuilder {
+	if bytes < 0 {
+		o.b.Errorf("op %q: output %q has %d bytes, expected >= 0", o.op().Name, name, bytes)
+		bytes = 0
+	}
+	id := TensorID(len(o.b.g.Tensors))
+	o.b.g.Tensors = append(o.b.g.Tensors, Tensor{ID: id, Name: name, Bytes: bytes, Kind: o.defaultKind(), Producer: o.id, AliasOf: NoTensor})
+	op := o.op()
+	op.Outputs = append(op.Outputs, id)
+	return o
+}
+
+// Alias makes the most recently added output a view of tensor of (sharing its
+// storage, adding no bytes).
+func (o *OpBuilder) Alias(of TensorID) *OpBuilder {
+	op := o.op()
+	if len(op.Outputs) == 0 || !o.b.valid(of) {
+		o.b.Errorf("op %q: Alias(%d) needs an output and a defined tensor", op.Name, of)
+		return o
+	}
+	o.b.g.Tensors[op.Outputs[len(op.Outputs)-1]].AliasOf = of
+	return o
+}
+
+// FLOPs sets the op's floating-point operation count.
+func (o *OpBuilder) FLOPs(n int64) *OpBuilder { o.op().FLOPs = n; return o }
+
+// BytesAccessed sets the bytes the op reads and writes.
+func (o *OpBuilder) BytesAccessed(n int64) *OpBuilder { o.op().BytesAccessed = n; return o }
+
+// TimeNs sets a measured time that overrides the cost model.
+func (o *OpBuilder) TimeNs(ns int64) *OpBuilder { o.op().TimeNs = ns; return o }
+
+// Workspace sets the op's temporary memory.
+func (o *OpBuilder) Workspace(n int64) *OpBuilder { o.op().Workspace = n; return o }
+
+// Flags adds op flags.
+func (o *OpBuilder) Flags(f OpFlags) *OpBuilder { o.op().Flags |= f; return o }
+
+// Forward records the forward op a backward op differentiates.
+func (o *OpBuilder) Forward(f OpID) *OpBuilder { o.op().Forward = f; return o }
+
+// Attr sets an attribute.
+func (o *OpBuilder) Attr(k, v string) *OpBuilder {
+	op := o.op()
+	if op.Attrs == nil {
+		op.Attrs = map[string]string{}
+	}
+	op.Attrs[k] = v
+	return o
+}
+
+// T returns the op's first output (NoTensor, recorded as an error, if it has
+// none).
+func (o *OpBuilder) T() TensorID { return o.Output(0) }
+
+// Output returns the op's i-th output.
+func (o *OpBuilder) Output(i int) TensorID {
+	op := o.op()
+	if i < 0 || i >= len(op.Outputs) {
+		o.b.Errorf("op %q has %d outputs, asked for output %d", op.Name, len(op.Outputs), i)
+		return NoTensor
+	}
+	return op.Outputs[i]
+}
+
+// Build validates and returns the graph. The builder must not be used
+// afterwards.
+func (b *Builder) Build() (*Graph, error) {
+	if err := b.Err(); err != nil {
+		return nil, fmt.Errorf("graph %q: %w", b.g.Name, err)
+	}
+	g := b.g
+	b.g = Graph{}
+	if err := g.Validate(); err != nil {
+		return nil, err
+	}
+	return &g, nil
+}

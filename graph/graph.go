@@ -1,0 +1,123 @@
+package graph
+
+// Graph is a training graph: ops in execution order and the tensors they read
+// and write. Build one with a Builder, decode one from JSON, or fill the
+// slices directly and call Validate, which also builds the consumer index.
+type Graph struct {
+	Name    string
+	Ops     []Op
+	Tensors []Tensor
+	// Loss is the scalar the backward pass differentiates (NoTensor if the
+	// graph has none, e.g. a forward-only or imported trace).
+	Loss TensorID
+	// Attrs holds graph-level metadata (model name, batch size, ...).
+	Attrs map[string]string
+
+	// Consumer index in CSR form: the consumers of tensor t are
+	// consList[consStart[t]:consStart[t+1]], in op order.
+	consStart []int32
+	consList  []OpID
+}
+
+// NumOps returns the number of ops.
+func (g *Graph) NumOps() int { return len(g.Ops) }
+
+// NumTensors returns the number of tensors.
+func (g *Graph) NumTensors() int { return len(g.Tensors) }
+
+// Op returns a pointer to op id.
+func (g *Graph) Op(id OpID) *Op { return &g.Ops[id] }
+
+// Tensor returns a pointer to tensor id.
+func (g *Graph) Tensor(id TensorID) *Tensor { return &g.Tensors[id] }
+
+// Consumers returns the ops reading tensor t, in execution order (an op that
+// reads t twice appears once). The slice aliases the graph's index: do not
+// modify it. The index is built by Validate (or by the first call here on a
+// graph that was never validated; that lazy build is not safe for concurrent
+// use, so validate graphs before sharing them between goroutines).
+func (g *Graph) Consumers(t TensorID) []OpID {
+	if len(g.consStart) != len(g.Tensors)+1 {
+		g.buildIndex()
+	}
+	return g.consList[g.consStart[t]:g.consStart[t+1]]
+}
+
+// buildIndex fills the CSR consumer index. It assumes every input ID is in
+// range (Validate checks that first).
+func (g *Graph) buildIndex() {
+	nt := len(g.Tensors)
+	start := make([]int32, nt+1)
+	for i := range g.Ops {
+		ins := g.Ops[i].Inputs
+		for j, t := range ins {
+			if dupBefore(ins, j, t) {
+				continue
+			}
+			start[t+1]++
+		}
+	}
+	for t := 0; t < nt; t++ {
+		start[t+1] += start[t]
+	}
+	list := make([]OpID, start[nt])
+	fill := make([]int32, nt)
+	copy(fill, start[:nt])
+	for i := range g.Ops {
+		ins := g.Ops[i].Inputs
+		for j, t := range ins {
+			if dupBefore(ins, j, t) {
+				continue
+			}
+			list[fill[t]] = OpID(i)
+			fill[t]++
+		}
+	}
+	g.consStart, g.consList = start, list
+}
+
+// dupBefore reports whether t occurs in ins[:j]. Ops have few inputs, so a
+// linear scan beats any set.
+func dupBefore(ins []TensorID, j int, t TensorID) bool {
+	for _, u := range ins[:j] {
+		if u == t {
+			return true
+		}
+	}
+	return false
+}
+
+// StorageOf returns the tensor whose storage t uses: t itself, or the root of
+// its alias chain.
+func (g *Graph) StorageOf(t TensorID) TensorID {
+	for n := 0; g.Tensors[t].AliasOf != NoTensor && n <= len(g.Tensors); n++ {
+		t = g.Tensors[t].AliasOf
+	}
+	return t
+}
+
+// ParamCount returns the number of elements in parameter tensors (the figure
+// model zoos publish). Tensors without a shape count as zero.
+func (g *Graph) ParamCount() int64 {
+	var n int64
+	for i := range g.Tensors {
+		t := &g.Tensors[i]
+		if t.Kind == Parameter && t.Producer == NoOp && t.AliasOf == NoTensor {
+			if e, err := t.Shape.NumElements(); err == nil {
+				n += e
+			}
+		}
+	}
+	return n
+}
+
+// OpsInPhase counts the ops of a phase.
+func (g *Graph) OpsInPhase(p Phase) int {
+	n := 0
+	for i := range g.Ops {
+		if g.Ops[i].Phase == p {
+			n++
+		}
+	}
+	return n
+}
