@@ -1,0 +1,59 @@
+package sim
+
+import "errors"
+
+// ErrOutOfMemory is wrapped by every error that reports memory running out
+// (an allocator that cannot satisfy a request within its capacity, a plan
+// step past the device capacity).
+var ErrOutOfMemory = errors.New("out of memory")
+
+// Block identifies one allocation made by an Allocator. Blocks are dense
+// small integers chosen by the allocator; a freed block's number may be
+// reused by a later allocation.
+type Block int32
+
+// Allocator models a device memory allocator. The Machine calls Alloc and
+// Free as tensors and workspaces come and go, and reads Allocated and
+// Reserved after each call to track peaks.
+type Allocator interface {
+	// Name is the model's short name (ideal, caching, static).
+	Name() string
+	// Alloc obtains a block of at least bytes (bytes >= 0). It returns an
+	// error wrapping ErrOutOfMemory when the model cannot satisfy the request
+	// within its capacity; the allocator's state is then unchanged.
+	Alloc(bytes int64) (Block, error)
+	// Free returns a block obtained from Alloc.
+	Free(b Block)
+	// Allocated is the number of bytes in live blocks, as the allocator
+	// accounts them (after its rounding).
+	Allocated() int64
+	// Reserved is the number of bytes the allocator holds from the device
+	// (live blocks plus cached free memory); Reserved >= Allocated.
+	Reserved() int64
+	// Reset returns the allocator to its initial empty state.
+	Reset()
+}
+
+// AddressAllocator is implemented by allocators that place blocks at
+// addresses (the caching model). Fragmentation-aware eviction heuristics use
+// it to see which blocks are physically adjacent.
+type AddressAllocator interface {
+	Allocator
+	// Addr returns the block's segment and offset within it.
+	Addr(b Block) (segment int32, offset int64)
+	// Size returns the block's size as allocated (after rounding).
+	Size(b Block) int64
+	// AdjacentFree returns the free bytes immediately before and after the
+	// block in its segment (what freeing the block would merge with).
+	AdjacentFree(b Block) int64
+}
+
+// InPlaceAllocator is implemented by allocators that can hand an op's output
+// the storage of an input that dies at that op (MXNET_EXEC_ENABLE_INPLACE).
+type InPlaceAllocator interface {
+	Allocator
+	// AllocInPlace transfers block from (whose tensor dies now) to a new
+	// allocation of bytes if the model allows it, returning the new block and
+	// true; otherwise it changes nothing and returns false.
+	AllocInPlace(from Block, bytes int64) (Block, bool)
+}
