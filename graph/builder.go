@@ -18,6 +18,32 @@ type Builder struct {
 	g     Graph
 	phase Phase
 	errs  []error
+	// Chunks that small per-op slices (inputs, outputs, shapes) are carved
+	// from, so that building a graph costs a few allocations per thousand
+	// ops instead of several per op.
+	ids  []TensorID
+	dims []int64
+}
+
+// arenaChunk is the number of elements per chunk of carve.
+const arenaChunk = 4096
+
+// carve returns a copy of src in a slice cut from *chunk (full slice
+// expression: cap == len, so appending to the result never writes into the
+// chunk). An empty src gives nil.
+func carve[E any](chunk *[]E, src []E) []E {
+	n := len(src)
+	if n == 0 {
+		return nil
+	}
+	if cap(*chunk)-len(*chunk) < n {
+		*chunk = make([]E, 0, max(arenaChunk, n))
+	}
+	c := *chunk
+	l := len(c)
+	c = append(c, src...)
+	*chunk = c
+	return c[l : l+n : l+n]
 }
 
 // NewBuilder starts an empty graph. Ops are added in the forward phase until
@@ -43,6 +69,14 @@ func FromGraph(g *Graph) *Builder {
 		}
 	}
 	return &Builder{g: c, phase: Forward}
+}
+
+// Reserve makes room for ops more ops and tensors more tensors, so that
+// importers that know a graph's size build it without regrowing (and
+// copying) the op and tensor arrays. Negative counts are ignored.
+func (b *Builder) Reserve(ops, tensors int) {
+	b.g.Ops = reserve(b.g.Ops, ops)
+	b.g.Tensors = reserve(b.g.Tensors, tensors)
 }
 
 // SetPhase sets the phase of the ops added from now on.
@@ -100,12 +134,12 @@ func (b *Builder) valid(t TensorID) bool { return t >= 0 && int(t) < len(b.g.Ten
 // kind, with bytes derived from shape and dtype.
 func (b *Builder) NewTensor(name string, kind TensorKind, dt DType, shape ...int64) TensorID {
 	id := TensorID(len(b.g.Tensors))
-	sh := Shape(append([]int64(nil), shape...))
+	sh := Shape(carve(&b.dims, shape))
 	by, err := sh.Bytes(dt)
 	if err != nil {
 		b.Errorf("tensor %q: %w", name, err)
 	}
-	b.g.Tensors = append(b.g.Tensors, Tensor{ID: id, Name: name, DType: dt, Shape: sh, Bytes: by, Kind: kind, Producer: NoOp, AliasOf: NoTensor})
+	b.g.Tensors = append(growCap(b.g.Tensors), Tensor{ID: id, Name: name, DType: dt, Shape: sh, Bytes: by, Kind: kind, Producer: NoOp, AliasOf: NoTensor})
 	return id
 }
 
@@ -124,6 +158,30 @@ func (b *Builder) Constant(name string, dt DType, shape ...int64) TensorID {
 	return b.NewTensor(name, Constant, dt, shape...)
 }
 
+// growCap returns s with room for at least one more element, doubling the
+// capacity when full. append alone grows large slices by only 1.25x, which
+// for million-op graphs copies the op array about five times over.
+func growCap[E any](s []E) []E {
+	if len(s) < cap(s) {
+		return s
+	}
+	return reserve(s, cap(s)+64)
+}
+
+// reserve returns s with room for at least extra more elements.
+func reserve[E any](s []E, extra int) []E {
+	if extra <= 0 || cap(s)-len(s) >= extra {
+		return s
+	}
+	n := make([]E, len(s), len(s)+extra)
+	// Copy in pieces: one huge copy of pointer-holding memory cannot be
+	// preempted, and stalls a concurrent garbage collection waiting for it.
+	for i := 0; i < len(s); i += 1 << 12 {
+		copy(n[i:], s[i:min(i+1<<12, len(s))])
+	}
+	return n
+}
+
 // OpBuilder adds outputs and costs to the op just created by Builder.Op.
 type OpBuilder struct {
 	b  *Builder
@@ -140,12 +198,20 @@ func (b *Builder) Op(typ, name string, inputs ...TensorID) *OpBuilder {
 			b.Errorf("op %q (%s): input tensor %d is not defined", name, typ, t)
 		}
 	}
-	b.g.Ops = append(b.g.Ops, Op{ID: id, Name: name, Type: typ, Phase: b.phase,
-		Inputs: append([]TensorID(nil), inputs...), Forward: NoOp})
+	b.g.Ops = append(growCap(b.g.Ops), Op{ID: id, Name: name, Type: typ, Phase: b.phase,
+		Inputs: carve(&b.ids, inputs), Forward: NoOp})
 	return &OpBuilder{b: b, id: id}
 }
 
-func (o *OpBuilder) op() *Op { return &o.b.g.Ops[o.id] }
+func (o *OpBuilder) op() *Op {
+	if o.id < 0 || int(o.id) >= len(o.b.g.Ops) {
+		// Only possible when an OpBuilder is used after Build: record it
+		// and hand out a throwaway op instead of panicking.
+		o.b.Errorf("op %d: OpBuilder used after Build", o.id)
+		return &Op{ID: o.id, Forward: NoOp}
+	}
+	return &o.b.g.Ops[o.id]
+}
 
 // ID returns the op's ID.
 func (o *OpBuilder) ID() OpID { return o.id }
@@ -170,9 +236,19 @@ func (o *OpBuilder) Out(name string, dt DType, shape ...int64) *OpBuilder {
 func (o *OpBuilder) OutKind(name string, kind TensorKind, dt DType, shape ...int64) *OpBuilder {
 	t := o.b.NewTensor(name, kind, dt, shape...)
 	o.b.g.Tensors[t].Producer = o.id
-	op := o.op()
-	op.Outputs = append(op.Outputs, t)
+	o.addOutput(t)
 	return o
+}
+
+// addOutput appends t to the op's outputs; the first output is carved from
+// the builder's chunk.
+func (o *OpBuilder) addOutput(t TensorID) {
+	op := o.op()
+	if op.Outputs == nil {
+		op.Outputs = carve(&o.b.ids, []TensorID{t})
+		return
+	}
+	op.Outputs = append(op.Outputs, t)
 }
 
 // OutBytes adds an output known only by its size.
@@ -182,9 +258,8 @@ func (o *OpBuilder) OutBytes(name string, bytes int64) *OpBuilder {
 		bytes = 0
 	}
 	id := TensorID(len(o.b.g.Tensors))
-	o.b.g.Tensors = append(o.b.g.Tensors, Tensor{ID: id, Name: name, Bytes: bytes, Kind: o.defaultKind(), Producer: o.id, AliasOf: NoTensor})
-	op := o.op()
-	op.Outputs = append(op.Outputs, id)
+	o.b.g.Tensors = append(growCap(o.b.g.Tensors), Tensor{ID: id, Name: name, Bytes: bytes, Kind: o.defaultKind(), Producer: o.id, AliasOf: NoTensor})
+	o.addOutput(id)
 	return o
 }
 

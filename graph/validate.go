@@ -3,6 +3,7 @@ package graph
 import (
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // ValidationError describes what is wrong with a graph, naming the op and/or
@@ -38,7 +39,7 @@ var ErrInvalid = errors.New("invalid graph")
 func (e *ValidationError) Unwrap() error { return ErrInvalid }
 
 func (g *Graph) opLabel(id OpID) string {
-	if id < 0 || int(id) >= len(g.Ops) {
+	if g == nil || id < 0 || int(id) >= len(g.Ops) {
 		return fmt.Sprintf("#%d", id)
 	}
 	o := &g.Ops[id]
@@ -46,7 +47,7 @@ func (g *Graph) opLabel(id OpID) string {
 }
 
 func (g *Graph) tensorLabel(id TensorID) string {
-	if id < 0 || int(id) >= len(g.Tensors) {
+	if g == nil || id < 0 || int(id) >= len(g.Tensors) {
 		return fmt.Sprintf("#%d", id)
 	}
 	return fmt.Sprintf("#%d %q", id, g.Tensors[id].Name)
@@ -58,6 +59,22 @@ func (g *Graph) opErr(op OpID, path, format string, a ...any) error {
 
 func (g *Graph) tensorErr(t TensorID, path, format string, a ...any) error {
 	return &ValidationError{Op: NoOp, Tensor: t, Path: path, Msg: fmt.Sprintf(format, a...), g: g}
+}
+
+// tensorPath and opPath build the JSON-format location of a field, e.g.
+// "tensors[3].alias_of" or "ops[12].inputs[1]" (j < 0: no element index).
+// They run only when an error is reported: formatting a path per element up
+// front cost two allocations per op on million-op graphs.
+func tensorPath(i int, field string) string {
+	return "tensors[" + strconv.Itoa(i) + "]" + field
+}
+
+func opPath(i int, field string, j int) string {
+	s := "ops[" + strconv.Itoa(i) + "]" + field
+	if j >= 0 {
+		s += "[" + strconv.Itoa(j) + "]"
+	}
+	return s
 }
 
 // Validate checks the graph and builds its consumer index. It reports the
@@ -77,40 +94,44 @@ func (g *Graph) Validate() error {
 	for i := range g.Tensors {
 		t := &g.Tensors[i]
 		id := TensorID(i)
-		path := fmt.Sprintf("tensors[%d]", i)
 		if t.ID != id {
-			return g.tensorErr(id, path, "ID is %d, expected its index %d", t.ID, i)
+			return g.tensorErr(id, tensorPath(i, ".id"), "ID is %d, expected its index %d", t.ID, i)
 		}
 		if t.DType != 0 && !t.DType.Valid() {
-			return g.tensorErr(id, path, "dtype %d is not valid", t.DType)
+			return g.tensorErr(id, tensorPath(i, ".dtype"), "dtype %d is not valid", t.DType)
 		}
 		if !t.Kind.Valid() {
-			return g.tensorErr(id, path, "kind %d is not valid", t.Kind)
+			return g.tensorErr(id, tensorPath(i, ".kind"), "kind %d is not valid", t.Kind)
 		}
 		if t.Bytes < 0 {
-			return g.tensorErr(id, path, "bytes is %d, expected >= 0", t.Bytes)
+			return g.tensorErr(id, tensorPath(i, ".bytes"), "bytes is %d, expected >= 0", t.Bytes)
 		}
-		if len(t.Shape) > 0 || t.DType != 0 {
+		if t.DType != 0 {
+			// The byte size must fit as well as the element count.
+			if _, err := t.Shape.Bytes(t.DType); err != nil {
+				return g.tensorErr(id, tensorPath(i, ".shape"), "%v", err)
+			}
+		} else if len(t.Shape) > 0 {
 			if _, err := t.Shape.NumElements(); err != nil {
-				return g.tensorErr(id, path, "%v", err)
+				return g.tensorErr(id, tensorPath(i, ".shape"), "%v", err)
 			}
 		}
 		if t.Producer != NoOp && (t.Producer < 0 || int(t.Producer) >= no) {
-			return g.tensorErr(id, path, "producer op %d is not defined (graph has %d ops)", t.Producer, no)
+			return g.tensorErr(id, tensorPath(i, ".producer"), "producer op %d is not defined (graph has %d ops)", t.Producer, no)
 		}
 		if t.AliasOf != NoTensor {
 			if t.AliasOf < 0 || int(t.AliasOf) >= nt {
-				return g.tensorErr(id, path, "alias of tensor %d, which is not defined (graph has %d tensors)", t.AliasOf, nt)
+				return g.tensorErr(id, tensorPath(i, ".alias_of"), "alias of tensor %d, which is not defined (graph has %d tensors)", t.AliasOf, nt)
 			}
 			if t.AliasOf == id {
-				return g.tensorErr(id, path, "is an alias of itself")
+				return g.tensorErr(id, tensorPath(i, ".alias_of"), "is an alias of itself")
 			}
 		}
 		if t.Producer == NoOp && t.AliasOf == NoTensor {
 			switch t.Kind {
 			case Input, Parameter, Constant, OptimizerState:
 			default:
-				return g.tensorErr(id, path, "%s tensor has no producer op (only inputs, parameters, constants and optimizer state may come from outside)", t.Kind)
+				return g.tensorErr(id, tensorPath(i, ""), "%s tensor has no producer op (only inputs, parameters, constants and optimizer state may come from outside)", t.Kind)
 			}
 		}
 	}
@@ -119,7 +140,7 @@ func (g *Graph) Validate() error {
 		t := TensorID(i)
 		for n := 0; g.Tensors[t].AliasOf != NoTensor; n++ {
 			if n > nt {
-				return g.tensorErr(TensorID(i), fmt.Sprintf("tensors[%d]", i), "alias chain forms a cycle")
+				return g.tensorErr(TensorID(i), tensorPath(i, ".alias_of"), "alias chain forms a cycle")
 			}
 			t = g.Tensors[t].AliasOf
 		}
@@ -131,53 +152,61 @@ func (g *Graph) Validate() error {
 	for i := range g.Ops {
 		o := &g.Ops[i]
 		id := OpID(i)
-		path := fmt.Sprintf("ops[%d]", i)
 		if o.ID != id {
-			return g.opErr(id, path, "ID is %d, expected its index %d", o.ID, i)
+			return g.opErr(id, opPath(i, ".id", -1), "ID is %d, expected its index %d", o.ID, i)
 		}
 		if !o.Phase.Valid() {
-			return g.opErr(id, path, "phase %d is not valid", o.Phase)
+			return g.opErr(id, opPath(i, ".phase", -1), "phase %d is not valid", o.Phase)
 		}
 		if o.FLOPs < 0 || o.BytesAccessed < 0 || o.TimeNs < 0 || o.Workspace < 0 {
-			return g.opErr(id, path, "negative cost (flops %d, bytes accessed %d, time %d ns, workspace %d), expected >= 0",
+			field := ".workspace"
+			switch {
+			case o.FLOPs < 0:
+				field = ".flops"
+			case o.BytesAccessed < 0:
+				field = ".bytes_accessed"
+			case o.TimeNs < 0:
+				field = ".time_ns"
+			}
+			return g.opErr(id, opPath(i, field, -1), "negative cost (flops %d, bytes accessed %d, time %d ns, workspace %d), expected >= 0",
 				o.FLOPs, o.BytesAccessed, o.TimeNs, o.Workspace)
 		}
 		if o.Forward != NoOp {
 			if o.Forward < 0 || int(o.Forward) >= no {
-				return g.opErr(id, path+".forward", "forward op %d does not exist (graph has %d ops)", o.Forward, no)
+				return g.opErr(id, opPath(i, ".forward", -1), "forward op %d does not exist (graph has %d ops)", o.Forward, no)
 			}
 			if g.Ops[o.Forward].Phase != Forward {
-				return g.opErr(id, path+".forward", "forward op %s is in phase %s, expected forward", g.opLabel(o.Forward), g.Ops[o.Forward].Phase)
+				return g.opErr(id, opPath(i, ".forward", -1), "forward op %s is in phase %s, expected forward", g.opLabel(o.Forward), g.Ops[o.Forward].Phase)
 			}
 		}
 		for j, t := range o.Inputs {
 			if t < 0 || int(t) >= nt {
-				return g.opErr(id, fmt.Sprintf("%s.inputs[%d]", path, j), "input tensor %d is not defined (graph has %d tensors)", t, nt)
+				return g.opErr(id, opPath(i, ".inputs", j), "input tensor %d is not defined (graph has %d tensors)", t, nt)
 			}
 			p := g.Tensors[t].Producer
 			if p == id {
-				return g.opErr(id, fmt.Sprintf("%s.inputs[%d]", path, j), "reads its own output %s (cycle)", g.tensorLabel(t))
+				return g.opErr(id, opPath(i, ".inputs", j), "reads its own output %s (cycle)", g.tensorLabel(t))
 			}
 			if p != NoOp && p > id {
-				return g.opErr(id, fmt.Sprintf("%s.inputs[%d]", path, j), "reads %s, produced by op %s which runs later (ops out of topological order, or a cycle)", g.tensorLabel(t), g.opLabel(p))
+				return g.opErr(id, opPath(i, ".inputs", j), "reads %s, produced by op %s which runs later (ops out of topological order, or a cycle)", g.tensorLabel(t), g.opLabel(p))
 			}
 		}
 		for j, t := range o.Outputs {
 			if t < 0 || int(t) >= nt {
-				return g.opErr(id, fmt.Sprintf("%s.outputs[%d]", path, j), "output tensor %d is not defined (graph has %d tensors)", t, nt)
+				return g.opErr(id, opPath(i, ".outputs", j), "output tensor %d is not defined (graph has %d tensors)", t, nt)
 			}
 			if produced[t] != NoOp {
-				return g.opErr(id, fmt.Sprintf("%s.outputs[%d]", path, j), "output %s is already produced by op %s", g.tensorLabel(t), g.opLabel(produced[t]))
+				return g.opErr(id, opPath(i, ".outputs", j), "output %s is already produced by op %s", g.tensorLabel(t), g.opLabel(produced[t]))
 			}
 			produced[t] = id
 			if g.Tensors[t].Producer != id {
-				return g.opErr(id, fmt.Sprintf("%s.outputs[%d]", path, j), "output %s names op %d as its producer", g.tensorLabel(t), g.Tensors[t].Producer)
+				return g.opErr(id, opPath(i, ".outputs", j), "output %s names op %d as its producer", g.tensorLabel(t), g.Tensors[t].Producer)
 			}
 		}
 	}
 	for i := range g.Tensors {
 		if p := g.Tensors[i].Producer; p != NoOp && produced[i] != p {
-			return g.tensorErr(TensorID(i), fmt.Sprintf("tensors[%d]", i), "names op %s as producer, but that op does not list it as an output", g.opLabel(p))
+			return g.tensorErr(TensorID(i), tensorPath(i, ".producer"), "names op %s as producer, but that op does not list it as an output", g.opLabel(p))
 		}
 	}
 	g.buildIndex()

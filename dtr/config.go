@@ -1,0 +1,197 @@
+package dtr
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Heuristic selects how the runtime scores eviction candidates (the lowest
+// score is evicted). See docs/dtr.md for the formulas.
+type Heuristic uint8
+
+// Heuristics. The first six are those of the DTR paper's simulator.
+const (
+	// HDTR is h_DTR with the exact evicted neighbourhood e*:
+	// (c(s) + c(e*(s))) / (m(s) * staleness(s)).
+	HDTR Heuristic = iota + 1
+	// HDTREqClass approximates e* with union-find equivalence classes.
+	HDTREqClass
+	// HDTRLocal is c(s) / (m(s) * staleness(s)).
+	HDTRLocal
+	// MSPS is (c(s) + cost of evicted ancestors) / m(s).
+	MSPS
+	// LRU evicts the least recently used storage.
+	LRU
+	// Size evicts the largest storage.
+	Size
+	// MegEngine is MegEngine's DTR score: estimated cost from the producer's
+	// input+output bytes plus union-find neighbour cost, over (bytes + free
+	// bytes adjacent to the block) times staleness, times
+	// 1.0001^recompute_count.
+	MegEngine
+	// Lookahead uses the known future op sequence: (c(s) + eq-class
+	// neighbour cost) / (m(s) * distance to the next use), evicting storages
+	// never needed again first. It needs an Oracle.
+	Lookahead
+)
+
+var heuristicNames = [...]string{"", "dtr", "dtr-eqclass", "dtr-local", "msps", "lru", "size", "megengine", "lookahead"}
+
+// Heuristics lists every heuristic in a fixed order.
+var Heuristics = []Heuristic{HDTR, HDTREqClass, HDTRLocal, MSPS, LRU, Size, MegEngine, Lookahead}
+
+// ReferenceHeuristics are the six heuristics of the reference simulator's
+// tables.
+var ReferenceHeuristics = []Heuristic{HDTR, HDTREqClass, HDTRLocal, MSPS, LRU, Size}
+
+// String returns the heuristic's name.
+func (h Heuristic) String() string {
+	if h < HDTR || h > Lookahead {
+		return fmt.Sprintf("heuristic(%d)", uint8(h))
+	}
+	return heuristicNames[h]
+}
+
+// ParseHeuristic parses a heuristic name (aliases: "full", "eqclass",
+// "eq-class", "local", "largest", "megengine").
+func ParseHeuristic(s string) (Heuristic, error) {
+	switch strings.ToLower(s) {
+	case "dtr", "full", "h_dtr", "dtr-full":
+		return HDTR, nil
+	case "dtr-eqclass", "eqclass", "eq-class", "dtr-eq-class":
+		return HDTREqClass, nil
+	case "dtr-local", "local":
+		return HDTRLocal, nil
+	case "msps":
+		return MSPS, nil
+	case "lru":
+		return LRU, nil
+	case "size", "largest", "largest-size":
+		return Size, nil
+	case "megengine", "mge":
+		return MegEngine, nil
+	case "lookahead", "belady":
+		return Lookahead, nil
+	}
+	return 0, fmt.Errorf("heuristic %q: expected one of %s", s, strings.Join(heuristicNames[1:], ", "))
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (h Heuristic) MarshalText() ([]byte, error) { return []byte(h.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (h *Heuristic) UnmarshalText(b []byte) error {
+	v, err := ParseHeuristic(string(b))
+	if err != nil {
+		return err
+	}
+	*h = v
+	return nil
+}
+
+// Config holds the runtime's parameters. A settings layer fills it from the
+// MEGENGINE_* environment variables; DefaultConfig and ParityConfig give the
+// two standard starting points.
+type Config struct {
+	// Budget is a hard limit in bytes: an op that cannot fit after evicting
+	// every candidate fails with ErrOutOfMemory. 0 = unlimited.
+	Budget int64
+	// Threshold is MegEngine's eviction_threshold: a soft limit. Eviction
+	// starts when usage would exceed it and stops when nothing is left to
+	// evict, without failing. 0 = off.
+	Threshold int64
+	// EvicteeMinSize: only storages of at least this many bytes are
+	// candidates (MegEngine default 1 MiB; 0 in parity mode).
+	EvicteeMinSize int64
+	// Heuristic scores candidates.
+	Heuristic Heuristic
+	// Drop allows evicting by dropping (and later recomputing); Swap allows
+	// swapping to host memory over a link of HostBandwidth bytes/ns. With
+	// both, each victim takes the cheaper of its recompute time and its
+	// transfer time (out and back in).
+	Drop, Swap    bool
+	HostBandwidth float64
+	// AutoDrop (MEGENGINE_DTR_AUTO_DROP) enables eviction at all; with it
+	// false the runtime only counts memory and fails past the budget.
+	AutoDrop bool
+	// SqrtSampling scores only about sqrt(N) candidates, taken with a random
+	// stride (the prototype's trick); Seed makes the sampling reproducible.
+	SqrtSampling bool
+	Seed         uint64
+	// EagerEvict frees a storage as soon as its last external reference is
+	// released (the paper's default); its metadata stays so dependents can
+	// still be recomputed.
+	EagerEvict bool
+	// Banish permanently frees a released storage once none of its
+	// dependents is evicted, pinning those dependents (the paper's V1
+	// runtime); it bounds metadata at the price of pinning.
+	Banish bool
+	// LazyLock rematerializes an op's missing inputs before locking its
+	// available ones, so a recursive rematerialization holds locks only on
+	// the inputs of the op being run rather than on those of every pending
+	// op up the recursion (the reference locks eagerly).
+	LazyLock bool
+	// RematLimit: once the rematerialization compute exceeds this many ns
+	// the run fails with ErrThrashing. 0 = no limit.
+	RematLimit int64
+	// Parity follows the reference simulator simrd exactly: exact score
+	// comparison with ties to the later candidate in pool order, a linear
+	// scan of the pool that stops at a zero score, no size filter.
+	Parity bool
+}
+
+// DefaultConfig returns MegEngine-style defaults: drop enabled, auto drop,
+// eager eviction, evictee minimum size 1 MiB, h_DTR eq-class, 12 bytes/ns
+// host link for swapping (when enabled).
+func DefaultConfig() Config {
+	return Config{
+		EvicteeMinSize: 1 << 20,
+		Heuristic:      HDTREqClass,
+		Drop:           true,
+		AutoDrop:       true,
+		EagerEvict:     true,
+		LazyLock:       true,
+		HostBandwidth:  12,
+	}
+}
+
+// ParityConfig returns the configuration replaying the reference simulator
+// (simrd's RuntimeV2EagerOptimized) with heuristic h.
+func ParityConfig(h Heuristic) Config {
+	c := DefaultConfig()
+	c.EvicteeMinSize = 0
+	c.Heuristic = h
+	c.Parity = true
+	c.LazyLock = false
+	return c
+}
+
+// Validate checks the configuration; errors name the field and the value.
+func (c *Config) Validate() error {
+	if c.Budget < 0 {
+		return fmt.Errorf("dtr config: Budget %d: expected >= 0 bytes (0 = unlimited)", c.Budget)
+	}
+	if c.Threshold < 0 {
+		return fmt.Errorf("dtr config: Threshold %d: expected >= 0 bytes (0 = off)", c.Threshold)
+	}
+	if c.EvicteeMinSize < 0 {
+		return fmt.Errorf("dtr config: EvicteeMinSize %d: expected >= 0 bytes", c.EvicteeMinSize)
+	}
+	if c.Heuristic < HDTR || c.Heuristic > Lookahead {
+		return fmt.Errorf("dtr config: Heuristic %d: expected one of %s", c.Heuristic, strings.Join(heuristicNames[1:], ", "))
+	}
+	if c.AutoDrop && !c.Drop && !c.Swap {
+		return fmt.Errorf("dtr config: Drop=false and Swap=false with AutoDrop=true: expected at least one eviction method")
+	}
+	if c.Swap && !(c.HostBandwidth > 0) {
+		return fmt.Errorf("dtr config: HostBandwidth %v: expected > 0 bytes/ns when Swap is enabled", c.HostBandwidth)
+	}
+	if c.RematLimit < 0 {
+		return fmt.Errorf("dtr config: RematLimit %d: expected >= 0 ns (0 = none)", c.RematLimit)
+	}
+	if c.Parity && (c.Swap || c.EvicteeMinSize != 0 || c.SqrtSampling || c.Banish || c.LazyLock || c.Heuristic > Size) {
+		return fmt.Errorf("dtr config: Parity=true with Swap=%v, EvicteeMinSize=%d, SqrtSampling=%v, Banish=%v, Heuristic=%s: parity mode expects drop only, no size filter, no sampling, no banishing, no lazy locking and a reference heuristic",
+			c.Swap, c.EvicteeMinSize, c.SqrtSampling, c.Banish, c.Heuristic)
+	}
+	return nil
+}

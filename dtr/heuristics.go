@@ -1,0 +1,254 @@
+package dtr
+
+import (
+	"math"
+	"math/big"
+)
+
+// score is num / (d1 * d2) (d1*d2 == 0 means +Inf), or, for LRU, the value
+// num itself (d1 = d2 = 1). Keeping the integer terms lets parity mode
+// compare exactly, as Python's exact integer division does for equal
+// ratios.
+type score struct {
+	f      float64
+	num    int64
+	d1, d2 int64
+	mul    float64 // extra multiplicative factor (MegEngine penalty); 1 = none
+}
+
+func mkScore(num, d1, d2 int64) score {
+	if d1 == 0 || d2 == 0 {
+		return score{f: math.Inf(1), num: num, d1: d1, d2: d2, mul: 1}
+	}
+	return score{f: float64(num) / (float64(d1) * float64(d2)), num: num, d1: d1, d2: d2, mul: 1}
+}
+
+// cmp returns -1, 0, 1 comparing a and b. Floats decide unless they are
+// within a relative 1e-12, where the exact rational comparison decides.
+func cmpScore(a, b score) int {
+	if a.f < b.f {
+		if b.f-a.f > 1e-12*math.Abs(b.f) || a.mul != 1 || b.mul != 1 {
+			return -1
+		}
+	} else if a.f > b.f {
+		if a.f-b.f > 1e-12*math.Abs(a.f) || a.mul != 1 || b.mul != 1 {
+			return 1
+		}
+	} else if math.IsInf(a.f, 1) || a.mul != 1 || b.mul != 1 {
+		return 0
+	}
+	// exact: a.num * b.d1 * b.d2 vs b.num * a.d1 * a.d2
+	var x, y, t big.Int
+	x.SetInt64(a.num)
+	x.Mul(&x, t.SetInt64(b.d1))
+	x.Mul(&x, t.SetInt64(b.d2))
+	y.SetInt64(b.num)
+	y.Mul(&y, t.SetInt64(a.d1))
+	y.Mul(&y, t.SetInt64(a.d2))
+	return x.Cmp(&y)
+}
+
+func (r *Runtime) staleness(s int32) int64 {
+	return r.stats.Clock - r.storages[s].lastAccess
+}
+
+// eqNeighbours returns the summed value of the distinct eq-classes of the
+// evicted neighbours of s.
+func (r *Runtime) eqNeighbours(s int32) int64 {
+	r.markGen++
+	if r.markGen == 0 {
+		for i := range r.ufMark {
+			r.ufMark[i] = 0
+		}
+		r.markGen = 1
+	}
+	g := r.markGen
+	var sum int64
+	st := &r.storages[s]
+	visit := func(ns int32) {
+		if ns == s || !r.evicted(ns) {
+			return
+		}
+		e := r.storages[ns].ecn
+		if e < 0 {
+			return
+		}
+		root := r.ufFind(e)
+		if r.ufMark[root] != g {
+			r.ufMark[root] = g
+			sum += r.ufValue[root]
+		}
+	}
+	for _, t := range st.tensors {
+		tt := &r.tensors[t]
+		for _, p := range r.ops[tt.op].args {
+			visit(r.tensors[p].st)
+		}
+		for _, c := range tt.children {
+			visit(r.tensors[c].st)
+		}
+	}
+	return sum
+}
+
+// region sums the costs of the evicted storages reachable from s through
+// evicted storages, following children (forward) or parents (reverse).
+func (r *Runtime) region(s int32, reverse bool) int64 {
+	if len(r.stMark) < len(r.storages) {
+		r.stMark = append(r.stMark, make([]uint32, len(r.storages)-len(r.stMark))...)
+	}
+	r.stGen++
+	if r.stGen == 0 {
+		for i := range r.stMark {
+			r.stMark[i] = 0
+		}
+		r.stGen = 1
+	}
+	g := r.stGen
+	var sum int64
+	stack := append(r.stack[:0], s)
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, t := range r.storages[x].tensors {
+			tt := &r.tensors[t]
+			var next []int32
+			if reverse {
+				next = r.ops[tt.op].args
+			} else {
+				next = tt.children
+			}
+			for _, u := range next {
+				us := r.tensors[u].st
+				if !r.evicted(us) || us == s {
+					continue
+				}
+				if r.stMark[us] != g {
+					r.stMark[us] = g
+					sum += r.storages[us].compute
+					stack = append(stack, us)
+				}
+			}
+		}
+	}
+	r.stack = stack
+	return sum
+}
+
+func (r *Runtime) nextUse(s int32) int64 {
+	if r.oracle == nil {
+		return math.MaxInt64
+	}
+	best := int64(math.MaxInt64)
+	for _, t := range r.storages[s].tensors {
+		if n := r.oracle.NextUse(TensorID(t), r.step); n < best {
+			best = n
+		}
+	}
+	return best
+}
+
+// evaluate scores candidate s.
+func (r *Runtime) evaluate(s int32) score {
+	r.stats.HeuristicEvals++
+	st := &r.storages[s]
+	switch r.cfg.Heuristic {
+	case HDTR:
+		c := st.compute + r.region(s, false) + r.region(s, true)
+		return mkScore(c, st.size, r.staleness(s))
+	case HDTREqClass:
+		return mkScore(st.compute+r.eqNeighbours(s), st.size, r.staleness(s))
+	case HDTRLocal:
+		return mkScore(st.compute, st.size, r.staleness(s))
+	case MSPS:
+		return mkScore(st.compute+r.region(s, true), st.size, 1)
+	case LRU:
+		return score{f: float64(st.lastAccess), num: st.lastAccess, d1: 1, d2: 1, mul: 1}
+	case Size:
+		return mkScore(1, st.size, 1)
+	case MegEngine:
+		m := st.size
+		if r.adj != nil {
+			m += r.adj.AdjacentFree(TensorID(st.root))
+		}
+		sc := mkScore(st.est+r.eqNeighbours(s), m, r.staleness(s))
+		if st.remats > 0 {
+			sc.mul = math.Pow(1.0001, float64(st.remats))
+			sc.f *= sc.mul
+		}
+		return sc
+	case Lookahead:
+		n := r.nextUse(s)
+		if n == math.MaxInt64 {
+			return mkScore(0, 1, 1)
+		}
+		d := n - r.step
+		if d < 1 {
+			d = 1
+		}
+		return mkScore(st.compute+r.eqNeighbours(s), st.size, d)
+	}
+	return mkScore(0, 1, 1)
+}
+
+// choose returns the storage to evict, or -1 when the pool is empty. Like
+// the reference, ties go to the later candidate in pool order and a zero
+// score stops the scan.
+func (r *Runtime) choose() int32 {
+	n := len(r.pool)
+	if n-r.holes <= 0 {
+		return -1
+	}
+	best := int32(-1)
+	var bs score
+	consider := func(s int32) bool {
+		if !r.cfg.Parity && r.storages[s].size < r.cfg.EvicteeMinSize {
+			return false
+		}
+		sc := r.evaluate(s)
+		if best < 0 || cmpScore(sc, bs) <= 0 {
+			best, bs = s, sc
+		}
+		return sc.f == 0
+	}
+	if r.cfg.SqrtSampling && n-r.holes > 16 {
+		live := n - r.holes
+		k := int(math.Sqrt(float64(live)))
+		stride := live / k
+		start := r.rng.IntN(stride)
+		// walk live entries, taking every stride-th
+		idx := 0
+		for _, s := range r.pool {
+			if s < 0 {
+				continue
+			}
+			if idx >= start && (idx-start)%stride == 0 {
+				if consider(s) {
+					break
+				}
+			}
+			idx++
+		}
+		if best >= 0 {
+			return best
+		}
+	}
+	for _, s := range r.pool {
+		if s < 0 {
+			continue
+		}
+		if consider(s) {
+			break
+		}
+	}
+	if best < 0 && !r.cfg.Parity {
+		// every candidate is below the minimum size: take the largest
+		var bsz int64 = -1
+		for _, s := range r.pool {
+			if s >= 0 && r.storages[s].size > bsz {
+				best, bsz = s, r.storages[s].size
+			}
+		}
+	}
+	return best
+}

@@ -1,0 +1,841 @@
+// Package dtr is a Dynamic Tensor Rematerialization runtime (Kirisame et al.,
+// ICLR 2021, and MegEngine's DTR): it decides, while a program runs, which
+// tensors to evict (drop and recompute later, or swap to host) to stay
+// within a memory budget. A real executor embeds it through the small Host
+// interface; the simulator drives it on sim.Machine; Sweep runs the paper's
+// budget protocol on a DTR log; Static exports what it did as a sim.Plan.
+package dtr
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+)
+
+// TensorID identifies a tensor of the runtime: IDs are dense, assigned in
+// creation order (the outputs of each Compute in order).
+type TensorID int32
+
+// OpID identifies an op: IDs are dense, assigned in Compute call order.
+type OpID int32
+
+// Host is what the runtime asks of the executor that owns the buffers.
+type Host interface {
+	// Compute runs op (first time or again): the runtime has made room for
+	// its outputs and every input is resident. The host (re)creates all of
+	// the op's outputs, views included.
+	Compute(op OpID) error
+	// Free drops the device storage whose root tensor is t.
+	Free(t TensorID)
+	// SwapOut copies storage t to host memory and frees it on the device;
+	// SwapIn brings it back. Only called when Config.Swap is set.
+	SwapOut(t TensorID) error
+	SwapIn(t TensorID) error
+}
+
+// AdjacencyHost is implemented by hosts that place storages at addresses
+// (sim's caching allocator): the MegEngine heuristic adds the free bytes
+// physically adjacent to a candidate to its size term.
+type AdjacencyHost interface {
+	AdjacentFree(t TensorID) int64
+}
+
+// Oracle tells the Lookahead heuristic when a tensor is next used: the step
+// (count of top-level Compute calls) of its next use at or after now, or
+// math.MaxInt64 if never.
+type Oracle interface {
+	NextUse(t TensorID, now int64) int64
+}
+
+// Output describes one output of an op: its size, or AliasOf >= 0 to make it
+// a view of that input's storage (0 bytes).
+type Output struct {
+	Bytes   int64
+	AliasOf int
+}
+
+// Errors the runtime returns; a run that returned one cannot continue.
+var (
+	// ErrOutOfMemory: nothing evictable is left and the op does not fit.
+	ErrOutOfMemory = errors.New("dtr: out of memory")
+	// ErrThrashing: rematerialization compute exceeded Config.RematLimit.
+	ErrThrashing = errors.New("dtr: rematerialization limit exceeded (thrashing)")
+)
+
+// Stats are the runtime's counters.
+type Stats struct {
+	Clock          int64 `json:"clock_ns"`           // starts at 1, as in the reference
+	ModelCompute   int64 `json:"model_compute_ns"`   // first computations
+	RematCompute   int64 `json:"remat_compute_ns"`   // recomputations
+	SwapTime       int64 `json:"swap_time_ns"`       // transfers
+	Evictions      int64 `json:"evictions"`          // chosen by the heuristic
+	EagerFrees     int64 `json:"eager_frees"`        // freed on last release
+	Remats         int64 `json:"rematerializations"` // ops rerun
+	SwapOuts       int64 `json:"swap_outs"`
+	SwapIns        int64 `json:"swap_ins"`
+	HeuristicEvals int64 `json:"heuristic_evals"`
+	Memory         int64 `json:"memory_bytes"`
+	PeakMemory     int64 `json:"peak_memory_bytes"`
+	Banished       int64 `json:"banished"`
+}
+
+const negInf = math.MinInt64
+
+type storage struct {
+	size       int64
+	compute    int64 // sum of unique producer op times
+	est        int64 // sum of unique producer op input+output bytes
+	root       int32
+	tensors    []int32
+	lastAccess int64
+	poolPos    int32
+	ecn        int32
+	refInt     int32
+	refExt     int32
+	remats     int32
+	material   bool
+	pinned     bool
+	swapped    bool
+	banished   bool
+}
+
+type tensor struct {
+	op       int32
+	index    int32
+	st       int32
+	refExt   int32
+	defined  bool
+	children []int32
+}
+
+type op struct {
+	cost    int64
+	est     int64
+	total   int64
+	args    []int32
+	results []int32
+	sizes   []int64
+}
+
+// Runtime is a DTR runtime. It is not safe for concurrent use.
+type Runtime struct {
+	cfg    Config
+	host   Host
+	adj    AdjacencyHost
+	oracle Oracle
+	rng    *rand.Rand
+
+	ops      []op
+	tensors  []tensor
+	storages []storage
+
+	pool  []int32 // storage ids in pool order, -1 = hole
+	holes int
+
+	// union-find for eq-class (value = summed cost of the class)
+	ufParent []int32
+	ufValue  []int64
+	ufMark   []uint32
+	markGen  uint32
+
+	// traversal marks for e*
+	stMark  []uint32
+	stGen   uint32
+	stack   []int32
+	scratch []int32
+
+	limit int64 // effective limit for eviction (budget or threshold)
+	hard  bool  // limit is a hard budget
+	step  int64
+	stats Stats
+	dead  error
+
+	// v1Baseline frees released storages even when pinned (simrd V1).
+	v1Baseline bool
+
+	// trace of decisions for Static export
+	rec *recorder
+}
+
+// New returns a runtime. host may be nil for pure simulation.
+func New(cfg Config, host Host) (*Runtime, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Runtime{cfg: cfg, host: host, rng: rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))}
+	if a, ok := host.(AdjacencyHost); ok {
+		r.adj = a
+	}
+	switch {
+	case cfg.Budget > 0 && (cfg.Threshold == 0 || cfg.Budget <= cfg.Threshold):
+		r.limit, r.hard = cfg.Budget, true
+	case cfg.Threshold > 0:
+		r.limit = cfg.Threshold
+	default:
+		r.limit = math.MaxInt64
+	}
+	r.stats.Clock = 1
+	return r, nil
+}
+
+// SetOracle sets the next-use oracle used by the Lookahead heuristic.
+func (r *Runtime) SetOracle(o Oracle) { r.oracle = o }
+
+// Stats returns the counters so far.
+func (r *Runtime) Stats() Stats {
+	s := r.stats
+	return s
+}
+
+// Step returns the number of top-level Compute calls so far.
+func (r *Runtime) Step() int64 { return r.step }
+
+// NumTensors returns the number of tensors created.
+func (r *Runtime) NumTensors() int { return len(r.tensors) }
+
+// Resident reports whether tensor t is usable now (defined and its storage
+// on the device).
+func (r *Runtime) Resident(t TensorID) bool {
+	if t < 0 || int(t) >= len(r.tensors) {
+		return false
+	}
+	tt := &r.tensors[t]
+	return tt.defined && r.storages[tt.st].material
+}
+
+// Producer returns the op that created t.
+func (r *Runtime) Producer(t TensorID) OpID { return OpID(r.tensors[t].op) }
+
+// Root returns the tensor whose storage t uses.
+func (r *Runtime) Root(t TensorID) TensorID { return TensorID(r.storages[r.tensors[t].st].root) }
+
+func (r *Runtime) checkTensor(what string, t TensorID) error {
+	if r.dead != nil {
+		return fmt.Errorf("dtr: %s after a failed run: %w", what, r.dead)
+	}
+	if t < 0 || int(t) >= len(r.tensors) {
+		return fmt.Errorf("dtr: %s tensor %d: not defined (runtime has %d tensors)", what, t, len(r.tensors))
+	}
+	return nil
+}
+
+// Constant creates a pinned, zero-cost tensor of the given size (parameters,
+// inputs, constants).
+func (r *Runtime) Constant(bytes int64) (TensorID, error) {
+	_, out, err := r.Compute(nil, 0, []Output{{Bytes: bytes, AliasOf: -1}})
+	if err != nil {
+		return -1, err
+	}
+	if err := r.Pin(out[0]); err != nil {
+		return -1, err
+	}
+	return out[0], nil
+}
+
+// Compute runs a new op reading inputs, taking cost ns, with the given
+// outputs; each output starts with one external reference. It returns the
+// op's ID and its output tensors.
+func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, []TensorID, error) {
+	if r.dead != nil {
+		return -1, nil, fmt.Errorf("dtr: compute after a failed run: %w", r.dead)
+	}
+	if cost < 0 {
+		return -1, nil, fmt.Errorf("dtr: compute cost %d: expected >= 0 ns", cost)
+	}
+	if len(outs) == 0 {
+		return -1, nil, fmt.Errorf("dtr: compute with 0 outputs: expected at least one")
+	}
+	for i, t := range inputs {
+		if err := r.checkTensor(fmt.Sprintf("compute input %d", i), t); err != nil {
+			return -1, nil, err
+		}
+	}
+	for i, o := range outs {
+		if o.AliasOf >= len(inputs) || o.AliasOf < -1 {
+			return -1, nil, fmt.Errorf("dtr: compute output %d AliasOf %d: expected -1 or an index into the %d inputs", i, o.AliasOf, len(inputs))
+		}
+		if o.AliasOf < 0 && o.Bytes < 0 {
+			return -1, nil, fmt.Errorf("dtr: compute output %d Bytes %d: expected >= 0", i, o.Bytes)
+		}
+	}
+	id := int32(len(r.ops))
+	o := op{cost: cost, args: make([]int32, len(inputs)), results: make([]int32, len(outs)), sizes: make([]int64, len(outs))}
+	for i, t := range inputs {
+		o.args[i] = int32(t)
+		o.est += r.storages[r.tensors[t].st].size
+	}
+	for i, out := range outs {
+		t := int32(len(r.tensors))
+		o.results[i] = t
+		var st int32
+		if out.AliasOf >= 0 {
+			st = r.tensors[inputs[out.AliasOf]].st
+		} else {
+			o.sizes[i] = out.Bytes
+			o.total += out.Bytes
+			st = int32(len(r.storages))
+			r.storages = append(r.storages, storage{size: out.Bytes, root: t, lastAccess: negInf, poolPos: -1, ecn: -1})
+		}
+		r.tensors = append(r.tensors, tensor{op: id, index: int32(i), st: st, refExt: 1})
+	}
+	o.est += o.total
+	r.ops = append(r.ops, o)
+	// register the tensors on their storages (unique op costs)
+	for _, t := range o.results {
+		s := &r.storages[r.tensors[t].st]
+		seen := false
+		for _, u := range s.tensors {
+			if r.tensors[u].op == id {
+				seen = true
+				break
+			}
+		}
+		s.tensors = append(s.tensors, t)
+		s.refExt++
+		if !seen {
+			s.compute += cost
+			s.est += o.est
+		}
+	}
+	for _, p := range o.args {
+		r.tensors[p].children = append(r.tensors[p].children, o.results...)
+	}
+	if r.rec != nil {
+		r.rec.top = true
+	}
+	if err := r.materialize(o.results[0], false); err != nil {
+		r.dead = err
+		return -1, nil, err
+	}
+	for _, t := range o.results {
+		r.storages[r.tensors[t].st].lastAccess = r.stats.Clock
+	}
+	r.step++
+	res := make([]TensorID, len(o.results))
+	for i, t := range o.results {
+		res[i] = TensorID(t)
+	}
+	return OpID(id), res, nil
+}
+
+// Get adds an external reference to t.
+func (r *Runtime) Get(t TensorID) error {
+	if err := r.checkTensor("get", t); err != nil {
+		return err
+	}
+	tt := &r.tensors[t]
+	s := &r.storages[tt.st]
+	if s.refExt <= 0 {
+		return fmt.Errorf("dtr: get tensor %d: its storage has no external references left", t)
+	}
+	s.refExt++
+	tt.refExt++
+	return nil
+}
+
+// Release drops an external reference to t. With EagerEvict, a storage
+// whose last reference goes is freed at once.
+func (r *Runtime) Release(t TensorID) error {
+	if err := r.checkTensor("release", t); err != nil {
+		return err
+	}
+	tt := &r.tensors[t]
+	s := &r.storages[tt.st]
+	if s.refExt <= 0 || tt.refExt <= 0 {
+		return fmt.Errorf("dtr: release tensor %d: no external references left", t)
+	}
+	s.refExt--
+	tt.refExt--
+	if s.refExt == 0 && s.material && r.v1Baseline {
+		// simrd's RuntimeV1 (used for the baseline) banishes a storage whose
+		// last reference goes even if it is pinned.
+		if s.pinned {
+			s.pinned = false
+			s.refInt = 0
+		}
+		r.evict(tt.st, false)
+		r.stats.EagerFrees++
+		return nil
+	}
+	if s.refExt == 0 && s.material && !s.pinned {
+		if r.cfg.Banish {
+			r.tryBanish(tt.st)
+		} else if r.cfg.EagerEvict {
+			if s.refInt != 0 {
+				return fmt.Errorf("dtr: release tensor %d: storage is locked by a running op", t)
+			}
+			r.evict(tt.st, false)
+			r.stats.EagerFrees++
+		}
+	}
+	return nil
+}
+
+// Pin rematerializes t if needed and keeps its storage resident for good.
+func (r *Runtime) Pin(t TensorID) error {
+	if err := r.checkTensor("pin", t); err != nil {
+		return err
+	}
+	tt := &r.tensors[t]
+	if !tt.defined {
+		if err := r.materialize(int32(t), true); err != nil {
+			r.dead = err
+			return err
+		}
+	} else if !r.storages[tt.st].material {
+		if err := r.swapIn(tt.st); err != nil {
+			r.dead = err
+			return err
+		}
+	}
+	s := &r.storages[tt.st]
+	if s.pinned {
+		return nil
+	}
+	r.lock(tt.st)
+	s.pinned = true
+	return nil
+}
+
+// --- pool ---
+
+func (r *Runtime) makeEvictable(s int32) {
+	st := &r.storages[s]
+	if st.poolPos >= 0 {
+		return
+	}
+	st.poolPos = int32(len(r.pool))
+	r.pool = append(r.pool, s)
+}
+
+func (r *Runtime) makeUnevictable(s int32) {
+	st := &r.storages[s]
+	if st.poolPos < 0 {
+		return
+	}
+	r.pool[st.poolPos] = -1
+	st.poolPos = -1
+	r.holes++
+	if r.holes > 64 && r.holes*2 > len(r.pool) {
+		j := 0
+		for _, x := range r.pool {
+			if x >= 0 {
+				r.pool[j] = x
+				r.storages[x].poolPos = int32(j)
+				j++
+			}
+		}
+		r.pool = r.pool[:j]
+		r.holes = 0
+	}
+}
+
+func (r *Runtime) lock(s int32) {
+	st := &r.storages[s]
+	if st.refInt == 0 {
+		r.makeUnevictable(s)
+	}
+	st.refInt++
+}
+
+func (r *Runtime) unlock(s int32) {
+	st := &r.storages[s]
+	st.refInt--
+	if st.refInt == 0 && st.material {
+		r.makeEvictable(s)
+	}
+}
+
+// avail: the tensor can be read now.
+func (r *Runtime) avail(t int32) bool {
+	tt := &r.tensors[t]
+	return tt.defined && r.storages[tt.st].material
+}
+
+// evicted: the storage is gone from the device and must be recomputed.
+func (r *Runtime) evicted(s int32) bool {
+	st := &r.storages[s]
+	return !st.material && !st.swapped
+}
+
+func (r *Runtime) usesEqClass() bool {
+	h := r.cfg.Heuristic
+	return h == HDTREqClass || h == MegEngine || h == Lookahead
+}
+
+func (r *Runtime) hcost(s int32) int64 {
+	if r.cfg.Heuristic == MegEngine {
+		return r.storages[s].est
+	}
+	return r.storages[s].compute
+}
+
+// evict drops storage s (byHeuristic: chosen to make room).
+func (r *Runtime) evict(s int32, byHeuristic bool) {
+	st := &r.storages[s]
+	st.material = false
+	r.stats.Memory -= st.size
+	r.makeUnevictable(s)
+	for _, t := range st.tensors {
+		r.tensors[t].defined = false
+	}
+	if byHeuristic {
+		r.stats.Evictions++
+	}
+	if r.host != nil {
+		r.host.Free(TensorID(st.root))
+	}
+	if r.rec != nil {
+		r.rec.free(st.root)
+	}
+	if r.usesEqClass() {
+		n := int32(len(r.ufParent))
+		r.ufParent = append(r.ufParent, -1)
+		r.ufValue = append(r.ufValue, r.hcost(s))
+		r.ufMark = append(r.ufMark, 0)
+		st.ecn = n
+		for _, t := range st.tensors {
+			tt := &r.tensors[t]
+			for _, p := range r.ops[tt.op].args {
+				ps := r.tensors[p].st
+				if ps != s && r.evicted(ps) && r.storages[ps].ecn >= 0 {
+					r.ufMerge(r.storages[ps].ecn, n)
+				}
+			}
+			for _, c := range tt.children {
+				cs := r.tensors[c].st
+				if cs != s && r.evicted(cs) && r.storages[cs].ecn >= 0 {
+					r.ufMerge(r.storages[cs].ecn, n)
+				}
+			}
+		}
+	}
+}
+
+func (r *Runtime) ufFind(x int32) int32 {
+	root := x
+	for r.ufParent[root] >= 0 {
+		root = r.ufParent[root]
+	}
+	for r.ufParent[x] >= 0 {
+		nx := r.ufParent[x]
+		r.ufParent[x] = root
+		x = nx
+	}
+	return root
+}
+
+// ufMerge merges l's class into r's (r's root stays the root).
+func (r *Runtime) ufMerge(l, rr int32) {
+	a, b := r.ufFind(l), r.ufFind(rr)
+	if a == b {
+		return
+	}
+	r.ufParent[a] = b
+	r.ufValue[b] += r.ufValue[a]
+}
+
+// swapIn brings swapped storage s back.
+func (r *Runtime) swapIn(s int32) error {
+	st := &r.storages[s]
+	if r.stats.Memory+st.size > r.limit {
+		if err := r.free(st.size); err != nil {
+			return err
+		}
+	}
+	if r.host != nil {
+		if err := r.host.SwapIn(TensorID(st.root)); err != nil {
+			return fmt.Errorf("dtr: swap in tensor %d: %w", st.root, err)
+		}
+	}
+	if r.rec != nil {
+		r.rec.swapIn(st.root)
+	}
+	dt := int64(float64(st.size) / r.cfg.HostBandwidth)
+	r.stats.Clock += dt
+	r.stats.SwapTime += dt
+	r.stats.SwapIns++
+	st.material, st.swapped = true, false
+	r.stats.Memory += st.size
+	if r.stats.Memory > r.stats.PeakMemory {
+		r.stats.PeakMemory = r.stats.Memory
+	}
+	if st.refInt == 0 && !st.pinned {
+		r.makeEvictable(s)
+	}
+	return nil
+}
+
+func (r *Runtime) swapOut(s int32) error {
+	st := &r.storages[s]
+	if r.host != nil {
+		if err := r.host.SwapOut(TensorID(st.root)); err != nil {
+			return fmt.Errorf("dtr: swap out tensor %d: %w", st.root, err)
+		}
+	}
+	if r.rec != nil {
+		r.rec.swapOut(st.root)
+	}
+	dt := int64(float64(st.size) / r.cfg.HostBandwidth)
+	r.stats.Clock += dt
+	r.stats.SwapTime += dt
+	r.stats.SwapOuts++
+	st.material, st.swapped = false, true
+	r.stats.Memory -= st.size
+	r.makeUnevictable(s)
+	return nil
+}
+
+// free makes room for need more bytes.
+func (r *Runtime) free(need int64) error {
+	for r.stats.Memory+need > r.limit {
+		if !r.cfg.AutoDrop {
+			if r.hard {
+				return fmt.Errorf("%w: %d bytes in use + %d needed > budget %d (auto drop off)", ErrOutOfMemory, r.stats.Memory, need, r.limit)
+			}
+			return nil
+		}
+		s := r.choose()
+		if s < 0 {
+			if r.hard {
+				return fmt.Errorf("%w: %d bytes in use + %d needed > budget %d and nothing is evictable", ErrOutOfMemory, r.stats.Memory, need, r.limit)
+			}
+			return nil // soft threshold: proceed past it
+		}
+		st := &r.storages[s]
+		if r.cfg.Swap && (!r.cfg.Drop || 2*float64(st.size)/r.cfg.HostBandwidth < float64(st.compute)) {
+			if err := r.swapOut(s); err != nil {
+				return err
+			}
+			continue
+		}
+		r.evict(s, true)
+	}
+	return nil
+}
+
+// ensure makes tensor p readable (recompute or swap in).
+func (r *Runtime) ensure(p int32) error {
+	pt := &r.tensors[p]
+	if !pt.defined {
+		return r.materialize(p, true)
+	}
+	if !r.storages[pt.st].material {
+		return r.swapIn(pt.st)
+	}
+	return nil
+}
+
+// acquire locks the op's inputs as the reference does: first lock those
+// available, then rematerialize the others one by one (locking each).
+func (r *Runtime) acquire(args []int32) error {
+	for _, p := range args {
+		if r.avail(p) {
+			r.lock(r.tensors[p].st)
+		}
+	}
+	base := len(r.scratch)
+	for _, p := range args {
+		if !r.avail(p) {
+			r.scratch = append(r.scratch, p)
+		}
+	}
+	end := len(r.scratch)
+	for i := base; i < end; i++ {
+		p := r.scratch[i]
+		if err := r.ensure(p); err != nil {
+			return err
+		}
+		r.lock(r.tensors[p].st)
+	}
+	r.scratch = r.scratch[:base]
+	return nil
+}
+
+// acquireLazy rematerializes the missing inputs first, without holding locks
+// on the available ones (their fresh access time protects them softly), then
+// locks the rest, recovering any that were evicted meanwhile. Recursive
+// rematerialization then holds locks only on the current op's inputs, not on
+// every pending op's inputs up the recursion.
+func (r *Runtime) acquireLazy(args []int32) error {
+	base := len(r.scratch)
+	for i, p := range args {
+		if !r.avail(p) {
+			r.scratch = append(r.scratch, int32(i))
+		}
+	}
+	end := len(r.scratch)
+	for k := base; k < end; k++ {
+		p := args[r.scratch[k]]
+		if !r.avail(p) {
+			if err := r.ensure(p); err != nil {
+				return err
+			}
+		}
+		r.lock(r.tensors[p].st)
+	}
+	k := base
+	for i, p := range args {
+		if k < end && r.scratch[k] == int32(i) {
+			k++
+			continue
+		}
+		if !r.avail(p) {
+			if err := r.ensure(p); err != nil {
+				return err
+			}
+		}
+		r.lock(r.tensors[p].st)
+	}
+	r.scratch = r.scratch[:base]
+	return nil
+}
+
+// materialize computes tensor t (remat: a recomputation).
+func (r *Runtime) materialize(t int32, remat bool) error {
+	tt := &r.tensors[t]
+	o := &r.ops[tt.op]
+	clock := r.stats.Clock
+	for _, p := range o.args {
+		r.storages[r.tensors[p].st].lastAccess = clock
+	}
+	if r.cfg.LazyLock {
+		if err := r.acquireLazy(o.args); err != nil {
+			return err
+		}
+	} else {
+		if err := r.acquire(o.args); err != nil {
+			return err
+		}
+	}
+	if r.stats.Memory+o.total > r.limit {
+		if err := r.free(o.total); err != nil {
+			return err
+		}
+	}
+	if err := r.compute(t, remat); err != nil {
+		return err
+	}
+	for _, p := range o.args {
+		r.unlock(r.tensors[p].st)
+	}
+	if r.cfg.Banish {
+		for _, p := range o.args {
+			r.tryBanish(r.tensors[p].st)
+		}
+	}
+	if r.cfg.RematLimit > 0 && r.stats.RematCompute > r.cfg.RematLimit {
+		return fmt.Errorf("%w: %d ns recomputed > limit %d ns", ErrThrashing, r.stats.RematCompute, r.cfg.RematLimit)
+	}
+	return nil
+}
+
+func (r *Runtime) compute(t int32, remat bool) error {
+	tt := &r.tensors[t]
+	o := &r.ops[tt.op]
+	// classify siblings before running
+	base := len(r.scratch)
+	for _, u := range o.results {
+		if u != t && r.avail(u) {
+			r.scratch = append(r.scratch, u) // dup siblings
+		}
+	}
+	mid := len(r.scratch)
+	for _, u := range o.results {
+		if u != t && !r.avail(u) {
+			r.scratch = append(r.scratch, u) // remat siblings
+		}
+	}
+	rs := len(r.scratch)
+	for _, u := range o.results {
+		if u != t && !r.storages[r.tensors[u].st].material {
+			r.scratch = append(r.scratch, r.tensors[u].st)
+		}
+	}
+	if !r.storages[tt.st].material {
+		r.scratch = append(r.scratch, tt.st)
+	}
+	if r.host != nil {
+		if err := r.host.Compute(OpID(tt.op)); err != nil {
+			return fmt.Errorf("dtr: host compute op %d: %w", tt.op, err)
+		}
+	}
+	if r.rec != nil {
+		r.rec.compute(tt.op)
+	}
+	r.stats.Clock += o.cost
+	r.stats.Memory += o.total
+	if r.stats.Memory > r.stats.PeakMemory {
+		r.stats.PeakMemory = r.stats.Memory
+	}
+	r.storages[tt.st].material = true
+	r.storages[tt.st].swapped = false
+	tt.defined = true
+	if remat {
+		r.stats.RematCompute += o.cost
+		r.stats.Remats++
+	} else {
+		r.stats.ModelCompute += o.cost
+	}
+	for _, u := range r.scratch[mid:rs] {
+		ut := &r.tensors[u]
+		r.storages[ut.st].material = true
+		r.storages[ut.st].swapped = false
+		ut.defined = true
+	}
+	for _, u := range r.scratch[base:mid] {
+		r.stats.Memory -= o.sizes[r.tensors[u].index]
+	}
+	eq := r.usesEqClass()
+	for _, s := range r.scratch[rs:] {
+		st := &r.storages[s]
+		if remat {
+			st.remats++
+		}
+		if st.refInt == 0 && !st.pinned {
+			r.makeEvictable(s)
+		}
+		if eq && st.ecn >= 0 {
+			root := r.ufFind(st.ecn)
+			r.ufValue[root] -= r.hcost(s)
+			st.ecn = -1
+		}
+	}
+	r.scratch = r.scratch[:base]
+	return nil
+}
+
+// tryBanish frees storage s for good when it has no external references and
+// none of its dependents is evicted, pinning its material dependents.
+func (r *Runtime) tryBanish(s int32) {
+	st := &r.storages[s]
+	if st.refExt > 0 || st.banished || st.pinned {
+		return
+	}
+	for _, t := range st.tensors {
+		for _, c := range r.tensors[t].children {
+			if r.tensors[c].st != s && !r.tensors[c].defined && !r.storages[r.tensors[c].st].banished {
+				return
+			}
+		}
+	}
+	if st.material {
+		if st.refInt > 0 {
+			return
+		}
+		r.evict(s, false)
+	}
+	st = &r.storages[s]
+	st.banished = true
+	r.stats.Banished++
+	for _, t := range st.tensors {
+		for _, c := range r.tensors[t].children {
+			cs := r.tensors[c].st
+			if cs != s && r.storages[cs].material && !r.storages[cs].pinned {
+				r.lock(cs)
+				r.storages[cs].pinned = true
+			}
+		}
+	}
+}

@@ -1,0 +1,309 @@
+package dtr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/remat-dev/remat/graph/dtrlog"
+)
+
+// Baseline is a trace replayed with unlimited memory.
+type Baseline struct {
+	PeakBytes     int64 `json:"peak_bytes"`     // includes constants
+	ComputeNs     int64 `json:"compute_ns"`     // sum of op times
+	ConstantBytes int64 `json:"constant_bytes"` // pinned CONSTANT tensors
+}
+
+// traceOracle answers next-use queries from a trace's schedule.
+type traceOracle struct {
+	uses [][]int64 // per tensor: steps at which a top-level op reads it (or pins it)
+	pos  []int32
+}
+
+func newTraceOracle(tr *dtrlog.Trace) *traceOracle {
+	o := &traceOracle{uses: make([][]int64, len(tr.Tensors)), pos: make([]int32, len(tr.Tensors))}
+	var step int64
+	for _, c := range tr.Cmds {
+		switch c.Kind {
+		case dtrlog.CmdCompute:
+			for _, a := range tr.Ops[c.ID].Args {
+				o.uses[a] = append(o.uses[a], step)
+			}
+			step++
+		case dtrlog.CmdPin:
+			o.uses[c.ID] = append(o.uses[c.ID], step)
+		}
+	}
+	return o
+}
+
+// NextUse implements Oracle.
+func (o *traceOracle) NextUse(t TensorID, now int64) int64 {
+	if int(t) >= len(o.uses) {
+		return math.MaxInt64
+	}
+	u := o.uses[t]
+	p := o.pos[t]
+	for int(p) < len(u) && u[p] < now {
+		p++
+	}
+	o.pos[t] = p
+	if int(p) == len(u) {
+		return math.MaxInt64
+	}
+	return u[p]
+}
+
+// Replay runs a trace on a new runtime with cfg and host (nil for pure
+// simulation). It returns the runtime (for its Stats) and the first error
+// (ErrOutOfMemory, ErrThrashing or a host error).
+func Replay(ctx context.Context, tr *dtrlog.Trace, cfg Config, host Host) (*Runtime, error) {
+	rt, err := New(cfg, host)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Heuristic == Lookahead {
+		rt.SetOracle(newTraceOracle(tr))
+	}
+	return rt, rt.replay(ctx, tr)
+}
+
+func (rt *Runtime) replay(ctx context.Context, tr *dtrlog.Trace) error {
+	var outs []Output
+	var ins []TensorID
+	for i, c := range tr.Cmds {
+		if i&255 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		switch c.Kind {
+		case dtrlog.CmdCompute:
+			o := &tr.Ops[c.ID]
+			ins = ins[:0]
+			for _, a := range o.Args {
+				ins = append(ins, TensorID(a))
+			}
+			outs = outs[:0]
+			for j := range o.Results {
+				outs = append(outs, Output{Bytes: o.Sizes[j], AliasOf: int(o.Aliases[j])})
+			}
+			id, _, err := rt.Compute(ins, o.Time, outs)
+			if err != nil {
+				return err
+			}
+			if int32(id) != c.ID {
+				return fmt.Errorf("dtr: replay: op %d got runtime id %d", c.ID, id)
+			}
+		case dtrlog.CmdGet:
+			if err := rt.Get(TensorID(c.ID)); err != nil {
+				return err
+			}
+		case dtrlog.CmdRelease:
+			if err := rt.Release(TensorID(c.ID)); err != nil {
+				return err
+			}
+		case dtrlog.CmdPin:
+			if err := rt.Pin(TensorID(c.ID)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// MeasureBaseline replays tr with unlimited memory.
+func MeasureBaseline(tr *dtrlog.Trace) (Baseline, error) {
+	rt, err := New(ParityConfig(HDTRLocal), nil)
+	if err != nil {
+		return Baseline{}, err
+	}
+	rt.v1Baseline = true
+	if err := rt.replay(context.Background(), tr); err != nil {
+		return Baseline{}, fmt.Errorf("dtr baseline: %w", err)
+	}
+	b := Baseline{PeakBytes: rt.stats.PeakMemory, ComputeNs: rt.stats.ModelCompute}
+	for i := range tr.Ops {
+		if tr.Ops[i].Constant {
+			b.ConstantBytes += tr.Ops[i].TotalSize()
+		}
+	}
+	return b, nil
+}
+
+// Status of one budget of a sweep.
+const (
+	StatusOK     = "ok"
+	StatusOOM    = "oom"
+	StatusThrash = "thrash"
+)
+
+// RatioResult is one budget of a sweep.
+type RatioResult struct {
+	Ratio           float64 `json:"ratio"`
+	BudgetBytes     int64   `json:"budget_bytes"`
+	Status          string  `json:"status"`
+	Overhead        float64 `json:"overhead"` // clock / baseline compute (also for failed runs, up to the failure)
+	Evictions       int64   `json:"evictions"`
+	Remats          int64   `json:"rematerializations"`
+	HeuristicEvals  int64   `json:"heuristic_evals"`
+	RematComputeNs  int64   `json:"remat_compute_ns"`
+	ClockNs         int64   `json:"clock_ns"`
+	PeakMemoryBytes int64   `json:"peak_memory_bytes"`
+}
+
+// SweepResult is the paper's protocol on one trace and heuristic.
+type SweepResult struct {
+	Heuristic string        `json:"heuristic"`
+	Parity    bool          `json:"parity"`
+	Baseline  Baseline      `json:"baseline"`
+	Bound     LowerBound    `json:"lower_bound"`
+	Results   []RatioResult `json:"results"`
+}
+
+// SweepOptions configure Sweep.
+type SweepOptions struct {
+	Heuristic Heuristic
+	Ratios    []float64 // default 1.0, 0.9, ..., 0.1
+	// Parity follows the reference simulator exactly (ParityConfig);
+	// otherwise Base (or DefaultConfig with EvicteeMinSize 0 if Base is nil)
+	// is used with Heuristic.
+	Parity bool
+	Base   *Config
+	// OverheadLimit: a run thrashes once remat compute exceeds
+	// (OverheadLimit-1) x baseline compute. Default 2 (the paper's).
+	OverheadLimit float64
+}
+
+// DefaultRatios are the paper's budget ratios, largest first.
+var DefaultRatios = []float64{1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1}
+
+// Sweep runs the paper's protocol: baseline with unlimited memory; per ratio
+// budget = ratio x baseline peak; thrash once remat compute exceeds 1x the
+// baseline compute; overhead = clock / baseline compute. Cancelling ctx
+// returns the ratios finished so far and ctx's error.
+func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResult, error) {
+	if opt.Heuristic == 0 {
+		opt.Heuristic = HDTREqClass
+	}
+	ratios := opt.Ratios
+	if len(ratios) == 0 {
+		ratios = DefaultRatios
+	}
+	for i, r := range ratios {
+		if !(r > 0) || math.IsInf(r, 0) {
+			return nil, fmt.Errorf("dtr sweep: ratio[%d] = %v: expected a positive finite number", i, r)
+		}
+	}
+	lim := opt.OverheadLimit
+	if lim == 0 {
+		lim = 2
+	}
+	if lim < 1 {
+		return nil, fmt.Errorf("dtr sweep: OverheadLimit %v: expected >= 1", lim)
+	}
+	base, err := MeasureBaseline(tr)
+	if err != nil {
+		return nil, err
+	}
+	res := &SweepResult{Heuristic: opt.Heuristic.String(), Parity: opt.Parity, Baseline: base, Bound: ComputeLowerBound(tr)}
+	for _, ratio := range ratios {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		var cfg Config
+		switch {
+		case opt.Parity:
+			cfg = ParityConfig(opt.Heuristic)
+		case opt.Base != nil:
+			cfg = *opt.Base
+			cfg.Heuristic = opt.Heuristic
+		default:
+			cfg = DefaultConfig()
+			cfg.EvicteeMinSize = 0
+			cfg.Heuristic = opt.Heuristic
+		}
+		cfg.Budget = int64(float64(base.PeakBytes) * ratio)
+		cfg.RematLimit = int64(float64(base.ComputeNs) * (lim - 1))
+		if cfg.RematLimit == 0 {
+			cfg.RematLimit = 1 // a limit of 0 means none; 1 ns keeps "no remat allowed"
+		}
+		rt, err := Replay(ctx, tr, cfg, nil)
+		rr := RatioResult{Ratio: ratio, BudgetBytes: cfg.Budget, Status: StatusOK}
+		if rt != nil {
+			st := rt.Stats()
+			rr.Overhead = float64(st.Clock) / float64(base.ComputeNs)
+			rr.Evictions, rr.Remats, rr.HeuristicEvals = st.Evictions, st.Remats, st.HeuristicEvals
+			rr.RematComputeNs, rr.ClockNs, rr.PeakMemoryBytes = st.RematCompute, st.Clock, st.PeakMemory
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrOutOfMemory):
+			rr.Status = StatusOOM
+		case errors.Is(err, ErrThrashing):
+			rr.Status = StatusThrash
+		default:
+			return res, err
+		}
+		res.Results = append(res.Results, rr)
+	}
+	return res, nil
+}
+
+// LowerBound is a budget below which no eviction order can run the trace:
+// at some op, the pinned storages plus the op's inputs and outputs must all
+// be resident at once.
+type LowerBound struct {
+	Bytes int64 `json:"bytes"`
+	// Op is the trace op where the bound is reached, Line its log line.
+	Op   int32 `json:"op"`
+	Line int   `json:"line"`
+}
+
+// ComputeLowerBound returns the largest, over the trace's ops, of pinned
+// bytes at that point + the distinct input storages + the op's outputs
+// (including the final pinned outputs for the end of the trace).
+func ComputeLowerBound(tr *dtrlog.Trace) LowerBound {
+	var pinned int64
+	isPinned := make([]bool, len(tr.Tensors))
+	var lb LowerBound
+	var tmp []int32
+	for _, c := range tr.Cmds {
+		switch c.Kind {
+		case dtrlog.CmdPin:
+			s := tr.Tensors[c.ID].Storage
+			if !isPinned[s] {
+				isPinned[s] = true
+				pinned += tr.Tensors[s].StorageSize
+			}
+			if pinned > lb.Bytes {
+				lb = LowerBound{Bytes: pinned, Op: -1}
+			}
+		case dtrlog.CmdCompute:
+			o := &tr.Ops[c.ID]
+			need := pinned + o.TotalSize()
+			tmp = tmp[:0]
+			for _, a := range o.Args {
+				s := tr.Tensors[a].Storage
+				if isPinned[s] {
+					continue
+				}
+				tmp = append(tmp, s)
+			}
+			sort.Slice(tmp, func(i, j int) bool { return tmp[i] < tmp[j] })
+			for i, s := range tmp {
+				if i > 0 && tmp[i-1] == s {
+					continue
+				}
+				need += tr.Tensors[s].StorageSize
+			}
+			if need > lb.Bytes {
+				lb = LowerBound{Bytes: need, Op: c.ID, Line: o.Line}
+			}
+		}
+	}
+	return lb
+}

@@ -1,0 +1,102 @@
+package dtrlog
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func compileFile(t *testing.T, name string) (*Trace, error) {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", name))
+	require.NoError(t, err)
+	defer f.Close()
+	return Compile(f)
+}
+
+func TestCompileSmall(t *testing.T) {
+	tr, err := compileFile(t, "small.log")
+	require.NoError(t, err)
+	// ops: const w, const x, conv, view, split, add_ (the constant before
+	// START is skipped)
+	require.Len(t, tr.Ops, 6)
+	assert.True(t, tr.Ops[0].Constant)
+	assert.Equal(t, []int64{0}, tr.Ops[3].Sizes, "view is an alias: 0 bytes")
+	view := tr.Tensors[tr.Ops[3].Results[0]]
+	assert.Equal(t, tr.Ops[2].Results[0], view.Storage)
+	assert.Equal(t, int64(2048), view.StorageSize)
+	mut := tr.Ops[5]
+	assert.True(t, mut.Mutate)
+	assert.True(t, mut.Backward)
+	assert.Equal(t, []int64{1024}, mut.Sizes)
+	// outputs: w2 (still referenced), x, new version of a, and c -> a$.
+	names := []string{}
+	for _, o := range tr.Outputs {
+		names = append(names, tr.Tensors[o].Name)
+	}
+	assert.Equal(t, []string{"w", "x", "a$"}, names)
+	g, err := ToGraph(tr)
+	require.NoError(t, err)
+	assert.Len(t, g.Ops, 4)
+	assert.Equal(t, int64(100), g.Ops[0].TimeNs)
+}
+
+func TestCompileErrors(t *testing.T) {
+	for name, want := range map[string]string{
+		"bad_unknown.log":  "line 1: invalid dtr log: CALL \"relu\" ARGS[0] \"nope\": unknown tensor",
+		"bad_nomemory.log": "line 4: invalid dtr log: CALL \"relu\" (line 3): result 0 \"y\" needs a MEMORY line here, got RELEASE \"x\"",
+		"bad_negative.log": "line 2: dtr log syntax error: MEMORY of \"x\" is -8, expected >= 0",
+		"bad_json.log":     "line 2: dtr log syntax error",
+	} {
+		_, err := compileFile(t, name)
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), want, name)
+		var le *LineError
+		assert.True(t, errors.As(err, &le), name)
+	}
+	_, err := Compile(strings.NewReader(`{"INSTRUCTION":"CONSTANT","NAME":"x"}` + "\n"))
+	assert.ErrorIs(t, err, ErrInvalid)
+}
+
+func TestWriteRoundTrip(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("testdata", "small.log"))
+	require.NoError(t, err)
+	ins, err := ReadAll(bytes.NewReader(src))
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	require.NoError(t, WriteAll(&buf, ins))
+	assert.Equal(t, string(src), buf.String(), "writer reproduces the original key order and formatting")
+}
+
+func FuzzRead(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "*.log"))
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err == nil {
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		tr, err := Compile(bytes.NewReader(b))
+		if err != nil {
+			return
+		}
+		for _, c := range tr.Cmds {
+			if c.Kind == CmdCompute {
+				require.Less(t, int(c.ID), len(tr.Ops))
+			} else {
+				require.Less(t, int(c.ID), len(tr.Tensors))
+			}
+		}
+		_, _ = ToGraph(tr)
+	})
+}

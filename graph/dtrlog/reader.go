@@ -1,0 +1,284 @@
+// Package dtrlog reads and writes the DTR log format: one JSON object per
+// line recording the tensor operations of one training iteration, as written
+// by the patched PyTorch of the DTR paper (Kirisame et al., ICLR 2021). It
+// compiles a log into a Trace (ops, tensors and a schedule of compute / get /
+// release / pin commands with the replay semantics of the reference simulator
+// simrd) and converts a Trace into a graph.Graph for static strategies.
+package dtrlog
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+)
+
+// Kind is the INSTRUCTION of one log line.
+type Kind uint8
+
+// Instruction kinds.
+const (
+	Annotate Kind = iota + 1
+	Constant
+	Memory
+	Call
+	Alias
+	Copy
+	CopyFrom
+	Release
+	Mutate
+)
+
+var kindNames = [...]string{"", "ANNOTATE", "CONSTANT", "MEMORY", "CALL", "ALIAS", "COPY", "COPY_FROM", "RELEASE", "MUTATE"}
+
+// String returns the instruction name as written in logs.
+func (k Kind) String() string {
+	if k < Annotate || k > Mutate {
+		return fmt.Sprintf("kind(%d)", uint8(k))
+	}
+	return kindNames[k]
+}
+
+// Annotations of ANNOTATE lines.
+const (
+	AnnotationStart    = "START"
+	AnnotationBackward = "BACKWARD"
+)
+
+// Instr is one decoded log line. Which fields are set depends on Kind:
+// ANNOTATE: Annotation; CONSTANT, RELEASE: Name; MEMORY: Name, Memory;
+// CALL: Name (op), Args, Results, Time; ALIAS: Name, Alias; COPY, COPY_FROM:
+// Dst, Src; MUTATE: Name (op), Args, Mutate, Time.
+type Instr struct {
+	Kind       Kind
+	Line       int // 1-based line number in the source (0 if built in code)
+	Name       string
+	Args       []string
+	Results    []string
+	Mutate     []int
+	Time       int64
+	Memory     int64
+	Alias      int
+	Dst, Src   string
+	Annotation string
+}
+
+// ErrSyntax is wrapped by every error about a malformed line.
+var ErrSyntax = errors.New("dtr log syntax error")
+
+// LineError reports a problem on one line of a log.
+type LineError struct {
+	Line int
+	Err  error
+}
+
+func (e *LineError) Error() string { return fmt.Sprintf("dtr log line %d: %v", e.Line, e.Err) }
+
+// Unwrap returns the underlying error.
+func (e *LineError) Unwrap() error { return e.Err }
+
+// num decodes a JSON number given either as a string ("123") or as a number.
+type num struct {
+	v   int64
+	set bool
+}
+
+func (n *num) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("number %q: expected a decimal integer", s)
+		}
+		n.v, n.set = v, true
+		return nil
+	}
+	if bytes.Equal(b, []byte("null")) {
+		return nil
+	}
+	v, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return fmt.Errorf("number %s: expected a decimal integer", b)
+	}
+	n.v, n.set = v, true
+	return nil
+}
+
+type rawLine struct {
+	Instruction *string  `json:"INSTRUCTION"`
+	Name        *string  `json:"NAME"`
+	Memory      num      `json:"MEMORY"`
+	Args        []string `json:"ARGS"`
+	Result      []string `json:"RESULT"`
+	Time        num      `json:"TIME"`
+	Alias       num      `json:"ALIAS"`
+	Dst         *string  `json:"DST"`
+	Src         *string  `json:"SRC"`
+	Mutate      []num    `json:"MUTATE"`
+	Annotation  *string  `json:"ANNOTATION"`
+}
+
+// Reader streams instructions from a log.
+type Reader struct {
+	sc   *bufio.Scanner
+	line int
+}
+
+// MaxLineBytes is the longest line the Reader accepts.
+const MaxLineBytes = 64 << 20
+
+// NewReader returns a Reader on r.
+func NewReader(r io.Reader) *Reader {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), MaxLineBytes)
+	return &Reader{sc: sc}
+}
+
+// Next returns the next instruction, skipping blank lines, or io.EOF at the
+// end. A malformed line gives a *LineError wrapping ErrSyntax.
+func (r *Reader) Next() (Instr, error) {
+	for r.sc.Scan() {
+		r.line++
+		b := bytes.TrimSpace(r.sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		in, err := ParseLine(b)
+		if err != nil {
+			return Instr{}, &LineError{Line: r.line, Err: err}
+		}
+		in.Line = r.line
+		return in, nil
+	}
+	if err := r.sc.Err(); err != nil {
+		return Instr{}, &LineError{Line: r.line + 1, Err: fmt.Errorf("%w: %w", ErrSyntax, err)}
+	}
+	return Instr{}, io.EOF
+}
+
+func need(field string, p *string, k string) (string, error) {
+	if p == nil {
+		return "", fmt.Errorf("%w: %s line has no %s", ErrSyntax, k, field)
+	}
+	return *p, nil
+}
+
+// ParseLine decodes one log line (without its line number).
+func ParseLine(b []byte) (Instr, error) {
+	var raw rawLine
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return Instr{}, fmt.Errorf("%w: %w", ErrSyntax, err)
+	}
+	if raw.Instruction == nil {
+		return Instr{}, fmt.Errorf("%w: no INSTRUCTION key", ErrSyntax)
+	}
+	var in Instr
+	var err error
+	k := *raw.Instruction
+	switch k {
+	case "ANNOTATE":
+		in.Kind = Annotate
+		in.Annotation, err = need("ANNOTATION", raw.Annotation, k)
+	case "CONSTANT":
+		in.Kind = Constant
+		in.Name, err = need("NAME", raw.Name, k)
+	case "RELEASE":
+		in.Kind = Release
+		in.Name, err = need("NAME", raw.Name, k)
+	case "MEMORY":
+		in.Kind = Memory
+		if in.Name, err = need("NAME", raw.Name, k); err != nil {
+			break
+		}
+		if !raw.Memory.set {
+			return Instr{}, fmt.Errorf("%w: MEMORY line has no MEMORY", ErrSyntax)
+		}
+		if raw.Memory.v < 0 {
+			return Instr{}, fmt.Errorf("%w: MEMORY of %q is %d, expected >= 0", ErrSyntax, in.Name, raw.Memory.v)
+		}
+		in.Memory = raw.Memory.v
+	case "ALIAS":
+		in.Kind = Alias
+		if in.Name, err = need("NAME", raw.Name, k); err != nil {
+			break
+		}
+		if !raw.Alias.set {
+			return Instr{}, fmt.Errorf("%w: ALIAS line has no ALIAS", ErrSyntax)
+		}
+		if raw.Alias.v < -1 || raw.Alias.v > 1<<30 {
+			return Instr{}, fmt.Errorf("%w: ALIAS of %q is %d, expected -1 or an argument index", ErrSyntax, in.Name, raw.Alias.v)
+		}
+		in.Alias = int(raw.Alias.v)
+	case "COPY", "COPY_FROM":
+		in.Kind = Copy
+		if k == "COPY_FROM" {
+			in.Kind = CopyFrom
+		}
+		if in.Dst, err = need("DST", raw.Dst, k); err != nil {
+			break
+		}
+		in.Src, err = need("SRC", raw.Src, k)
+	case "CALL", "MUTATE":
+		in.Kind = Call
+		if k == "MUTATE" {
+			in.Kind = Mutate
+		}
+		if in.Name, err = need("NAME", raw.Name, k); err != nil {
+			break
+		}
+		if !raw.Time.set {
+			return Instr{}, fmt.Errorf("%w: %s line has no TIME", ErrSyntax, k)
+		}
+		if raw.Time.v < 0 {
+			return Instr{}, fmt.Errorf("%w: TIME of %s %q is %d, expected >= 0", ErrSyntax, k, in.Name, raw.Time.v)
+		}
+		in.Time = raw.Time.v
+		in.Args = raw.Args
+		if in.Kind == Call {
+			if raw.Result == nil {
+				return Instr{}, fmt.Errorf("%w: CALL line has no RESULT", ErrSyntax)
+			}
+			in.Results = raw.Result
+		} else {
+			if raw.Mutate == nil {
+				return Instr{}, fmt.Errorf("%w: MUTATE line has no MUTATE", ErrSyntax)
+			}
+			in.Mutate = make([]int, len(raw.Mutate))
+			for i, m := range raw.Mutate {
+				if !m.set || m.v < 0 || m.v >= int64(len(in.Args)) {
+					return Instr{}, fmt.Errorf("%w: MUTATE[%d] of %q is %d, expected an index into its %d ARGS", ErrSyntax, i, in.Name, m.v, len(in.Args))
+				}
+				in.Mutate[i] = int(m.v)
+			}
+		}
+	default:
+		return Instr{}, fmt.Errorf("%w: INSTRUCTION %q: expected one of ANNOTATE, CONSTANT, MEMORY, CALL, ALIAS, COPY, COPY_FROM, RELEASE, MUTATE", ErrSyntax, k)
+	}
+	if err != nil {
+		return Instr{}, err
+	}
+	return in, nil
+}
+
+// ReadAll reads every instruction of a log.
+func ReadAll(r io.Reader) ([]Instr, error) {
+	rd := NewReader(r)
+	var out []Instr
+	for {
+		in, err := rd.Next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, in)
+	}
+}

@@ -1,0 +1,404 @@
+package dtrlog
+
+import (
+	"errors"
+	"fmt"
+	"io"
+)
+
+// ErrInvalid is wrapped by every error about a log that is well-formed line
+// by line but inconsistent (unknown tensors, a CALL without its MEMORY and
+// ALIAS lines, a CONSTANT without its MEMORY line, ...).
+var ErrInvalid = errors.New("invalid dtr log")
+
+// Op is one operator of a Trace: a CALL, a MUTATE (whose results are new
+// versions of the mutated arguments) or a CONSTANT (no arguments, cost 0).
+type Op struct {
+	Name     string
+	Line     int   // line of the CALL / MUTATE / CONSTANT
+	Time     int64 // ns
+	Args     []int32
+	Results  []int32
+	Sizes    []int64 // bytes of each result (0 for an alias)
+	Aliases  []int32 // -1, or the index into Args whose storage the result views
+	Constant bool
+	Mutate   bool
+	Backward bool
+}
+
+// TotalSize returns the bytes the op allocates (sum of its result sizes).
+func (o *Op) TotalSize() int64 {
+	var s int64
+	for _, x := range o.Sizes {
+		s += x
+	}
+	return s
+}
+
+// Tensor is one tensor of a Trace.
+type Tensor struct {
+	Name  string
+	Op    int32 // producing op
+	Index int32 // index among the op's results
+	// Storage is the tensor whose storage this one uses (itself unless it is
+	// an alias); StorageSize is that storage's size.
+	Storage     int32
+	StorageSize int64
+}
+
+// CmdKind says what a schedule command does.
+type CmdKind uint8
+
+// Schedule commands (the replay semantics of simrd).
+const (
+	// CmdCompute runs op ID for the first time (creating its results).
+	CmdCompute CmdKind = iota + 1
+	// CmdGet adds an external reference to tensor ID.
+	CmdGet
+	// CmdRelease drops an external reference to tensor ID.
+	CmdRelease
+	// CmdPin rematerializes tensor ID if needed and pins its storage.
+	CmdPin
+)
+
+var cmdNames = [...]string{"", "compute", "get", "release", "pin"}
+
+// String returns the command's name.
+func (k CmdKind) String() string {
+	if k < CmdCompute || k > CmdPin {
+		return fmt.Sprintf("cmd(%d)", uint8(k))
+	}
+	return cmdNames[k]
+}
+
+// Cmd is one schedule command; ID is an op for CmdCompute, else a tensor.
+type Cmd struct {
+	Kind CmdKind
+	ID   int32
+}
+
+// Trace is a compiled log: ops and tensors in creation order (tensor IDs are
+// assigned in the order results appear) and the schedule replaying it.
+type Trace struct {
+	Name    string
+	Ops     []Op
+	Tensors []Tensor
+	Cmds    []Cmd
+	// Outputs are the tensors still referenced at the end (pinned).
+	Outputs []int32
+}
+
+// Compile reads a log and compiles it. Lines before the START annotation are
+// skipped (a log without START is compiled whole).
+func Compile(r io.Reader) (*Trace, error) {
+	c := newCompiler()
+	rd := NewReader(r)
+	var pending []Instr // instructions before START, dropped if START comes
+	started := false
+	for {
+		in, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !started {
+			if in.Kind == Annotate && in.Annotation == AnnotationStart {
+				started = true
+				pending = nil
+				continue
+			}
+			pending = append(pending, in)
+			continue
+		}
+		if err := c.feed(in); err != nil {
+			return nil, err
+		}
+	}
+	if !started {
+		for _, in := range pending {
+			if err := c.feed(in); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return c.finish()
+}
+
+// CompileInstrs compiles instructions already read (all of them are used:
+// the caller drops lines before START if it wants to).
+func CompileInstrs(ins []Instr) (*Trace, error) {
+	c := newCompiler()
+	for _, in := range ins {
+		if err := c.feed(in); err != nil {
+			return nil, err
+		}
+	}
+	return c.finish()
+}
+
+type compiler struct {
+	t       Trace
+	names   map[string]int32 // name -> index in order
+	order   []string
+	binding []int32 // per name index: tensor
+	ref     []int32 // per tensor: references by name
+	inBwd   bool
+	// expect holds a CALL/CONSTANT waiting for its MEMORY/ALIAS lines.
+	want    *Instr
+	mems    []Instr
+	aliases []Instr
+}
+
+func newCompiler() *compiler {
+	return &compiler{names: map[string]int32{}}
+}
+
+func lineErr(line int, format string, a ...any) error {
+	return &LineError{Line: line, Err: fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))}
+}
+
+func (c *compiler) lookup(line int, field, name string) (int32, error) {
+	i, ok := c.names[name]
+	if !ok {
+		return -1, lineErr(line, "%s %q: unknown tensor (not created by an earlier CONSTANT, CALL, MUTATE or COPY)", field, name)
+	}
+	return c.binding[i], nil
+}
+
+func (c *compiler) bind(line int, name string, t int32) error {
+	if _, ok := c.names[name]; ok {
+		return lineErr(line, "tensor name %q is defined twice", name)
+	}
+	c.names[name] = int32(len(c.order))
+	c.order = append(c.order, name)
+	c.binding = append(c.binding, t)
+	c.ref[t]++
+	return nil
+}
+
+func (c *compiler) newTensor(name string, op, index int32) int32 {
+	id := int32(len(c.t.Tensors))
+	c.t.Tensors = append(c.t.Tensors, Tensor{Name: name, Op: op, Index: index, Storage: id})
+	c.ref = append(c.ref, 0)
+	return id
+}
+
+func (c *compiler) feed(in Instr) error {
+	if c.want != nil {
+		return c.feedPending(in)
+	}
+	switch in.Kind {
+	case Annotate:
+		if in.Annotation == AnnotationBackward {
+			c.inBwd = true
+		}
+	case Constant, Call:
+		w := in
+		c.want = &w
+		c.mems, c.aliases = c.mems[:0], c.aliases[:0]
+		if in.Kind == Call && len(in.Results) == 0 {
+			return c.finishCall()
+		}
+	case Memory:
+		return lineErr(in.Line, "MEMORY line for %q does not follow a CONSTANT or CALL", in.Name)
+	case Alias:
+		return lineErr(in.Line, "ALIAS line for %q does not follow a CALL", in.Name)
+	case Copy:
+		src, err := c.lookup(in.Line, "COPY SRC", in.Src)
+		if err != nil {
+			return err
+		}
+		if err := c.bind(in.Line, in.Dst, src); err != nil {
+			return err
+		}
+		c.t.Cmds = append(c.t.Cmds, Cmd{CmdGet, src})
+	case CopyFrom:
+		i, ok := c.names[in.Dst]
+		if !ok {
+			return lineErr(in.Line, "COPY_FROM DST %q: unknown tensor", in.Dst)
+		}
+		src, err := c.lookup(in.Line, "COPY_FROM SRC", in.Src)
+		if err != nil {
+			return err
+		}
+		old := c.binding[i]
+		c.binding[i] = src
+		c.ref[old]--
+		c.ref[src]++
+		c.t.Cmds = append(c.t.Cmds, Cmd{CmdRelease, old}, Cmd{CmdGet, src})
+	case Release:
+		i, ok := c.names[in.Name]
+		if !ok {
+			return nil // unknown names are ignored, as by the reference
+		}
+		t := c.binding[i]
+		if c.ref[t] <= 0 {
+			return lineErr(in.Line, "RELEASE %q: tensor has no references left", in.Name)
+		}
+		c.ref[t]--
+		c.t.Cmds = append(c.t.Cmds, Cmd{CmdRelease, t})
+	case Mutate:
+		return c.mutate(in)
+	default:
+		return lineErr(in.Line, "instruction kind %d: expected a defined kind", in.Kind)
+	}
+	return nil
+}
+
+func (c *compiler) feedPending(in Instr) error {
+	w := c.want
+	if w.Kind == Constant {
+		if in.Kind != Memory || in.Name != w.Name {
+			return lineErr(in.Line, "CONSTANT %q (line %d) must be followed by its MEMORY line, got %s", w.Name, w.Line, describe(in))
+		}
+		c.want = nil
+		op := int32(len(c.t.Ops))
+		t := c.newTensor(w.Name, op, 0)
+		c.t.Tensors[t].StorageSize = in.Memory
+		c.t.Ops = append(c.t.Ops, Op{Name: "constant", Line: w.Line, Results: []int32{t}, Sizes: []int64{in.Memory}, Aliases: []int32{-1}, Constant: true, Backward: c.inBwd})
+		if err := c.bind(in.Line, w.Name, t); err != nil {
+			return err
+		}
+		c.t.Cmds = append(c.t.Cmds, Cmd{CmdCompute, op}, Cmd{CmdPin, t})
+		return nil
+	}
+	// CALL: MEMORY, ALIAS pairs per result, in order.
+	i := len(c.aliases)
+	if len(c.mems) == i {
+		if in.Kind != Memory || in.Name != w.Results[i] {
+			return lineErr(in.Line, "CALL %q (line %d): result %d %q needs a MEMORY line here, got %s", w.Name, w.Line, i, w.Results[i], describe(in))
+		}
+		c.mems = append(c.mems, in)
+		return nil
+	}
+	if in.Kind != Alias || in.Name != w.Results[i] {
+		return lineErr(in.Line, "CALL %q (line %d): result %d %q needs an ALIAS line here, got %s", w.Name, w.Line, i, w.Results[i], describe(in))
+	}
+	c.aliases = append(c.aliases, in)
+	if len(c.aliases) == len(w.Results) {
+		return c.finishCall()
+	}
+	return nil
+}
+
+func describe(in Instr) string {
+	if in.Name != "" {
+		return fmt.Sprintf("%s %q", in.Kind, in.Name)
+	}
+	return in.Kind.String()
+}
+
+func (c *compiler) finishCall() error {
+	w := c.want
+	c.want = nil
+	args := make([]int32, len(w.Args))
+	for j, a := range w.Args {
+		t, err := c.lookup(w.Line, fmt.Sprintf("CALL %q ARGS[%d]", w.Name, j), a)
+		if err != nil {
+			return err
+		}
+		args[j] = t
+	}
+	if contains(w.Name, "backward") {
+		c.inBwd = true
+	}
+	op := int32(len(c.t.Ops))
+	n := len(w.Results)
+	o := Op{Name: w.Name, Line: w.Line, Time: w.Time, Args: args, Results: make([]int32, n), Sizes: make([]int64, n), Aliases: make([]int32, n), Backward: c.inBwd}
+	for i := 0; i < n; i++ {
+		al := c.aliases[i].Alias
+		if al >= len(args) {
+			return lineErr(c.aliases[i].Line, "ALIAS of %q is %d, expected -1 or an index into the %d ARGS of CALL %q", w.Results[i], al, len(args), w.Name)
+		}
+		t := c.newTensor(w.Results[i], op, int32(i))
+		o.Results[i] = t
+		o.Aliases[i] = int32(al)
+		if al >= 0 {
+			base := c.t.Tensors[args[al]].Storage
+			c.t.Tensors[t].Storage = base
+			c.t.Tensors[t].StorageSize = c.t.Tensors[base].StorageSize
+		} else {
+			o.Sizes[i] = c.mems[i].Memory
+			c.t.Tensors[t].StorageSize = o.Sizes[i]
+		}
+	}
+	c.t.Ops = append(c.t.Ops, o)
+	for i := 0; i < n; i++ {
+		if err := c.bind(w.Line, w.Results[i], o.Results[i]); err != nil {
+			return err
+		}
+	}
+	c.t.Cmds = append(c.t.Cmds, Cmd{CmdCompute, op})
+	return nil
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *compiler) mutate(in Instr) error {
+	args := make([]int32, len(in.Args))
+	for j, a := range in.Args {
+		t, err := c.lookup(in.Line, fmt.Sprintf("MUTATE %q ARGS[%d]", in.Name, j), a)
+		if err != nil {
+			return err
+		}
+		args[j] = t
+	}
+	if contains(in.Name, "backward") {
+		c.inBwd = true
+	}
+	op := int32(len(c.t.Ops))
+	n := len(in.Mutate)
+	o := Op{Name: in.Name, Line: in.Line, Time: in.Time, Args: args, Results: make([]int32, n), Sizes: make([]int64, n), Aliases: make([]int32, n), Mutate: true, Backward: c.inBwd}
+	for i, m := range in.Mutate {
+		if m < 0 || m >= len(args) {
+			return lineErr(in.Line, "MUTATE[%d] of %q is %d, expected an index into its %d ARGS", i, in.Name, m, len(args))
+		}
+		src := &c.t.Tensors[args[m]]
+		t := c.newTensor(src.Name+"$", op, int32(i))
+		o.Results[i] = t
+		o.Aliases[i] = -1
+		o.Sizes[i] = c.t.Tensors[args[m]].StorageSize
+		c.t.Tensors[t].StorageSize = o.Sizes[i]
+	}
+	c.t.Ops = append(c.t.Ops, o)
+	c.t.Cmds = append(c.t.Cmds, Cmd{CmdCompute, op})
+	for i, m := range in.Mutate {
+		idx := c.names[in.Args[m]]
+		old := c.binding[idx]
+		c.binding[idx] = o.Results[i]
+		c.ref[o.Results[i]] = 1
+		c.ref[old]--
+		c.t.Cmds = append(c.t.Cmds, Cmd{CmdRelease, old})
+	}
+	return nil
+}
+
+func (c *compiler) finish() (*Trace, error) {
+	if c.want != nil {
+		w := c.want
+		return nil, lineErr(w.Line, "%s %q: the log ends before its MEMORY/ALIAS lines", w.Kind, w.Name)
+	}
+	// Outputs: tensors still referenced, in order of their names' first
+	// definition (each name once; a tensor pinned twice is pinned once).
+	seen := make([]bool, len(c.t.Tensors))
+	for i := range c.order {
+		t := c.binding[i]
+		if c.ref[t] > 0 {
+			c.t.Cmds = append(c.t.Cmds, Cmd{CmdPin, t})
+			if !seen[t] {
+				seen[t] = true
+				c.t.Outputs = append(c.t.Outputs, t)
+			}
+		}
+	}
+	return &c.t, nil
+}

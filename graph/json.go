@@ -1,0 +1,1398 @@
+package graph
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"unicode/utf8"
+)
+
+// The native JSON format: docs/format.md describes it field by field and
+// docs/graph.schema.json is its JSON Schema.
+const (
+	// FormatName is the value of the "format" key that opens every file.
+	FormatName = "remat.graph"
+	// FormatVersion is the format version this build writes and reads.
+	FormatVersion = 1
+)
+
+// ErrUnsupportedFormat is wrapped by the error Decode returns for a file
+// whose "format" tag is not FormatName or whose version this build cannot
+// read.
+var ErrUnsupportedFormat = errors.New("unsupported graph format")
+
+// FormatError is a problem found while decoding a graph file: a syntax
+// error, a wrong type, an unknown or missing field. Path locates the value in
+// the document ("ops[12].inputs[1]", "attrs.batch"; empty for the document
+// itself), Offset is the 0-based byte offset in the input (-1 if unknown) and
+// Line the 1-based line (0 if unknown).
+//
+// Semantic problems found by Validate after a file parsed (an undefined
+// tensor, ops out of order, ...) are returned as *ValidationError, whose Path
+// uses the same notation.
+type FormatError struct {
+	Path   string
+	Offset int64
+	Line   int
+	Err    error
+}
+
+func (e *FormatError) Error() string {
+	s := ""
+	if e.Path != "" {
+		s = e.Path + ": "
+	}
+	switch {
+	case e.Line > 0 && e.Offset >= 0:
+		s += fmt.Sprintf("line %d, byte %d: ", e.Line, e.Offset)
+	case e.Offset >= 0:
+		s += fmt.Sprintf("byte %d: ", e.Offset)
+	}
+	return s + e.Err.Error()
+}
+
+// Unwrap returns the underlying error.
+func (e *FormatError) Unwrap() error { return e.Err }
+
+// ---------------------------------------------------------------- encoding
+
+// Encode writes g in the native JSON format. The graph is validated first
+// (on a shallow copy, so g itself is not modified): Encode only writes files
+// that Decode accepts. The output is deterministic: keys in a fixed order,
+// attributes sorted, one tensor or op per line, zero-valued optional fields
+// omitted (nil slices and maps are omitted, empty non-nil ones are written
+// as [] and {} so that Decode gives back exactly g).
+func Encode(w io.Writer, g *Graph) error {
+	if g == nil {
+		return errors.New("encode graph: graph is nil")
+	}
+	c := *g
+	c.consStart, c.consList = nil, nil
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("encode graph %q: %w", g.Name, err)
+	}
+	e := encoder{w: bufio.NewWriterSize(w, 64<<10)}
+	if err := e.graph(g); err != nil {
+		return fmt.Errorf("encode graph %q: %w", g.Name, err)
+	}
+	if err := e.w.Flush(); err != nil {
+		return fmt.Errorf("encode graph %q: %w", g.Name, err)
+	}
+	return nil
+}
+
+type encoder struct {
+	w    *bufio.Writer
+	line []byte // the line being formatted, reused
+	keys []string
+}
+
+// flush writes the formatted line.
+func (e *encoder) flush() error {
+	_, err := e.w.Write(e.line)
+	e.line = e.line[:0]
+	return err
+}
+
+func (e *encoder) graph(g *Graph) error {
+	b := append(e.line[:0], "{\n  \"format\": "...)
+	b = strconv.AppendQuote(b, FormatName)
+	b = append(b, ",\n  \"version\": "...)
+	b = strconv.AppendInt(b, FormatVersion, 10)
+	if g.Name != "" {
+		b = append(b, ",\n  \"name\": "...)
+		var err error
+		if b, err = appendString(b, g.Name, "name"); err != nil {
+			return err
+		}
+	}
+	if g.Attrs != nil {
+		b = append(b, ",\n  \"attrs\": "...)
+		var err error
+		if b, err = e.appendAttrs(b, g.Attrs, "attrs"); err != nil {
+			return err
+		}
+	}
+	if g.Loss != NoTensor {
+		b = append(b, ",\n  \"loss\": "...)
+		b = strconv.AppendInt(b, int64(g.Loss), 10)
+	}
+	e.line = b
+	if g.Tensors != nil {
+		e.line = append(e.line, ",\n  \"tensors\": ["...)
+		for i := range g.Tensors {
+			if i > 0 {
+				e.line = append(e.line, ',')
+			}
+			if err := e.tensor(i, &g.Tensors[i]); err != nil {
+				return err
+			}
+		}
+		if len(g.Tensors) > 0 {
+			e.line = append(e.line, "\n  "...)
+		}
+		e.line = append(e.line, ']')
+	}
+	if g.Ops != nil {
+		e.line = append(e.line, ",\n  \"ops\": ["...)
+		for i := range g.Ops {
+			if i > 0 {
+				e.line = append(e.line, ',')
+			}
+			if err := e.op(i, &g.Ops[i]); err != nil {
+				return err
+			}
+		}
+		if len(g.Ops) > 0 {
+			e.line = append(e.line, "\n  "...)
+		}
+		e.line = append(e.line, ']')
+	}
+	e.line = append(e.line, "\n}\n"...)
+	return e.flush()
+}
+
+func (e *encoder) tensor(i int, t *Tensor) error {
+	b := append(e.line, "\n    {\"id\": "...)
+	b = strconv.AppendInt(b, int64(i), 10)
+	var err error
+	if t.Name != "" {
+		b = append(b, ", \"name\": "...)
+		if b, err = appendString(b, t.Name, tensorPath(i, ".name")); err != nil {
+			return err
+		}
+	}
+	if t.DType != 0 {
+		b = append(b, ", \"dtype\": \""...)
+		b = append(b, t.DType.String()...)
+		b = append(b, '"')
+	}
+	if t.Shape != nil {
+		b = append(b, ", \"shape\": ["...)
+		for j, d := range t.Shape {
+			if j > 0 {
+				b = append(b, ", "...)
+			}
+			b = strconv.AppendInt(b, d, 10)
+		}
+		b = append(b, ']')
+	}
+	b = append(b, ", \"bytes\": "...)
+	b = strconv.AppendInt(b, t.Bytes, 10)
+	b = append(b, ", \"kind\": \""...)
+	b = append(b, t.Kind.String()...)
+	b = append(b, '"')
+	if t.Producer != NoOp {
+		b = append(b, ", \"producer\": "...)
+		b = strconv.AppendInt(b, int64(t.Producer), 10)
+	}
+	if t.AliasOf != NoTensor {
+		b = append(b, ", \"alias_of\": "...)
+		b = strconv.AppendInt(b, int64(t.AliasOf), 10)
+	}
+	e.line = append(b, '}')
+	return e.flushIfLarge()
+}
+
+// flushIfLarge writes the pending text once it is a few KiB, so memory use
+// does not grow with the graph.
+func (e *encoder) flushIfLarge() error {
+	if len(e.line) < 4096 {
+		return nil
+	}
+	return e.flush()
+}
+
+func appendIDs(b []byte, ids []TensorID) []byte {
+	b = append(b, '[')
+	for j, t := range ids {
+		if j > 0 {
+			b = append(b, ", "...)
+		}
+		b = strconv.AppendInt(b, int64(t), 10)
+	}
+	return append(b, ']')
+}
+
+func appendCost(b []byte, key string, v int64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = append(b, ", \""...)
+	b = append(b, key...)
+	b = append(b, "\": "...)
+	return strconv.AppendInt(b, v, 10)
+}
+
+func (e *encoder) op(i int, o *Op) error {
+	b := append(e.line, "\n    {\"id\": "...)
+	b = strconv.AppendInt(b, int64(i), 10)
+	var err error
+	if o.Name != "" {
+		b = append(b, ", \"name\": "...)
+		if b, err = appendString(b, o.Name, opPath(i, ".name", -1)); err != nil {
+			return err
+		}
+	}
+	b = append(b, ", \"type\": "...)
+	if b, err = appendString(b, o.Type, opPath(i, ".type", -1)); err != nil {
+		return err
+	}
+	b = append(b, ", \"phase\": \""...)
+	b = append(b, o.Phase.String()...)
+	b = append(b, '"')
+	if o.Inputs != nil {
+		b = append(b, ", \"inputs\": "...)
+		b = appendIDs(b, o.Inputs)
+	}
+	if o.Outputs != nil {
+		b = append(b, ", \"outputs\": "...)
+		b = appendIDs(b, o.Outputs)
+	}
+	b = appendCost(b, "flops", o.FLOPs)
+	b = appendCost(b, "bytes_accessed", o.BytesAccessed)
+	b = appendCost(b, "time_ns", o.TimeNs)
+	b = appendCost(b, "workspace", o.Workspace)
+	if o.Forward != NoOp {
+		b = append(b, ", \"forward\": "...)
+		b = strconv.AppendInt(b, int64(o.Forward), 10)
+	}
+	if o.Flags != 0 {
+		if unknown := o.Flags &^ (NonDeterministic | InPlace | Impure); unknown != 0 {
+			return fmt.Errorf("%s: flags %#x: unknown bits %#x, expected a combination of nondeterministic, inplace, impure",
+				opPath(i, ".flags", -1), uint8(o.Flags), uint8(unknown))
+		}
+		b = append(b, ", \"flags\": ["...)
+		for j, f := range o.Flags.Strings() {
+			if j > 0 {
+				b = append(b, ", "...)
+			}
+			b = append(b, '"')
+			b = append(b, f...)
+			b = append(b, '"')
+		}
+		b = append(b, ']')
+	}
+	if o.Attrs != nil {
+		b = append(b, ", \"attrs\": "...)
+		if b, err = e.appendAttrs(b, o.Attrs, opPath(i, ".attrs", -1)); err != nil {
+			return err
+		}
+	}
+	e.line = append(b, '}')
+	return e.flushIfLarge()
+}
+
+// appendAttrs writes a string map with sorted keys.
+func (e *encoder) appendAttrs(b []byte, m map[string]string, path string) ([]byte, error) {
+	keys := e.keys[:0]
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	e.keys = keys
+	b = append(b, '{')
+	var err error
+	for j, k := range keys {
+		if j > 0 {
+			b = append(b, ", "...)
+		}
+		if b, err = appendString(b, k, path); err != nil {
+			return b, err
+		}
+		b = append(b, ": "...)
+		if b, err = appendString(b, m[k], path+"."+k); err != nil {
+			return b, err
+		}
+	}
+	return append(b, '}'), nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string. Only '"', '\\' and control
+// characters are escaped, so the output is canonical. A string that is not
+// valid UTF-8 cannot be written losslessly and is an error.
+func appendString(b []byte, s, path string) ([]byte, error) {
+	if !utf8.ValidString(s) {
+		return b, fmt.Errorf("%s: string %q is not valid UTF-8", path, s)
+	}
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"'), nil
+}
+
+// WriteFile encodes g to path. It writes a temporary file in the same
+// directory and renames it, so a failed write never leaves a truncated file.
+func WriteFile(path string, g *Graph) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write graph: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			_ = os.Remove(f.Name())
+		}
+	}()
+	if err = Encode(f, g); err != nil {
+		return fmt.Errorf("write graph %s: %w", path, err)
+	}
+	if err = f.Chmod(0o644); err != nil {
+		return fmt.Errorf("write graph %s: %w", path, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("write graph %s: %w", path, err)
+	}
+	if err = os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("write graph %s: %w", path, err)
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------- decoding
+
+// ReadFile decodes and validates the graph file at path. Errors name the
+// file.
+func ReadFile(path string) (*Graph, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read graph: %w", err)
+	}
+	defer f.Close()
+	g, err := Decode(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return g, nil
+}
+
+// Decode reads a graph in the native JSON format, validates it and builds
+// its consumer index. The input is streamed: tensors and ops are parsed one
+// element at a time straight into the graph's slices, never holding a second
+// copy of the document. Syntax, type, unknown-field and missing-field errors
+// are *FormatError (with the JSON path, byte offset and line); semantic
+// errors are *ValidationError, whose Path names the same location, e.g.
+// "ops[12].inputs[1]".
+func Decode(r io.Reader) (*Graph, error) {
+	if r == nil {
+		return nil, errors.New("decode graph: reader is nil")
+	}
+	d := newDecoder(r)
+	g, err := d.graph()
+	if err != nil {
+		return nil, err
+	}
+	if err := g.Validate(); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// countReader counts the bytes and newlines read, to turn byte offsets into
+// line numbers without keeping the input.
+type countReader struct {
+	r     io.Reader
+	n     int64
+	lines int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		c.n += int64(n)
+		c.lines += int64(bytes.Count(p[:n], newline))
+	}
+	return n, err
+}
+
+var newline = []byte{'\n'}
+
+type decoder struct {
+	cr  *countReader
+	dec *json.Decoder
+	raw json.RawMessage // the element being parsed, reused
+	p   parser
+
+	ids     []TensorID // chunk that inputs/outputs are carved from
+	dims    []int64    // chunk that shapes are carved from
+	scratch []int64
+	types   map[string]string // interned op types
+}
+
+func newDecoder(r io.Reader) *decoder {
+	cr := &countReader{r: r}
+	return &decoder{cr: cr, dec: json.NewDecoder(cr), types: map[string]string{}}
+}
+
+// buffered returns the bytes the json.Decoder has read but not consumed;
+// they start at InputOffset.
+func (d *decoder) buffered() []byte {
+	b, _ := io.ReadAll(d.dec.Buffered())
+	return b
+}
+
+// lineOf returns the 1-based line of byte offset off, or 0 if it cannot be
+// told. raw, if not nil, is the value that ends at the current InputOffset.
+func (d *decoder) lineOf(off int64, raw []byte) int {
+	if off < 0 {
+		return 0
+	}
+	buf := d.buffered()
+	in := d.dec.InputOffset()
+	before := d.cr.lines - int64(bytes.Count(buf, newline)) // newlines before InputOffset
+	switch {
+	case off >= in:
+		k := min(off-in, int64(len(buf)))
+		return int(before+int64(bytes.Count(buf[:k], newline))) + 1
+	case raw != nil && off >= in-int64(len(raw)):
+		k := off - (in - int64(len(raw)))
+		return int(before-int64(bytes.Count(raw[k:], newline))) + 1
+	}
+	return 0
+}
+
+// errAt builds a FormatError at byte offset off.
+func (d *decoder) errAt(path string, off int64, raw []byte, err error) *FormatError {
+	return &FormatError{Path: path, Offset: off, Line: d.lineOf(off, raw), Err: err}
+}
+
+// pos is a location in the input: byte offset and line (0 if unknown).
+type pos struct {
+	off  int64
+	line int
+}
+
+// errAtPos builds a FormatError at p.
+func errAtPos(path string, p pos, err error) *FormatError {
+	return &FormatError{Path: path, Offset: p.off, Line: p.line, Err: err}
+}
+
+// nextPos returns the location of the next non-separator byte (the start of
+// the next token). It is called once per top-level key or array, not per
+// element.
+func (d *decoder) nextPos() pos {
+	off := d.dec.InputOffset()
+	for _, c := range d.buffered() {
+		if c != ' ' && c != '\t' && c != '\r' && c != '\n' && c != ',' && c != ':' {
+			break
+		}
+		off++
+	}
+	return pos{off, d.lineOf(off, nil)}
+}
+
+// streamErr converts an error of the json.Decoder (syntax, truncation, read
+// failure) into a FormatError. valueStart is the InputOffset before a
+// Decode call (-1 for Token calls).
+func (d *decoder) streamErr(path string, err error, fromDecode bool) error {
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &se):
+		off := se.Offset
+		if fromDecode {
+			// The json.Decoder counts syntax error offsets from an
+			// arbitrary origin inside Decode; rescan the unconsumed
+			// buffer (which starts at the failed value) to locate it.
+			buf := d.buffered()
+			var dummy json.RawMessage
+			if err2 := json.NewDecoder(bytes.NewReader(buf)).Decode(&dummy); errors.As(err2, &se) {
+				off = d.dec.InputOffset() + se.Offset - 1
+			} else {
+				// The error came from the separator before the value
+				// (a missing ':' or ','): point at the next token.
+				return errAtPos(path, d.nextPos(), fmt.Errorf("syntax error: %w", err))
+			}
+		}
+		return d.errAt(path, off, nil, fmt.Errorf("syntax error: %w", err))
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return d.errAt(path, d.cr.n, nil, errors.New("unexpected end of input"))
+	}
+	return &FormatError{Path: path, Offset: d.cr.n, Err: err}
+}
+
+// token reads a delimiter or scalar token.
+func (d *decoder) token(path string) (json.Token, error) {
+	t, err := d.dec.Token()
+	if err != nil {
+		return nil, d.streamErr(path, err, false)
+	}
+	return t, nil
+}
+
+// value reads the next value into d.raw and points the parser at it.
+func (d *decoder) value(path string) error {
+	if err := d.dec.Decode(&d.raw); err != nil {
+		return d.streamErr(path, err, true)
+	}
+	d.p = parser{b: d.raw}
+	return nil
+}
+
+// perr converts a parser error into a FormatError.
+func (d *decoder) perr(err error) error {
+	var pe *parseError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	off := d.dec.InputOffset() - int64(len(d.raw)) + int64(pe.pos)
+	return d.errAt(pe.path, off, d.raw, pe.err)
+}
+
+func tokenKind(t json.Token) string {
+	switch v := t.(type) {
+	case json.Delim:
+		if v == '{' {
+			return "object"
+		}
+		if v == '[' {
+			return "array"
+		}
+		return "'" + v.String() + "'"
+	case string:
+		return "string"
+	case float64, json.Number:
+		return "number"
+	case bool:
+		return "boolean"
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%T", t)
+}
+
+// Top-level keys, as bits of a seen-set.
+const (
+	topName = 1 << iota
+	topAttrs
+	topLoss
+	topTensors
+	topOps
+)
+
+func (d *decoder) graph() (*Graph, error) {
+	g := &Graph{Loss: NoTensor}
+	off := d.nextPos()
+	t, err := d.dec.Token()
+	if errors.Is(err, io.EOF) {
+		return nil, errAtPos("", off, errors.New("empty input, expected a graph object"))
+	}
+	if err != nil {
+		return nil, d.streamErr("", err, false)
+	}
+	if t != json.Delim('{') {
+		return nil, errAtPos("", off, fmt.Errorf("expected a graph object, got %s", tokenKind(t)))
+	}
+	var seen uint
+	n := 0
+	for d.dec.More() {
+		koff := d.nextPos()
+		t, err := d.token("")
+		if err != nil {
+			return nil, err
+		}
+		key, _ := t.(string)
+		switch {
+		case n == 0 && key != "format":
+			return nil, errAtPos(key, koff, fmt.Errorf("first key is %q, expected \"format\" (a %s file starts with {\"format\": %q, \"version\": %d})", key, FormatName, FormatName, FormatVersion))
+		case n == 1 && key != "version":
+			return nil, errAtPos(key, koff, fmt.Errorf("second key is %q, expected \"version\"", key))
+		}
+		if n >= 2 && (key == "format" || key == "version") {
+			return nil, errAtPos(key, koff, fmt.Errorf("duplicate field %q", key))
+		}
+		n++
+		if err := d.topValue(g, key, koff, &seen); err != nil {
+			return nil, err
+		}
+	}
+	if n < 2 {
+		miss := "format"
+		if n == 1 {
+			miss = "version"
+		}
+		return nil, errAtPos("", d.nextPos(), fmt.Errorf("missing required key %q", miss))
+	}
+	if _, err := d.token(""); err != nil { // the closing '}'
+		return nil, err
+	}
+	off = d.nextPos()
+	if t, err := d.dec.Token(); !errors.Is(err, io.EOF) {
+		what := "data"
+		if err == nil {
+			what = tokenKind(t)
+		}
+		return nil, errAtPos("", off, fmt.Errorf("unexpected %s after the graph object", what))
+	}
+	return g, nil
+}
+
+func (d *decoder) topValue(g *Graph, key string, koff pos, seen *uint) error {
+	bit := uint(0)
+	switch key {
+	case "name":
+		bit = topName
+	case "attrs":
+		bit = topAttrs
+	case "loss":
+		bit = topLoss
+	case "tensors":
+		bit = topTensors
+	case "ops":
+		bit = topOps
+	case "format", "version":
+	default:
+		return errAtPos(key, koff, fmt.Errorf("unknown field %q at the top level, expected one of format, version, name, attrs, loss, tensors, ops", key))
+	}
+	if bit != 0 {
+		if *seen&bit != 0 {
+			return errAtPos(key, koff, fmt.Errorf("duplicate field %q", key))
+		}
+		*seen |= bit
+	}
+	switch key {
+	case "tensors":
+		return d.tensors(g)
+	case "ops":
+		return d.ops(g)
+	}
+	if err := d.value(key); err != nil {
+		return err
+	}
+	p := &d.p
+	p.path = key
+	var err error
+	switch key {
+	case "format":
+		var s []byte
+		if s, err = p.strBytes(""); err == nil && string(s) != FormatName {
+			err = p.errf(0, "", "%w: format %q, expected %q", ErrUnsupportedFormat, s, FormatName)
+		}
+	case "version":
+		var v int64
+		if v, err = p.int(""); err == nil && v != FormatVersion {
+			err = p.errf(0, "", "%w: version %d, this build reads version %d", ErrUnsupportedFormat, v, FormatVersion)
+		}
+	case "name":
+		g.Name, err = p.optStr("")
+	case "attrs":
+		g.Attrs, err = p.attrs("")
+	case "loss":
+		var id int32
+		if id, err = p.optID("", int32(NoTensor), "tensor"); err == nil {
+			g.Loss = TensorID(id)
+		}
+	}
+	if err != nil {
+		return d.perr(err)
+	}
+	return nil
+}
+
+// array reads '[' (or null) and calls elem for each element.
+func (d *decoder) array(name string, elem func(i int) error) (isNull bool, err error) {
+	off := d.nextPos()
+	t, err := d.token(name)
+	if err != nil {
+		return false, err
+	}
+	if t == nil {
+		return true, nil
+	}
+	if t != json.Delim('[') {
+		return false, errAtPos(name, off, fmt.Errorf("expected an array, got %s", tokenKind(t)))
+	}
+	for i := 0; d.dec.More(); i++ {
+		if i == 1<<31-1 {
+			return false, errAtPos(name, d.nextPos(), errors.New("more than 2^31-1 elements"))
+		}
+		if err := elem(i); err != nil {
+			return false, err
+		}
+	}
+	_, err = d.token(name) // ']'
+	return false, err
+}
+
+func (d *decoder) tensors(g *Graph) error {
+	g.Tensors = make([]Tensor, 0, 16)
+	null, err := d.array("tensors", func(i int) error {
+		if err := d.value(tensorPath(i, "")); err != nil {
+			return err
+		}
+		g.Tensors = append(growCap(g.Tensors), Tensor{})
+		if err := d.tensor(i, &g.Tensors[i]); err != nil {
+			return d.perr(err)
+		}
+		return nil
+	})
+	if null {
+		g.Tensors = nil
+	}
+	return err
+}
+
+func (d *decoder) ops(g *Graph) error {
+	g.Ops = make([]Op, 0, 16)
+	null, err := d.array("ops", func(i int) error {
+		if err := d.value(opPath(i, "", -1)); err != nil {
+			return err
+		}
+		g.Ops = append(growCap(g.Ops), Op{})
+		if err := d.op(i, &g.Ops[i]); err != nil {
+			return d.perr(err)
+		}
+		return nil
+	})
+	if null {
+		g.Ops = nil
+	}
+	return err
+}
+
+// Tensor fields, as bits of a seen-set.
+const (
+	tfID = 1 << iota
+	tfName
+	tfDType
+	tfShape
+	tfBytes
+	tfKind
+	tfProducer
+	tfAliasOf
+)
+
+const tensorFields = "id, name, dtype, shape, bytes, kind, producer, alias_of"
+
+func (d *decoder) tensor(i int, t *Tensor) error {
+	p := &d.p
+	p.path = "tensors[" + strconv.Itoa(i) + "]"
+	*t = Tensor{ID: TensorID(i), Producer: NoOp, AliasOf: NoTensor}
+	if err := p.open('{', "", "a tensor object"); err != nil {
+		return err
+	}
+	var seen uint
+	derive := false // bytes null: derive it as if absent
+	for first := true; ; first = false {
+		key, kpos, ok, err := p.member(first)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		var bit uint
+		switch string(key) {
+		case "id":
+			bit = tfID
+			var id int64
+			if id, err = p.int(".id"); err == nil && id != int64(i) {
+				err = p.errf(kpos, ".id", "id is %d, expected the element's index %d (ids must equal the position in the tensors array)", id, i)
+			}
+		case "name":
+			bit = tfName
+			t.Name, err = p.optStr(".name")
+		case "dtype":
+			bit = tfDType
+			if !p.null() {
+				t.DType, err = p.dtype(".dtype")
+			}
+		case "shape":
+			bit = tfShape
+			t.Shape, err = d.shape(".shape")
+		case "bytes":
+			bit = tfBytes
+			if p.null() {
+				derive = true
+			} else {
+				t.Bytes, err = p.int(".bytes")
+			}
+		case "kind":
+			bit = tfKind
+			t.Kind, err = p.kind(".kind")
+		case "producer":
+			bit = tfProducer
+			var id int32
+			id, err = p.optID(".producer", int32(NoOp), "op")
+			t.Producer = OpID(id)
+		case "alias_of":
+			bit = tfAliasOf
+			var id int32
+			id, err = p.optID(".alias_of", int32(NoTensor), "tensor")
+			t.AliasOf = TensorID(id)
+		default:
+			return p.errf(kpos, "."+string(key), "unknown field %q, expected one of %s", key, tensorFields)
+		}
+		if err != nil {
+			return err
+		}
+		if seen&bit != 0 {
+			return p.errf(kpos, "."+string(key), "duplicate field %q", key)
+		}
+		seen |= bit
+	}
+	if seen&tfID == 0 {
+		return p.errf(0, "", "missing required field \"id\"")
+	}
+	if seen&tfKind == 0 {
+		return p.errf(0, "", "missing required field \"kind\"")
+	}
+	if (seen&tfBytes == 0 || derive) && t.DType != 0 {
+		by, err := t.Shape.Bytes(t.DType)
+		if err != nil {
+			return p.errf(0, ".shape", "bytes not given and cannot be derived: %w", err)
+		}
+		t.Bytes = by
+	}
+	return nil
+}
+
+// shape parses an array of dimensions (or null) into a slice carved from
+// the decoder's chunk.
+func (d *decoder) shape(field string) (Shape, error) {
+	p := &d.p
+	if p.null() {
+		return nil, nil
+	}
+	dims := d.scratch[:0]
+	err := p.array(field, func(j int) error {
+		v, err := p.int("")
+		if err != nil {
+			var pe *parseError
+			if errors.As(err, &pe) {
+				pe.path = p.path + field + "[" + strconv.Itoa(j) + "]"
+			}
+		}
+		dims = append(dims, v)
+		return err
+	})
+	d.scratch = dims
+	if err != nil {
+		return nil, err
+	}
+	if len(dims) == 0 {
+		return Shape{}, nil
+	}
+	return Shape(carve(&d.dims, dims)), nil
+}
+
+// idList parses an array of tensor ids (or null).
+func (d *decoder) idList(field string) ([]TensorID, error) {
+	p := &d.p
+	if p.null() {
+		return nil, nil
+	}
+	ids := d.scratch[:0]
+	err := p.array(field, func(j int) error {
+		pos := p.i
+		v, err := p.int("")
+		if err == nil && (v < 0 || v > 1<<31-1) {
+			err = p.errf(pos, "", "tensor id %d, expected 0..%d", v, 1<<31-1)
+		}
+		if err != nil {
+			var pe *parseError
+			if errors.As(err, &pe) {
+				pe.path = p.path + field + "[" + strconv.Itoa(j) + "]"
+			}
+		}
+		ids = append(ids, v)
+		return err
+	})
+	d.scratch = ids
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return []TensorID{}, nil
+	}
+	if cap(d.ids)-len(d.ids) < len(ids) {
+		d.ids = make([]TensorID, 0, max(arenaChunk, len(ids)))
+	}
+	l := len(d.ids)
+	for _, v := range ids {
+		d.ids = append(d.ids, TensorID(v))
+	}
+	return d.ids[l:len(d.ids):len(d.ids)], nil
+}
+
+// Op fields, as bits of a seen-set.
+const (
+	ofID = 1 << iota
+	ofName
+	ofType
+	ofPhase
+	ofInputs
+	ofOutputs
+	ofFLOPs
+	ofBytesAccessed
+	ofTimeNs
+	ofWorkspace
+	ofForward
+	ofFlags
+	ofAttrs
+)
+
+const opFields = "id, name, type, phase, inputs, outputs, flops, bytes_accessed, time_ns, workspace, forward, flags, attrs"
+
+func (d *decoder) op(i int, o *Op) error {
+	p := &d.p
+	p.path = "ops[" + strconv.Itoa(i) + "]"
+	*o = Op{ID: OpID(i), Forward: NoOp}
+	if err := p.open('{', "", "an op object"); err != nil {
+		return err
+	}
+	var seen uint
+	for first := true; ; first = false {
+		key, kpos, ok, err := p.member(first)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		var bit uint
+		switch string(key) {
+		case "id":
+			bit = ofID
+			var id int64
+			if id, err = p.int(".id"); err == nil && id != int64(i) {
+				err = p.errf(kpos, ".id", "id is %d, expected the element's index %d (ids must equal the position in the ops array)", id, i)
+			}
+		case "name":
+			bit = ofName
+			o.Name, err = p.optStr(".name")
+		case "type":
+			bit = ofType
+			var s []byte
+			if s, err = p.strBytes(".type"); err == nil {
+				typ, ok := d.types[string(s)]
+				if !ok {
+					typ = string(s)
+					d.types[typ] = typ
+				}
+				o.Type = typ
+			}
+		case "phase":
+			bit = ofPhase
+			o.Phase, err = p.phase(".phase")
+		case "inputs":
+			bit = ofInputs
+			o.Inputs, err = d.idList(".inputs")
+		case "outputs":
+			bit = ofOutputs
+			o.Outputs, err = d.idList(".outputs")
+		case "flops":
+			bit = ofFLOPs
+			o.FLOPs, err = p.optInt(".flops")
+		case "bytes_accessed":
+			bit = ofBytesAccessed
+			o.BytesAccessed, err = p.optInt(".bytes_accessed")
+		case "time_ns":
+			bit = ofTimeNs
+			o.TimeNs, err = p.optInt(".time_ns")
+		case "workspace":
+			bit = ofWorkspace
+			o.Workspace, err = p.optInt(".workspace")
+		case "forward":
+			bit = ofForward
+			var id int32
+			id, err = p.optID(".forward", int32(NoOp), "op")
+			o.Forward = OpID(id)
+		case "flags":
+			bit = ofFlags
+			o.Flags, err = p.flags(".flags")
+		case "attrs":
+			bit = ofAttrs
+			o.Attrs, err = p.attrs(".attrs")
+		default:
+			return p.errf(kpos, "."+string(key), "unknown field %q, expected one of %s", key, opFields)
+		}
+		if err != nil {
+			return err
+		}
+		if seen&bit != 0 {
+			return p.errf(kpos, "."+string(key), "duplicate field %q", key)
+		}
+		seen |= bit
+	}
+	for _, req := range [...]struct {
+		bit  uint
+		name string
+	}{{ofID, "id"}, {ofType, "type"}, {ofPhase, "phase"}} {
+		if seen&req.bit == 0 {
+			return p.errf(0, "", "missing required field %q", req.name)
+		}
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------- parser
+
+// parseError is an error at byte pos of the value being parsed; path is the
+// full JSON path.
+type parseError struct {
+	pos  int
+	path string
+	err  error
+}
+
+func (e *parseError) Error() string { return e.path + ": " + e.err.Error() }
+func (e *parseError) Unwrap() error { return e.err }
+
+// parser reads one JSON value (a tensor, an op, a top-level scalar) that the
+// json.Decoder has already checked for syntax. It is still written to fail
+// with an error, never a panic, on any byte sequence.
+type parser struct {
+	b    []byte
+	i    int
+	path string // path of the value being parsed, e.g. "ops[3]"
+}
+
+// errf returns a parseError at pos for path p.path+field.
+func (p *parser) errf(pos int, field, format string, a ...any) error {
+	return &parseError{pos: pos, path: p.path + field, err: fmt.Errorf(format, a...)}
+}
+
+func (p *parser) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\r', '\n':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) peek() byte {
+	p.ws()
+	if p.i < len(p.b) {
+		return p.b[p.i]
+	}
+	return 0
+}
+
+// kindAt names the JSON type of the value at the current position.
+func (p *parser) kindAt() string {
+	switch c := p.peek(); {
+	case c == '{':
+		return "an object"
+	case c == '[':
+		return "an array"
+	case c == '"':
+		return "a string"
+	case c == 't' || c == 'f':
+		return "a boolean"
+	case c == 'n':
+		return "null"
+	case c == '-' || (c >= '0' && c <= '9'):
+		return "a number"
+	case c == 0:
+		return "the end of the value"
+	}
+	return "an invalid value"
+}
+
+func (p *parser) open(c byte, field, what string) error {
+	if p.peek() != c {
+		return p.errf(p.i, field, "expected %s, got %s", what, p.kindAt())
+	}
+	p.i++
+	return nil
+}
+
+// null consumes a null literal if one is next.
+func (p *parser) null() bool {
+	if p.peek() == 'n' && bytes.HasPrefix(p.b[p.i:], []byte("null")) {
+		p.i += 4
+		return true
+	}
+	return false
+}
+
+// member reads the next key of an object (after '{'); ok is false at '}'.
+func (p *parser) member(first bool) (key []byte, pos int, ok bool, err error) {
+	c := p.peek()
+	if c == '}' {
+		p.i++
+		return nil, 0, false, nil
+	}
+	if !first {
+		if c != ',' {
+			return nil, p.i, false, p.errf(p.i, "", "expected ',' or '}' in object")
+		}
+		p.i++
+	}
+	pos = p.i
+	if p.peek() != '"' {
+		return nil, pos, false, p.errf(p.i, "", "expected a field name")
+	}
+	pos = p.i
+	key, err = p.strBytes("")
+	if err != nil {
+		return nil, pos, false, err
+	}
+	if p.peek() != ':' {
+		return nil, pos, false, p.errf(p.i, "", "expected ':' after field name")
+	}
+	p.i++
+	return key, pos, true, nil
+}
+
+// array reads '[' ... ']' and calls elem for each element.
+func (p *parser) array(field string, elem func(j int) error) error {
+	if err := p.open('[', field, "an array"); err != nil {
+		return err
+	}
+	for j := 0; ; j++ {
+		c := p.peek()
+		if c == ']' {
+			p.i++
+			return nil
+		}
+		if j > 0 {
+			if c != ',' {
+				return p.errf(p.i, field, "expected ',' or ']' in array")
+			}
+			p.i++
+		}
+		if err := elem(j); err != nil {
+			return err
+		}
+	}
+}
+
+// strBytes reads a string. The result aliases the input when the string
+// has no escapes and is valid UTF-8; otherwise it is decoded (with
+// encoding/json's rules: invalid UTF-8 becomes U+FFFD).
+func (p *parser) strBytes(field string) ([]byte, error) {
+	if p.peek() != '"' {
+		return nil, p.errf(p.i, field, "expected a string, got %s", p.kindAt())
+	}
+	start := p.i
+	escaped := false
+	for j := start + 1; j < len(p.b); j++ {
+		switch p.b[j] {
+		case '\\':
+			escaped = true
+			j++
+		case '"':
+			p.i = j + 1
+			s := p.b[start+1 : j]
+			if !escaped && utf8.Valid(s) {
+				return s, nil
+			}
+			var v string
+			if err := json.Unmarshal(p.b[start:j+1], &v); err != nil {
+				return nil, p.errf(start, field, "bad string: %w", err)
+			}
+			return []byte(v), nil
+		}
+	}
+	return nil, p.errf(start, field, "unterminated string")
+}
+
+func (p *parser) str(field string) (string, error) {
+	s, err := p.strBytes(field)
+	return string(s), err
+}
+
+// int reads an integer that fits in an int64.
+func (p *parser) int(field string) (int64, error) {
+	c := p.peek()
+	start := p.i
+	if c != '-' && (c < '0' || c > '9') {
+		return 0, p.errf(start, field, "expected an integer, got %s", p.kindAt())
+	}
+	neg := c == '-'
+	if neg {
+		p.i++
+	}
+	var u uint64
+	digits := 0
+	overflow := false
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		dgt := uint64(p.b[p.i] - '0')
+		if u > (1<<64-1-dgt)/10 {
+			overflow = true
+		} else {
+			u = u*10 + dgt
+		}
+		p.i++
+		digits++
+	}
+	for p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E' || p.b[p.i] == '+' || p.b[p.i] == '-' || (p.b[p.i] >= '0' && p.b[p.i] <= '9')) {
+		p.i++
+		digits = -1 << 30 // not an integer
+	}
+	lit := p.b[start:p.i]
+	if digits <= 0 {
+		return 0, p.errf(start, field, "expected an integer, got %s", lit)
+	}
+	limit := uint64(1<<63 - 1)
+	if neg {
+		limit++
+	}
+	if overflow || u > limit {
+		return 0, p.errf(start, field, "integer %s out of range, expected -2^63..2^63-1", lit)
+	}
+	if neg {
+		return int64(-u), nil
+	}
+	return int64(u), nil
+}
+
+// optStr reads a string or null ("").
+func (p *parser) optStr(field string) (string, error) {
+	if p.null() {
+		return "", nil
+	}
+	return p.str(field)
+}
+
+// optInt reads an integer or null (0).
+func (p *parser) optInt(field string) (int64, error) {
+	if p.null() {
+		return 0, nil
+	}
+	return p.int(field)
+}
+
+// optID reads an id (0..2^31-1) or null (none).
+func (p *parser) optID(field string, none int32, what string) (int32, error) {
+	if p.null() {
+		return none, nil
+	}
+	pos := p.i
+	v, err := p.int(field)
+	if err != nil {
+		return none, err
+	}
+	if v < 0 || v > 1<<31-1 {
+		return none, p.errf(pos, field, "%s id %d, expected null or 0..%d", what, v, 1<<31-1)
+	}
+	return int32(v), nil
+}
+
+// enum reads a string that must be one of names[1:]; it returns the index.
+func (p *parser) enum(field, what string, names []string) (int, error) {
+	pos := p.peekPos()
+	s, err := p.strBytes(field)
+	if err != nil {
+		return 0, err
+	}
+	for k := 1; k < len(names); k++ {
+		if string(s) == names[k] {
+			return k, nil
+		}
+	}
+	var list bytes.Buffer
+	for k := 1; k < len(names); k++ {
+		if k > 1 {
+			list.WriteString(", ")
+		}
+		list.WriteString(names[k])
+	}
+	return 0, p.errf(pos, field, "%s %q, expected one of %s", what, s, list.String())
+}
+
+func (p *parser) peekPos() int {
+	p.ws()
+	return p.i
+}
+
+func (p *parser) dtype(field string) (DType, error) {
+	k, err := p.enum(field, "dtype", dtypeNames[:])
+	return DType(k), err
+}
+
+func (p *parser) kind(field string) (TensorKind, error) {
+	k, err := p.enum(field, "kind", kindNames[:])
+	return TensorKind(k), err
+}
+
+func (p *parser) phase(field string) (Phase, error) {
+	k, err := p.enum(field, "phase", phaseNames[:])
+	return Phase(k), err
+}
+
+var flagNames = []string{"", "nondeterministic", "inplace", "impure"}
+
+func (p *parser) flags(field string) (OpFlags, error) {
+	if p.null() {
+		return 0, nil
+	}
+	var f OpFlags
+	err := p.array(field, func(j int) error {
+		pos := p.peekPos()
+		el := field + "[" + strconv.Itoa(j) + "]"
+		k, err := p.enum(el, "op flag", flagNames)
+		if err != nil {
+			return err
+		}
+		bit := OpFlags(1) << (k - 1)
+		if f&bit != 0 {
+			return p.errf(pos, el, "op flag %q listed twice", flagNames[k])
+		}
+		f |= bit
+		return nil
+	})
+	return f, err
+}
+
+// attrs reads an object of string values (or null).
+func (p *parser) attrs(field string) (map[string]string, error) {
+	if p.null() {
+		return nil, nil
+	}
+	if err := p.open('{', field, "an object of strings"); err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	for first := true; ; first = false {
+		key, kpos, ok, err := p.member(first)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return m, nil
+		}
+		k := string(key)
+		if _, dup := m[k]; dup {
+			return nil, p.errf(kpos, field+"."+k, "duplicate attribute %q", k)
+		}
+		v, err := p.str(field + "." + k)
+		if err != nil {
+			return nil, err
+		}
+		m[k] = v
+	}
+}

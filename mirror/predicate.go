@@ -1,0 +1,166 @@
+// Package mirror implements MXNet's backward mirroring (MXNET_BACKWARD_DO_MIRROR):
+// forward ops whose outputs are cheap to recompute are "mirrored": their
+// outputs die after the forward pass and are recomputed during backward from
+// the nearest kept ancestor. Classic follows MXNet 1.x exactly; CostAware
+// follows the idea of MXNet PR #18228 and goes further by letting the
+// simulator judge, so that it never returns a plan with a higher peak than no
+// mirroring at all.
+package mirror
+
+import (
+	"strings"
+
+	"github.com/remat-dev/remat/graph"
+)
+
+// Variant selects the MXNet release whose predicate is followed.
+type Variant uint8
+
+// Variants of the need-mirror predicate.
+const (
+	// MXNet16 never mirrors BatchNorm (MXNet <= 1.6).
+	MXNet16 Variant = iota + 1
+	// MXNet17 mirrors BatchNorm (MXNet >= 1.7); a recomputed batch norm must
+	// not update its running statistics.
+	MXNet17
+)
+
+// String names the variant.
+func (v Variant) String() string {
+	switch v {
+	case MXNet16:
+		return "1.6"
+	case MXNet17:
+		return "1.7"
+	}
+	return "unknown"
+}
+
+// Rule is the predicate rule (or pass decision) that settled whether an op is
+// mirrored.
+type Rule uint8
+
+// Rules, in the order the classic predicate evaluates them, then the
+// decisions of the cost-aware pass.
+const (
+	RuleNotForward     Rule = iota + 1 // backward and update ops are never candidates
+	RuleDropout                        // Dropout: its random mask would differ on recompute
+	RuleNotRecomputable                // impure, in-place, or non-deterministic without saved RNG state
+	RuleForceOn                        // attribute force_mirroring=1 (beats the global switch)
+	RuleForceOff                       // attribute force_mirroring=0 (cost-aware pass and later MXNet master)
+	RuleGlobalOff                      // MXNET_BACKWARD_DO_MIRROR=0
+	RuleNeverType                      // Convolution, FullyConnected, Concat, SoftmaxOutput (and Embedding in the cost-aware pass)
+	RuleBatchNorm16                    // BatchNorm in the 1.6 variant
+	RuleDefault                        // everything else is mirrored
+	RuleCostKept                       // cost-aware: recomputing the group would not release more than it allocates
+	RuleSimKept                        // cost-aware: mirroring the group did not lower the simulated peak
+	RuleCostMirrored                   // cost-aware: the group was mirrored and lowered the simulated peak
+)
+
+var ruleNames = [...]string{"", "not a forward op", "dropout is never mirrored", "not recomputable (impure, in-place or random without saved RNG state)",
+	"attribute force_mirroring=1", "attribute force_mirroring=0", "MXNET_BACKWARD_DO_MIRROR=0",
+	"type never mirrored", "BatchNorm is not mirrored in MXNet <= 1.6", "mirrored by default",
+	"kept: recompute would release less than it allocates", "kept: did not lower the simulated peak", "mirrored: lowers the simulated peak"}
+
+// String describes the rule.
+func (r Rule) String() string {
+	if int(r) < len(ruleNames) && r > 0 {
+		return ruleNames[r]
+	}
+	return "unknown rule"
+}
+
+// MXNetType maps remat's op types to the MXNet operator names the predicate
+// is written in terms of. Types without an MXNet counterpart in the
+// predicate's lists map to themselves.
+func MXNetType(opType string) string {
+	switch strings.ToLower(opType) {
+	case "conv2d", "conv1d", "conv3d", "convolution":
+		return "Convolution"
+	case "linear", "gemm", "matmul", "fully_connected", "fullyconnected", "bmm", "addmm":
+		return "FullyConnected"
+	case "concat", "cat":
+		return "Concat"
+	case "cross_entropy", "softmax_cross_entropy", "softmax_output", "softmaxoutput", "nll_loss":
+		return "SoftmaxOutput"
+	case "batchnorm", "batch_norm", "batchnorm2d":
+		return "BatchNorm"
+	case "dropout":
+		return "Dropout"
+	case "embedding":
+		return "Embedding"
+	}
+	return opType
+}
+
+// attrBool reads a boolean attribute ("1"/"true" or "0"/"false").
+func attrBool(op *graph.Op, key string) (val, set bool) {
+	v, ok := op.Attrs[key]
+	if !ok {
+		return false, false
+	}
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "true", "yes", "on":
+		return true, true
+	case "0", "false", "no", "off":
+		return false, true
+	}
+	return false, false
+}
+
+// Predicate is the need-mirror predicate: it decides, for one op, whether
+// the classic pass mirrors it and which rule decided.
+type Predicate struct {
+	// DoMirror is the global switch (MXNET_BACKWARD_DO_MIRROR).
+	DoMirror bool
+	// Variant selects the BatchNorm rule.
+	Variant Variant
+	// HonourForceOff lets force_mirroring=0 force an op off (later MXNet
+	// master and the cost-aware pass); classic 1.x ignores a false value.
+	HonourForceOff bool
+	// NeverEmbedding adds Embedding to the never-mirrored types (later
+	// MXNet master).
+	NeverEmbedding bool
+}
+
+// Decide evaluates the predicate in MXNet's order: variables never (they are
+// not ops here); Dropout never; force_mirroring=1 yes; the global switch; the
+// never-mirrored types; BatchNorm per variant; otherwise yes. remat adds one
+// safety rule MXNet lacks: ops that may not run twice (impure, in-place, or
+// random without saved RNG state) are never mirrored.
+func (p Predicate) Decide(op *graph.Op) (bool, Rule) {
+	if op.Phase != graph.Forward {
+		return false, RuleNotForward
+	}
+	t := MXNetType(op.Type)
+	if t == "Dropout" {
+		return false, RuleDropout
+	}
+	if !op.Recomputable() {
+		return false, RuleNotRecomputable
+	}
+	if v, set := attrBool(op, graph.AttrForceMirroring); set {
+		if v {
+			return true, RuleForceOn
+		}
+		if p.HonourForceOff {
+			return false, RuleForceOff
+		}
+	}
+	if !p.DoMirror {
+		return false, RuleGlobalOff
+	}
+	switch t {
+	case "Convolution", "FullyConnected", "Concat", "SoftmaxOutput":
+		return false, RuleNeverType
+	case "Embedding":
+		if p.NeverEmbedding {
+			return false, RuleNeverType
+		}
+	case "BatchNorm":
+		if p.Variant != MXNet17 {
+			return false, RuleBatchNorm16
+		}
+	}
+	return true, RuleDefault
+}

@@ -1,0 +1,1002 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/remat-dev/remat/graph"
+)
+
+// Options configures a Machine. The zero value simulates the ideal allocator
+// on a device with unlimited memory and the DefaultDevice cost model, one
+// temp workspace, the default convolution algorithms and atomic clean
+// policy 0. A settings layer fills these from MXNET_*/MGB_* variables.
+type Options struct {
+	// Device is the device profile (cost model and capacity). The zero value
+	// means DefaultDevice's cost model with unlimited capacity.
+	Device Profile
+	// Allocator is the allocator model; nil means Ideal. The Machine calls
+	// its Reset when it starts. Construct it with the Machine's capacity
+	// (see CapacityOf): the Machine also fails any allocation after which
+	// the allocator reserves more than the capacity.
+	Allocator Allocator
+	// Capacity overrides the device capacity in bytes when > 0; < 0 means
+	// unlimited.
+	Capacity int64
+	// PoolReservePercent is the percentage of device memory kept out of the
+	// pool (MXNET_GPU_MEM_POOL_RESERVE), 0..99.
+	PoolReservePercent int
+	// ReserveAll reserves the whole capacity up front
+	// (MGB_CUDA_RESERVE_MEMORY): the reserved peak is the capacity.
+	ReserveAll bool
+	// AtomicCleanPolicy places memset-initialized outputs (see IsAtomicClean):
+	// 0 allocates them all together in one block at graph start, live
+	// throughout (one memset); 1 allocates each when its op runs (a memset
+	// per output, added to the op's time).
+	AtomicCleanPolicy int
+	// NumTemp is MXNET_EXEC_NUM_TEMP and WorkerThreads
+	// MXNET_GPU_WORKER_NTHREADS: min of the two (at least 1) op workspaces
+	// are alive at once (see the workspace model in workspace.go).
+	NumTemp       int
+	WorkerThreads int
+	// CudnnTune is the global convolution algorithm policy
+	// (MXNET_CUDNN_AUTOTUNE_DEFAULT); an op's cudnn_tune attribute overrides
+	// it.
+	CudnnTune CudnnTune
+	// ConvWorkspaceLimit is limited_workspace's limit in bytes (0:
+	// DefaultConvWorkspaceLimit); an op's "workspace" attribute (MB)
+	// overrides it.
+	ConvWorkspaceLimit int64
+	// Timeline records per-step memory in Result.Timeline.
+	Timeline bool
+	// Trace records events for WriteTrace in Result.Events.
+	Trace bool
+}
+
+// AttrAtomicClean marks an op whose outputs are memset-initialized before it
+// runs (value "1" or "true").
+const AttrAtomicClean = "atomic_clean"
+
+// OpAccumulateGrad is the op type whose outputs are always memset-initialized
+// (gradient accumulators).
+const OpAccumulateGrad = "accumulate_grad"
+
+// IsAtomicClean reports whether op's outputs are memset-initialized: its
+// type is accumulate_grad or it has attribute atomic_clean = 1/true. Only
+// outputs with their own storage (not views) are placed by the policy.
+func IsAtomicClean(op *graph.Op) bool {
+	if op.Type == OpAccumulateGrad {
+		return true
+	}
+	v := op.Attrs[AttrAtomicClean]
+	return v == "1" || v == "true"
+}
+
+// TensorState is where a tensor is.
+type TensorState uint8
+
+// Tensor states.
+const (
+	// NeverComputed: the producer has not run yet.
+	NeverComputed TensorState = iota
+	// Resident: on the device.
+	Resident
+	// Freed: computed, then its storage was released.
+	Freed
+	// Swapped: copied to host memory, device storage released.
+	Swapped
+)
+
+var stateNames = [...]string{"never_computed", "resident", "freed", "swapped"}
+
+// String returns the state's name.
+func (s TensorState) String() string {
+	if s > Swapped {
+		return fmt.Sprintf("state(%d)", uint8(s))
+	}
+	return stateNames[s]
+}
+
+// per-tensor flags
+const (
+	flPinned uint8 = 1 << iota
+	flArena        // storage in the atomic-clean arena (policy 0)
+	flView         // has AliasOf
+	flAtomic       // memset-initialized output
+)
+
+const openEnd = int32(1<<31 - 1)
+
+// liveRec is one allocation's lifetime in steps: [start, end]; end is openEnd
+// while live. t is the tensor (-1 for a workspace or the arena).
+type liveRec struct {
+	t, op      int32
+	start, end int32
+	bytes      int64
+}
+
+type wsSlot struct {
+	block Block
+	rec   int32
+}
+
+// Machine simulates one graph on one device: it holds the live tensors, the
+// allocator model and the clocks. Plans are replayed on it (Replay), and a
+// runtime such as the DTR evictor drives it op by op with Compute, Free,
+// SwapOut and SwapIn.
+//
+// Views (tensors with AliasOf) share their base's storage. A view is
+// resident when it has been produced (and not freed itself) and its storage
+// is resident. Freeing a view only drops the view; the storage is released
+// when its base tensor is freed (then every view of it stops being
+// resident). Swaps of a view move its storage.
+//
+// Inputs, parameters, optimizer state and constants without a producer are
+// resident from the start and pinned; persistent outputs (updated parameters
+// and state) are pinned when produced. Freeing or swapping out a pinned
+// tensor is an error.
+//
+// A Machine is not safe for concurrent use; several Machines may share one
+// (validated) graph.
+type Machine struct {
+	g        *graph.Graph
+	opts     Options
+	dev      Profile
+	devName  string
+	cost     CostModel
+	alloc    Allocator
+	capacity int64 // usable bytes; unlimited if not limited
+	limited  bool
+
+	// per tensor
+	root   []graph.TensorID
+	bytes  []int64
+	state  []TensorState
+	flags  []uint8
+	block  []Block
+	rec    []int32
+	ready  []int64 // time the device copy is available
+	host   []int64 // time the host copy is complete
+	evict  []bool  // freed while resident (a recompute then counts an eviction)
+	opRuns []int32
+	// per op
+	opTime  []int64
+	opWs    []int64
+	opAlgo  []string
+	recomp  []ErrorKind // 0 when the op may be recomputed
+	arenaSz int64
+	arenaB  Block
+
+	ring              []wsSlot
+	ringHead, ringLen int
+
+	clock, copyClock       int64
+	computeNs, recomputeNs int64
+	swapNs, stallNs        int64
+	initNs                 int64
+	computes, recomputes   int
+	frees, evictions       int
+	swapOuts, swapIns      int
+	swapBytes              int64
+
+	step                 int
+	peakA, peakR         int64
+	peakAStep, peakRStep int
+	peakAOp, peakROp     graph.OpID
+	stepMaxA, stepMaxR   int64
+	records              []liveRec
+	timeline             []TimelinePoint
+	events               []Event
+	oom                  *OOMInfo
+	strategy             string
+}
+
+// CapacityOf returns the usable capacity opts describe (device or override,
+// minus the pool reserve) and whether it is limited.
+func CapacityOf(opts Options) (int64, bool) {
+	var c int64
+	switch {
+	case opts.Capacity > 0:
+		c = opts.Capacity
+	case opts.Capacity < 0:
+		return unlimited, false
+	case opts.Device.Name == "":
+		return unlimited, false
+	default:
+		c = opts.Device.Capacity
+	}
+	if p := opts.PoolReservePercent; p > 0 && p < 100 {
+		c -= c / 100 * int64(p)
+	}
+	return c, true
+}
+
+func (o *Options) validate() error {
+	if o.Device.Name != "" {
+		if err := o.Device.Validate(); err != nil {
+			return fmt.Errorf("options: field Device: %w", err)
+		}
+	}
+	switch {
+	case o.PoolReservePercent < 0 || o.PoolReservePercent > 99:
+		return fmt.Errorf("options: field PoolReservePercent is %d, expected 0..99", o.PoolReservePercent)
+	case o.AtomicCleanPolicy != 0 && o.AtomicCleanPolicy != 1:
+		return fmt.Errorf("options: field AtomicCleanPolicy is %d, expected 0 or 1", o.AtomicCleanPolicy)
+	case o.NumTemp < 0:
+		return fmt.Errorf("options: field NumTemp is %d, expected >= 0 (0 means 1)", o.NumTemp)
+	case o.WorkerThreads < 0:
+		return fmt.Errorf("options: field WorkerThreads is %d, expected >= 0 (0 means 1)", o.WorkerThreads)
+	case !o.CudnnTune.Valid():
+		return fmt.Errorf("options: field CudnnTune is %d, expected 0 (off), 1 (limited_workspace) or 2 (fastest)", o.CudnnTune)
+	case o.ConvWorkspaceLimit < 0:
+		return fmt.Errorf("options: field ConvWorkspaceLimit is %d, expected >= 0 (0 means %d)", o.ConvWorkspaceLimit, DefaultConvWorkspaceLimit)
+	}
+	if _, lim := CapacityOf(*o); o.ReserveAll && !lim {
+		return fmt.Errorf("options: field ReserveAll is set but the capacity is unlimited, expected a Device or a Capacity > 0")
+	}
+	return nil
+}
+
+// checkGraph verifies, without modifying g, that every ID the Machine indexes
+// is in range, so that an unvalidated graph gives an error instead of a panic.
+func checkGraph(g *graph.Graph) error {
+	if g == nil {
+		return fmt.Errorf("graph is nil")
+	}
+	nt, no := len(g.Tensors), len(g.Ops)
+	for i := range g.Tensors {
+		t := &g.Tensors[i]
+		if t.AliasOf != graph.NoTensor && (t.AliasOf < 0 || int(t.AliasOf) >= nt) {
+			return fmt.Errorf("graph %q: tensors[%d]: alias of tensor %d, not defined: %w", g.Name, i, t.AliasOf, graph.ErrInvalid)
+		}
+		if t.Producer != graph.NoOp && (t.Producer < 0 || int(t.Producer) >= no) {
+			return fmt.Errorf("graph %q: tensors[%d]: producer op %d, not defined: %w", g.Name, i, t.Producer, graph.ErrInvalid)
+		}
+		if t.Bytes < 0 {
+			return fmt.Errorf("graph %q: tensors[%d]: bytes %d, expected >= 0: %w", g.Name, i, t.Bytes, graph.ErrInvalid)
+		}
+	}
+	for i := range g.Ops {
+		o := &g.Ops[i]
+		for j, t := range o.Inputs {
+			if t < 0 || int(t) >= nt {
+				return fmt.Errorf("graph %q: ops[%d].inputs[%d]: tensor %d, not defined: %w", g.Name, i, j, t, graph.ErrInvalid)
+			}
+		}
+		for j, t := range o.Outputs {
+			if t < 0 || int(t) >= nt {
+				return fmt.Errorf("graph %q: ops[%d].outputs[%d]: tensor %d, not defined: %w", g.Name, i, j, t, graph.ErrInvalid)
+			}
+		}
+		if o.Forward != graph.NoOp && (o.Forward < 0 || int(o.Forward) >= no) {
+			return fmt.Errorf("graph %q: ops[%d].forward: op %d, not defined: %w", g.Name, i, o.Forward, graph.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// NewMachine prepares a Machine for g: it resolves op times and workspaces
+// (cost model, cudnn_tune), allocates the resident inputs, parameters,
+// optimizer state and constants, and (atomic clean policy 0) the
+// atomic-clean arena. Running out of memory there is an error wrapping
+// ErrOutOfMemory. g should be validated (graph.Validate) beforehand; the
+// Machine does not modify it.
+func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
+	if err := checkGraph(g); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	m := &Machine{g: g, opts: opts}
+	m.dev = opts.Device
+	m.devName = opts.Device.Name
+	if m.devName == "" {
+		m.dev, _ = Device(DefaultDevice)
+		m.devName = "unlimited"
+	}
+	m.cost = CostModel{Device: m.dev}
+	m.capacity, m.limited = CapacityOf(opts)
+	if opts.Allocator != nil {
+		m.alloc = opts.Allocator
+	} else {
+		c := m.capacity
+		if !m.limited {
+			c = 0
+		}
+		m.alloc = NewIdeal(c)
+	}
+	nt, no := len(g.Tensors), len(g.Ops)
+	m.root = make([]graph.TensorID, nt)
+	m.bytes = make([]int64, nt)
+	m.state = make([]TensorState, nt)
+	m.flags = make([]uint8, nt)
+	m.block = make([]Block, nt)
+	m.rec = make([]int32, nt)
+	m.ready = make([]int64, nt)
+	m.host = make([]int64, nt)
+	m.evict = make([]bool, nt)
+	for i := range g.Tensors {
+		t := &g.Tensors[i]
+		r := graph.TensorID(i)
+		for n := 0; g.Tensors[r].AliasOf != graph.NoTensor; n++ {
+			if n > nt {
+				return nil, fmt.Errorf("sim: graph %q: tensors[%d]: alias chain forms a cycle: %w", g.Name, i, graph.ErrInvalid)
+			}
+			r = g.Tensors[r].AliasOf
+		}
+		m.root[i] = r
+		if r == graph.TensorID(i) {
+			m.bytes[i] = t.Bytes
+		} else {
+			m.flags[i] |= flView
+		}
+	}
+	m.opRuns = make([]int32, no)
+	m.opTime = make([]int64, no)
+	m.opWs = make([]int64, no)
+	m.opAlgo = make([]string, no)
+	m.recomp = make([]ErrorKind, no)
+	limit := opts.ConvWorkspaceLimit
+	if limit == 0 {
+		limit = DefaultConvWorkspaceLimit
+	}
+	for i := range g.Ops {
+		op := &g.Ops[i]
+		t := m.cost.OpTime(g, op)
+		ws := op.Workspace
+		if cands := ConvCandidates(g, op); cands != nil {
+			tune, lim, err := opTune(op, opts.CudnnTune, limit)
+			if err != nil {
+				return nil, fmt.Errorf("sim: %w", err)
+			}
+			if a, ok := ChooseConvAlgo(cands, tune, lim); ok {
+				launch := m.dev.LaunchOverheadNs
+				if op.TimeNs > 0 {
+					launch = 0
+				}
+				t = ceilNs(float64(t-launch)*a.TimeFactor) + launch
+				ws = a.Workspace
+				m.opAlgo[i] = a.Name
+			}
+		}
+		if IsAtomicClean(op) {
+			for _, o := range op.Outputs {
+				if m.flags[o]&flView == 0 {
+					m.flags[o] |= flAtomic
+					if opts.AtomicCleanPolicy == 1 {
+						t += m.cost.MemsetNs(m.bytes[o])
+					}
+				}
+			}
+		}
+		m.opTime[i], m.opWs[i] = t, ws
+		if !op.Recomputable() {
+			if op.Flags&(graph.Impure|graph.InPlace) != 0 {
+				m.recomp[i] = KindRecomputeForbidden
+			} else {
+				m.recomp[i] = KindRecomputeNondeterministic
+			}
+		}
+	}
+	m.ring = make([]wsSlot, TempSlots(opts.NumTemp, opts.WorkerThreads))
+	if err := m.Reset(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Reset returns the Machine to its initial state (resident inputs,
+// parameters, state and constants; nothing computed; clocks at 0), resetting
+// the allocator, and keeps its tables' memory so that replays on a reused
+// Machine do not allocate.
+func (m *Machine) Reset() error {
+	g := m.g
+	m.alloc.Reset()
+	for i := range m.state {
+		m.state[i] = NeverComputed
+		m.flags[i] &^= flPinned | flArena
+		m.block[i] = -1
+		m.rec[i] = -1
+		m.ready[i], m.host[i] = 0, 0
+		m.evict[i] = false
+	}
+	for i := range m.opRuns {
+		m.opRuns[i] = 0
+	}
+	m.ringHead, m.ringLen = 0, 0
+	m.clock, m.copyClock = 0, 0
+	m.computeNs, m.recomputeNs, m.swapNs, m.stallNs, m.initNs = 0, 0, 0, 0, 0
+	m.computes, m.recomputes, m.frees, m.evictions, m.swapOuts, m.swapIns = 0, 0, 0, 0, 0, 0
+	m.swapBytes = 0
+	m.step = 0
+	m.peakA, m.peakR, m.peakAStep, m.peakRStep = 0, 0, -1, -1
+	m.peakAOp, m.peakROp = graph.NoOp, graph.NoOp
+	m.records = m.records[:0]
+	m.timeline = m.timeline[:0]
+	m.events = m.events[:0]
+	m.oom = nil
+	m.arenaSz, m.arenaB = 0, -1
+	m.step = -1 // initial allocations belong to no step
+	// Resident from the start: tensors without a producer, in ID order.
+	for i := range g.Tensors {
+		t := &g.Tensors[i]
+		if t.Producer != graph.NoOp || m.flags[i]&flView != 0 {
+			continue
+		}
+		m.flags[i] |= flPinned
+		b, err := m.allocate(m.bytes[i], int32(i), -1)
+		if err != nil {
+			return fmt.Errorf("sim: graph %q: resident tensor #%d %q (%d bytes) does not fit: %w", g.Name, i, t.Name, m.bytes[i], err)
+		}
+		m.block[i] = b
+		m.rec[i] = int32(len(m.records) - 1)
+		m.state[i] = Resident
+	}
+	for i := range g.Tensors {
+		if g.Tensors[i].Producer == graph.NoOp && m.flags[i]&flView != 0 {
+			m.flags[i] |= flPinned
+			if m.state[m.root[i]] == Resident {
+				m.state[i] = Resident
+			}
+		}
+	}
+	if m.opts.AtomicCleanPolicy == 0 {
+		for i := range m.flags {
+			if m.flags[i]&flAtomic != 0 {
+				m.flags[i] |= flArena
+				m.arenaSz += m.bytes[i]
+			}
+		}
+		if m.arenaSz > 0 {
+			b, err := m.allocate(m.arenaSz, -1, -1)
+			if err != nil {
+				return fmt.Errorf("sim: graph %q: atomic-clean arena (%d bytes) does not fit: %w", g.Name, m.arenaSz, err)
+			}
+			m.arenaB = b
+			m.initNs = m.cost.MemsetNs(m.arenaSz)
+			m.clock = m.initNs
+			m.computeNs = m.initNs
+		}
+	}
+	m.notePeak(graph.NoOp)
+	m.step = 0
+	m.stepMaxA, m.stepMaxR = m.alloc.Allocated(), m.Reserved()
+	return nil
+}
+
+// allocate obtains a block from the allocator, enforcing the capacity, and
+// opens a live record.
+func (m *Machine) allocate(bytes int64, t, op int32) (Block, error) {
+	b, err := m.alloc.Alloc(bytes)
+	if err != nil {
+		if !errors.Is(err, ErrOutOfMemory) {
+			err = fmt.Errorf("%w: %w", ErrOutOfMemory, err)
+		}
+		return -1, err
+	}
+	if m.limited && m.alloc.Reserved() > m.capacity {
+		r := m.alloc.Reserved()
+		m.alloc.Free(b)
+		return -1, fmt.Errorf("allocator %s would reserve %d bytes, capacity is %d: %w", m.alloc.Name(), r, m.capacity, ErrOutOfMemory)
+	}
+	if m.limited && m.alloc.Allocated() > m.capacity {
+		a := m.alloc.Allocated()
+		m.alloc.Free(b)
+		return -1, fmt.Errorf("allocator %s would hold %d bytes, capacity is %d: %w", m.alloc.Name(), a, m.capacity, ErrOutOfMemory)
+	}
+	m.records = append(m.records, liveRec{t: t, op: op, start: int32(m.step), end: openEnd, bytes: bytes})
+	return b, nil
+}
+
+// release frees a block and closes its live record.
+func (m *Machine) release(b Block, rec int32) {
+	m.alloc.Free(b)
+	if rec >= 0 {
+		m.records[rec].end = int32(m.step)
+	}
+}
+
+// notePeak updates the peaks and the step's maxima after allocations.
+func (m *Machine) notePeak(op graph.OpID) {
+	a, r := m.alloc.Allocated(), m.Reserved()
+	if a > m.stepMaxA {
+		m.stepMaxA = a
+	}
+	if r > m.stepMaxR {
+		m.stepMaxR = r
+	}
+	if a > m.peakA {
+		m.peakA, m.peakAOp, m.peakAStep = a, op, m.step
+	}
+	if r > m.peakR {
+		m.peakR, m.peakROp, m.peakRStep = r, op, m.step
+	}
+}
+
+// endStep records the step's timeline point and advances the step counter.
+func (m *Machine) endStep() {
+	if m.opts.Timeline {
+		m.timeline = append(m.timeline, TimelinePoint{Allocated: m.stepMaxA, Reserved: m.stepMaxR, TimeNs: m.clock})
+	}
+	if m.opts.Trace {
+		m.events = append(m.events, Event{Kind: EvMemory, Step: m.step, ID: -1, StartNs: m.clock,
+			Allocated: m.alloc.Allocated(), Reserved: m.Reserved()})
+	}
+	m.step++
+	m.oom = nil
+	m.stepMaxA, m.stepMaxR = m.alloc.Allocated(), m.Reserved()
+}
+
+func (m *Machine) reserveRecords(steps int) {
+	if m.opts.Timeline && cap(m.timeline)-len(m.timeline) < steps {
+		m.timeline = append(make([]TimelinePoint, 0, len(m.timeline)+steps), m.timeline...)
+	}
+	if cap(m.records)-len(m.records) < steps {
+		m.records = append(make([]liveRec, 0, len(m.records)+steps), m.records...)
+	}
+}
+
+// stepErr builds a StepError for the current step.
+func (m *Machine) stepErr(kind ErrorKind, sk StepKind, op graph.OpID, t graph.TensorID, detail string) *StepError {
+	e := &StepError{Step: m.step, Kind: kind, StepKind: sk, Op: op, Tensor: t, Detail: detail, Err: ErrInvalidPlan}
+	if op >= 0 && int(op) < len(m.g.Ops) {
+		e.OpName, e.OpType = m.g.Ops[op].Name, m.g.Ops[op].Type
+	} else if op != graph.NoOp {
+		e.Op = op
+	}
+	if t >= 0 && int(t) < len(m.g.Tensors) {
+		e.TensorName = m.g.Tensors[t].Name
+	}
+	return e
+}
+
+// oomErr builds the out-of-memory StepError and records OOM info.
+func (m *Machine) oomErr(sk StepKind, op graph.OpID, t graph.TensorID, req int64, cause error) *StepError {
+	e := m.stepErr(KindOutOfMemory, sk, op, t, "")
+	e.Requested = req
+	e.Err = cause
+	e.Detail = fmt.Sprintf("%d bytes requested", req)
+	info := &OOMInfo{Step: m.step, Op: op, Tensor: t, Requested: req,
+		Allocated: m.alloc.Allocated(), Reserved: m.Reserved(), Capacity: m.Capacity()}
+	if op >= 0 {
+		info.OpName = m.g.Ops[op].Name
+	}
+	var live []LiveTensor
+	for i := range m.records {
+		if m.records[i].end == openEnd {
+			live = append(live, m.liveTensor(&m.records[i]))
+		}
+	}
+	sortLive(live)
+	if len(live) > TopTensorsKept {
+		live = live[:TopTensorsKept]
+	}
+	info.Largest = live
+	m.oom = info
+	return e
+}
+
+func (m *Machine) liveTensor(r *liveRec) LiveTensor {
+	lt := LiveTensor{Tensor: graph.TensorID(r.t), Op: graph.OpID(r.op), Bytes: r.bytes}
+	switch {
+	case r.t >= 0:
+		t := &m.g.Tensors[r.t]
+		lt.Name, lt.Kind, lt.Op = t.Name, t.Kind.String(), t.Producer
+	case r.op >= 0:
+		lt.Name, lt.Kind = "workspace:"+m.g.Ops[r.op].Name, "workspace"
+	default:
+		lt.Name, lt.Kind = "atomic_clean_arena", "arena"
+	}
+	return lt
+}
+
+// inputKind maps a non-resident state to the error kind of reading it.
+func inputKind(s TensorState) ErrorKind {
+	switch s {
+	case Freed:
+		return KindUseAfterFree
+	case Swapped:
+		return KindInputSwappedOut
+	}
+	return KindInputNotComputed
+}
+
+// Compute runs op: the first time, or again (a recompute, allowed only for
+// ops that graph.Op.Recomputable accepts). Its inputs must be resident. It
+// allocates the outputs that are not resident, then the op's workspace, and
+// advances the compute clock by the op's time (after waiting for swap-ins of
+// its inputs to finish: stall time). On any error the Machine is unchanged.
+func (m *Machine) Compute(op graph.OpID) error {
+	g := m.g
+	if op < 0 || int(op) >= len(g.Ops) {
+		return m.stepErr(KindInvalidStep, Compute, op, graph.NoTensor, fmt.Sprintf("op %d is not defined (graph has %d ops)", op, len(g.Ops)))
+	}
+	o := &g.Ops[op]
+	re := m.opRuns[op] > 0
+	if re && m.recomp[op] != 0 {
+		return m.stepErr(m.recomp[op], Compute, op, graph.NoTensor, "")
+	}
+	start := m.clock
+	for _, in := range o.Inputs {
+		s := m.state[in]
+		r := m.root[in]
+		if s == Resident && r != in {
+			s = m.state[r]
+		}
+		if s != Resident {
+			return m.stepErr(inputKind(s), Compute, op, in, "")
+		}
+		if m.ready[r] > start {
+			start = m.ready[r]
+		}
+	}
+	// Views among the outputs need their storage: resident already, or a
+	// non-view output of this op.
+	for _, out := range o.Outputs {
+		if m.flags[out]&flView == 0 {
+			continue
+		}
+		r := m.root[out]
+		if m.state[r] != Resident && g.Tensors[r].Producer != op {
+			return m.stepErr(inputKind(m.state[r]), Compute, op, out, fmt.Sprintf("the storage of this view, tensor #%d %q, is not resident", r, g.Tensors[r].Name))
+		}
+	}
+	nrec := len(m.records)
+	m.stepMaxA, m.stepMaxR = m.alloc.Allocated(), m.Reserved()
+	for i, out := range o.Outputs {
+		f := m.flags[out]
+		if f&(flView|flArena) != 0 || m.state[out] == Resident {
+			continue
+		}
+		b, err := m.allocate(m.bytes[out], int32(out), int32(op))
+		if err != nil {
+			m.rollback(o, i, nrec)
+			return m.oomErr(Compute, op, out, m.bytes[out], err)
+		}
+		m.block[out] = b
+	}
+	var wsb Block = -1
+	wsr := int32(-1)
+	if ws := m.opWs[op]; ws > 0 {
+		b, err := m.allocate(ws, -1, int32(op))
+		if err != nil {
+			m.rollback(o, len(o.Outputs), nrec)
+			return m.oomErr(Compute, op, graph.NoTensor, ws, fmt.Errorf("workspace: %w", err))
+		}
+		wsb, wsr = b, int32(len(m.records)-1)
+	}
+	m.notePeak(op)
+	// Commit.
+	rec := int32(nrec)
+	for _, out := range o.Outputs {
+		f := m.flags[out]
+		if f&flView != 0 {
+			m.state[out] = Resident
+			continue
+		}
+		if m.state[out] == Resident {
+			continue
+		}
+		if m.evict[out] {
+			m.evictions++
+			m.evict[out] = false
+		}
+		if f&flArena == 0 {
+			m.rec[out] = rec
+			rec++
+		}
+		m.state[out] = Resident
+		if g.Tensors[out].Kind.Persistent() {
+			m.flags[out] |= flPinned
+		}
+	}
+	t := m.opTime[op]
+	m.stallNs += start - m.clock
+	if m.opts.Trace {
+		k := EvCompute
+		if re {
+			k = EvRecompute
+		}
+		m.events = append(m.events, Event{Kind: k, Step: m.step, ID: int32(op), StartNs: start, DurNs: t})
+	}
+	m.clock = start + t
+	for _, out := range o.Outputs {
+		m.ready[m.root[out]] = max(m.ready[m.root[out]], m.clock)
+	}
+	if re {
+		m.recomputeNs += t
+		m.recomputes++
+	} else {
+		m.computeNs += t
+		m.computes++
+	}
+	m.opRuns[op]++
+	m.pushWorkspace(wsb, wsr)
+	m.endStep()
+	return nil
+}
+
+// rollback undoes the allocations of outputs[:n] made by a failing Compute.
+func (m *Machine) rollback(o *graph.Op, n, nrec int) {
+	for _, out := range o.Outputs[:n] {
+		if m.flags[out]&(flView|flArena) != 0 || m.state[out] == Resident {
+			continue
+		}
+		m.alloc.Free(m.block[out])
+		m.block[out] = -1
+	}
+	m.records = m.records[:nrec]
+}
+
+// pushWorkspace puts an op's workspace into the ring of live temp spaces and
+// releases the oldest when more than the ring's size are alive.
+// With k slots, the workspaces of the last k ops (this one included) were
+// alive while this op ran; afterwards the k-1 newest stay.
+func (m *Machine) pushWorkspace(b Block, rec int32) {
+	n := len(m.ring)
+	m.ring[(m.ringHead+m.ringLen)%n] = wsSlot{block: b, rec: rec}
+	m.ringLen++
+	for m.ringLen > n-1 {
+		old := m.ring[m.ringHead]
+		if old.block >= 0 {
+			m.release(old.block, old.rec)
+		}
+		m.ringHead = (m.ringHead + 1) % n
+		m.ringLen--
+	}
+}
+
+// drainWorkspaces releases every workspace still in the ring.
+func (m *Machine) drainWorkspaces() {
+	n := len(m.ring)
+	for ; m.ringLen > 0; m.ringLen-- {
+		s := m.ring[m.ringHead]
+		if s.block >= 0 {
+			m.release(s.block, s.rec)
+		}
+		m.ringHead = (m.ringHead + 1) % n
+	}
+}
+
+func (m *Machine) tensorOK(sk StepKind, t graph.TensorID) error {
+	if t < 0 || int(t) >= len(m.g.Tensors) {
+		return m.stepErr(KindInvalidStep, sk, graph.NoOp, t, fmt.Sprintf("tensor %d is not defined (graph has %d tensors)", t, len(m.g.Tensors)))
+	}
+	return nil
+}
+
+// Free releases tensor t. Freeing a view drops only the view; freeing a base
+// tensor releases the storage it shares with its views. Freeing a swapped-out
+// tensor discards its host copy. Freeing a pinned tensor, or one that is not
+// live (never computed, already freed), is an error.
+func (m *Machine) Free(t graph.TensorID) error {
+	if err := m.tensorOK(Free, t); err != nil {
+		return err
+	}
+	if m.flags[t]&flPinned != 0 {
+		return m.stepErr(KindFreePinned, Free, graph.NoOp, t, "")
+	}
+	s := m.state[t]
+	if s != Resident && s != Swapped {
+		return m.stepErr(KindFreeDead, Free, graph.NoOp, t, "state "+s.String())
+	}
+	if m.flags[t]&flView == 0 {
+		if s == Resident && m.flags[t]&flArena == 0 {
+			m.release(m.block[t], m.rec[t])
+			m.block[t], m.rec[t] = -1, -1
+		}
+		m.evict[t] = true
+	}
+	m.state[t] = Freed
+	m.frees++
+	m.endStep()
+	return nil
+}
+
+// SwapOut copies t's storage to the host on the copy stream and releases its
+// device memory (at this step: the model does not delay reuse until the copy
+// ends). The copy starts when the copy stream is free, the tensor is ready
+// and the compute stream has reached this step.
+func (m *Machine) SwapOut(t graph.TensorID) error {
+	if err := m.tensorOK(SwapOut, t); err != nil {
+		return err
+	}
+	r := m.root[t]
+	if m.flags[r]&flPinned != 0 || m.flags[t]&flPinned != 0 {
+		return m.stepErr(KindSwapPinned, SwapOut, graph.NoOp, t, "")
+	}
+	if m.state[r] != Resident || m.state[t] != Resident {
+		s := m.state[r]
+		if m.state[t] != Resident {
+			s = m.state[t]
+		}
+		return m.stepErr(KindSwapOutNotResident, SwapOut, graph.NoOp, t, "state "+s.String())
+	}
+	d := m.cost.SwapNs(m.bytes[r])
+	start := max(m.copyClock, m.ready[r], m.clock)
+	if m.opts.Trace {
+		m.events = append(m.events, Event{Kind: EvSwapOut, Step: m.step, ID: int32(r), StartNs: start, DurNs: d})
+	}
+	m.copyClock = start + d
+	m.host[r] = m.copyClock
+	m.swapNs += d
+	if m.flags[r]&flArena == 0 {
+		m.release(m.block[r], m.rec[r])
+		m.block[r], m.rec[r] = -1, -1
+	}
+	m.state[r] = Swapped
+	m.swapOuts++
+	m.swapBytes += m.bytes[r]
+	m.endStep()
+	return nil
+}
+
+// SwapIn allocates device memory for swapped-out t and copies it back on the
+// copy stream, starting when the copy stream is free, the swap-out has
+// finished and the compute stream has reached this step. An op reading t
+// waits for the copy to end (stall time).
+func (m *Machine) SwapIn(t graph.TensorID) error {
+	if err := m.tensorOK(SwapIn, t); err != nil {
+		return err
+	}
+	r := m.root[t]
+	if m.state[r] != Swapped {
+		return m.stepErr(KindSwapInNotSwapped, SwapIn, graph.NoOp, t, "state "+m.state[r].String())
+	}
+	if m.flags[r]&flArena == 0 {
+		b, err := m.allocate(m.bytes[r], int32(r), int32(m.g.Tensors[r].Producer))
+		if err != nil {
+			return m.oomErr(SwapIn, graph.NoOp, t, m.bytes[r], err)
+		}
+		m.block[r], m.rec[r] = b, int32(len(m.records)-1)
+	}
+	m.notePeak(graph.NoOp)
+	d := m.cost.SwapNs(m.bytes[r])
+	start := max(m.copyClock, m.host[r], m.clock)
+	if m.opts.Trace {
+		m.events = append(m.events, Event{Kind: EvSwapIn, Step: m.step, ID: int32(r), StartNs: start, DurNs: d})
+	}
+	m.copyClock = start + d
+	m.ready[r] = m.copyClock
+	m.swapNs += d
+	m.state[r] = Resident
+	m.swapIns++
+	m.swapBytes += m.bytes[r]
+	m.endStep()
+	return nil
+}
+
+// Resident reports whether t is on the device (for a view: produced, not
+// dropped, and its storage resident).
+func (m *Machine) Resident(t graph.TensorID) bool {
+	if m.state[t] != Resident {
+		return false
+	}
+	return m.state[m.root[t]] == Resident
+}
+
+// State returns where t is. For a view that has been produced and not
+// dropped, it is its storage's state.
+func (m *Machine) State(t graph.TensorID) TensorState {
+	s := m.state[t]
+	if s == Resident && m.root[t] != t {
+		return m.state[m.root[t]]
+	}
+	return s
+}
+
+// Pin marks t (and, for a view, its storage) so that it can be neither freed
+// nor swapped out.
+func (m *Machine) Pin(t graph.TensorID) {
+	m.flags[t] |= flPinned
+	m.flags[m.root[t]] |= flPinned
+}
+
+// Unpin clears t's pin (not its storage's).
+func (m *Machine) Unpin(t graph.TensorID) { m.flags[t] &^= flPinned }
+
+// Pinned reports whether t is pinned.
+func (m *Machine) Pinned(t graph.TensorID) bool { return m.flags[t]&flPinned != 0 }
+
+// Storage returns the tensor whose storage t uses (t itself unless a view).
+func (m *Machine) Storage(t graph.TensorID) graph.TensorID { return m.root[t] }
+
+// Bytes returns the storage bytes t adds (0 for a view).
+func (m *Machine) Bytes(t graph.TensorID) int64 { return m.bytes[t] }
+
+// Runs returns how many times op has been computed.
+func (m *Machine) Runs(op graph.OpID) int { return int(m.opRuns[op]) }
+
+// Graph returns the simulated graph.
+func (m *Machine) Graph() *graph.Graph { return m.g }
+
+// Options returns the Machine's options.
+func (m *Machine) Options() Options { return m.opts }
+
+// Allocated returns the bytes in live blocks (as the allocator accounts them).
+func (m *Machine) Allocated() int64 { return m.alloc.Allocated() }
+
+// Reserved returns the bytes held from the device: the allocator's reserved
+// bytes, or the whole capacity with ReserveAll.
+func (m *Machine) Reserved() int64 {
+	if m.opts.ReserveAll {
+		return m.capacity
+	}
+	return m.alloc.Reserved()
+}
+
+// Capacity returns the usable capacity in bytes (0 when unlimited).
+func (m *Machine) Capacity() int64 {
+	if !m.limited {
+		return 0
+	}
+	return m.capacity
+}
+
+// Clock returns the compute stream's clock in ns.
+func (m *Machine) Clock() int64 { return m.clock }
+
+// Step returns the number of steps executed since the Machine was created or
+// reset.
+func (m *Machine) Step() int { return m.step }
+
+// OpTime returns op's time in ns under this Machine's cost model and
+// convolution algorithm choice.
+func (m *Machine) OpTime(op graph.OpID) int64 { return m.opTime[op] }
+
+// OpWorkspace returns op's workspace in bytes after the algorithm choice.
+func (m *Machine) OpWorkspace(op graph.OpID) int64 { return m.opWs[op] }
+
+// ConvAlgo returns the convolution algorithm chosen for op ("" when the op
+// is not a convolution or cudnn_tune is off for it).
+func (m *Machine) ConvAlgo(op graph.OpID) string { return m.opAlgo[op] }
+
+// SwapTime returns the time to move t's storage over the host link.
+func (m *Machine) SwapTime(t graph.TensorID) int64 { return m.cost.SwapNs(m.bytes[m.root[t]]) }
+
+// Allocator returns the allocator model.
+func (m *Machine) Allocator() Allocator { return m.alloc }
+
+// Device returns the device profile used by the cost model.
+func (m *Machine) Device() Profile { return m.dev }
+
+// Result summarizes the run so far. It does not change the Machine.
+func (m *Machine) Result() *Result {
+	res := &Result{
+		Graph: m.g.Name, Strategy: m.strategy, Device: m.devName, Allocator: m.alloc.Name(),
+		Capacity: m.Capacity(), Steps: m.step,
+		PeakAllocated: m.peakA, PeakAllocatedStep: m.peakAStep, PeakAllocatedOp: m.peakAOp,
+		PeakReserved: m.peakR, PeakReservedStep: m.peakRStep, PeakReservedOp: m.peakROp,
+		ComputeNs: m.computeNs, RecomputeNs: m.recomputeNs, SwapNs: m.swapNs, StallNs: m.stallNs,
+		Computes: m.computes, Recomputes: m.recomputes, Frees: m.frees, Evictions: m.evictions,
+		SwapOuts: m.swapOuts, SwapIns: m.swapIns, SwapBytes: m.swapBytes,
+	}
+	if m.copyClock > m.clock {
+		res.StallNs += m.copyClock - m.clock
+	}
+	res.TotalNs = res.ComputeNs + res.RecomputeNs + res.StallNs
+	live := []LiveTensor{}
+	ps := int32(m.peakAStep)
+	for i := range m.records {
+		r := &m.records[i]
+		if r.start <= ps && (r.end == openEnd || r.end >= ps) {
+			live = append(live, m.liveTensor(r))
+		}
+	}
+	sortLive(live)
+	res.liveAtPeak = live
+	res.TopAtPeak = append([]LiveTensor{}, live[:min(len(live), TopTensorsKept)]...)
+	if m.oom != nil {
+		o := *m.oom
+		o.Largest = append([]LiveTensor(nil), o.Largest...)
+		res.OOM = &o
+	}
+	if m.opts.Timeline {
+		res.Timeline = append([]TimelinePoint(nil), m.timeline...)
+	}
+	if m.opts.Trace {
+		res.Events = append([]Event(nil), m.events...)
+	}
+	return res
+}

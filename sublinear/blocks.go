@@ -1,0 +1,328 @@
+package sublinear
+
+import (
+	"sort"
+
+	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/sim"
+)
+
+// mgeProblem is the read-only, per-graph part of MegEngine's sublinear
+// search: the operator sequence reduced to what the planner needs, in flat
+// slices indexed by OpID and TensorID. Workers share one mgeProblem; every
+// mutable buffer lives in an mgeEvaluator.
+//
+// Memory semantics mirror sim.PlanFromSchedule and the Machine: a tensor's
+// storage is its alias root; roots without a producer or of a persistent kind
+// are never freed ("kept"); views add no bytes and extend the life of their
+// root; every other storage is freed right after its last read before it is
+// re-created.
+type mgeProblem struct {
+	g  *graph.Graph
+	n  int // ops
+	nt int // tensors
+
+	root []graph.TensorID // storage root of each tensor
+	keep []bool           // root never freed (external or persistent)
+	size []int64          // StorageBytes (0 for views)
+	// isVar: a storage the planner may reason about: produced by an op,
+	// not kept. hasViews: some other tensor aliases it.
+	isVar    []bool
+	hasViews []bool
+	prod     []int32 // producer op (-1 for external tensors)
+
+	// Access lists of vars in CSR form: accTime[accStart[v]:accStart[v+1]]
+	// is the creation op followed by the distinct readers (reads of a view
+	// count as reads of its root), in op order. Empty for non-vars.
+	accStart []int32
+	accTime  []int32
+	lastAcc  []int32 // last access (creation if never read); -1 for non-vars
+
+	// Per op.
+	varIn      []int32 // distinct var inputs (storage roots)
+	usedOut    []int32 // var outputs that are read by someone
+	noDup      []bool  // may not be duplicated by a recompute
+	endpoint   []bool  // carries AttrSublinearEndpoint
+	opTime     []int64 // time charged for a duplicate
+	workspace  []int64 // temporary bytes while the op runs
+	hasEndpts  bool
+	cands      []int32 // positions allowed as split points, excluding n-1
+	arenaT     []int32 // tensors in the atomic-clean arena
+	resident0  int64   // bytes resident from the start (external storages, arena)
+	wsSlots    int     // workspaces alive at once (sim.TempSlots)
+	totalTimeN int64   // sum of opTime, for penalties
+
+	// Per-op input roots (distinct vars) and storage-owning outputs, CSR.
+	inStart []int32
+	inRoots []int32
+	// Slots for the liveness passes: per op, its storage-owning non-kept
+	// outputs followed by its distinct non-kept input roots that are not
+	// also outputs. slotOut[op] = number of output slots.
+	slotStart []int32
+	slots     []int32
+	slotOut   []int32
+	// Storage-owning outputs (root == self), kept or not: what a compute
+	// allocates when not resident.
+	allocStart []int32
+	allocs     []int32
+}
+
+// mgeMemModel is the part of sim's Machine the fitness mirrors: each op's
+// workspace, whether memset-initialized outputs live in one arena allocated
+// at start (atomic clean policy 0), and how many workspaces stay alive
+// (sim.TempSlots).
+type mgeMemModel struct {
+	workspace func(graph.OpID) int64
+	arena     bool
+	wsSlots   int
+}
+
+// newMgeProblem indexes g. opTime gives the time charged for duplicating an
+// op; endpoint attributes restrict split points.
+func newMgeProblem(g *graph.Graph, opTime func(graph.OpID) int64, mm mgeMemModel) *mgeProblem {
+	n, nt := len(g.Ops), len(g.Tensors)
+	p := &mgeProblem{g: g, n: n, nt: nt, wsSlots: max(1, mm.wsSlots)}
+	p.root = make([]graph.TensorID, nt)
+	p.keep = make([]bool, nt)
+	p.size = make([]int64, nt)
+	p.isVar = make([]bool, nt)
+	p.hasViews = make([]bool, nt)
+	p.prod = make([]int32, nt)
+	for i := range g.Tensors {
+		t := &g.Tensors[i]
+		r := g.StorageOf(graph.TensorID(i))
+		p.root[i] = r
+		rt := &g.Tensors[r]
+		p.keep[i] = rt.Producer == graph.NoOp || rt.Kind.Persistent()
+		p.size[i] = t.StorageBytes()
+		p.prod[i] = int32(t.Producer)
+		if r != graph.TensorID(i) {
+			p.hasViews[r] = true
+		} else if t.Producer == graph.NoOp {
+			p.resident0 += t.StorageBytes()
+		}
+	}
+	if mm.arena {
+		// Atomic clean policy 0: the outputs of memset-initialized ops
+		// live in one arena from the start; computing or freeing them
+		// changes nothing.
+		for i := range g.Ops {
+			if !sim.IsAtomicClean(&g.Ops[i]) {
+				continue
+			}
+			for _, o := range g.Ops[i].Outputs {
+				if p.root[o] == o && !p.keep[o] {
+					p.resident0 += p.size[o]
+					p.size[o] = 0
+					p.arenaT = append(p.arenaT, int32(o))
+				}
+			}
+		}
+	}
+	for i := range g.Tensors {
+		p.isVar[i] = p.root[i] == graph.TensorID(i) && !p.keep[i] && g.Tensors[i].Producer != graph.NoOp
+	}
+	for _, t := range p.arenaT {
+		p.isVar[t] = false
+	}
+
+	// Distinct var input roots per op, and slots.
+	p.inStart = make([]int32, n+1)
+	p.slotStart = make([]int32, n+1)
+	p.slotOut = make([]int32, n)
+	p.allocStart = make([]int32, n+1)
+	p.varIn = make([]int32, n)
+	p.usedOut = make([]int32, n)
+	p.noDup = make([]bool, n)
+	p.endpoint = make([]bool, n)
+	p.opTime = make([]int64, n)
+	p.workspace = make([]int64, n)
+	for i := range g.Ops {
+		op := &g.Ops[i]
+		for _, o := range op.Outputs {
+			if p.root[o] == o {
+				p.allocs = append(p.allocs, int32(o))
+				if !p.keep[o] {
+					p.slots = append(p.slots, int32(o))
+					p.slotOut[i]++
+				}
+			}
+		}
+		for j, t := range op.Inputs {
+			r := p.root[t]
+			dup := false
+			for _, u := range op.Inputs[:j] {
+				if p.root[u] == r {
+					dup = true
+					break
+				}
+			}
+			if dup {
+				continue
+			}
+			if p.isVar[r] {
+				p.inRoots = append(p.inRoots, int32(r))
+			}
+			if !p.keep[r] && !mgeIsOutput(op, r) {
+				p.slots = append(p.slots, int32(r))
+			}
+		}
+		p.inStart[i+1] = int32(len(p.inRoots))
+		p.slotStart[i+1] = int32(len(p.slots))
+		p.allocStart[i+1] = int32(len(p.allocs))
+		p.varIn[i] = p.inStart[i+1] - p.inStart[i]
+
+		nd := !op.Recomputable()
+		for _, o := range op.Outputs {
+			if p.root[o] != o || p.hasViews[o] || p.keep[o] {
+				nd = true
+			}
+		}
+		p.noDup[i] = nd
+		if v, ok := op.Attr(graph.AttrSublinearEndpoint); ok && (v == "1" || v == "true") {
+			p.endpoint[i] = true
+			p.hasEndpts = true
+		}
+		p.opTime[i] = opTime(graph.OpID(i))
+		if p.opTime[i] < 0 {
+			p.opTime[i] = 0
+		}
+		p.totalTimeN += p.opTime[i]
+		if mm.workspace != nil {
+			p.workspace[i] = mm.workspace(graph.OpID(i))
+		} else {
+			p.workspace[i] = op.Workspace
+		}
+	}
+
+	// Access lists: creation + distinct readers.
+	cnt := make([]int32, nt+1)
+	for i := 0; i < nt; i++ {
+		if p.isVar[i] {
+			cnt[i+1] = 1
+		}
+	}
+	for i := 0; i < n; i++ {
+		for _, r := range p.inRoots[p.inStart[i]:p.inStart[i+1]] {
+			cnt[r+1]++
+		}
+	}
+	for i := 0; i < nt; i++ {
+		cnt[i+1] += cnt[i]
+	}
+	p.accStart = cnt
+	p.accTime = make([]int32, cnt[nt])
+	fill := make([]int32, nt)
+	copy(fill, cnt[:nt])
+	for i := 0; i < nt; i++ {
+		if p.isVar[i] {
+			p.accTime[fill[i]] = p.prod[i]
+			fill[i]++
+		}
+	}
+	for i := 0; i < n; i++ {
+		for _, r := range p.inRoots[p.inStart[i]:p.inStart[i+1]] {
+			p.accTime[fill[r]] = int32(i)
+			fill[r]++
+		}
+	}
+	p.lastAcc = make([]int32, nt)
+	for i := 0; i < nt; i++ {
+		if p.isVar[i] {
+			p.lastAcc[i] = p.accTime[p.accStart[i+1]-1]
+			if p.lastAcc[i] > p.prod[i] {
+				p.usedOut[p.prod[i]]++
+			}
+		} else {
+			p.lastAcc[i] = -1
+		}
+	}
+	for i := 0; i < n-1; i++ {
+		if !p.hasEndpts || p.endpoint[i] {
+			p.cands = append(p.cands, int32(i))
+		}
+	}
+	return p
+}
+
+func mgeIsOutput(op *graph.Op, t graph.TensorID) bool {
+	for _, o := range op.Outputs {
+		if o == t {
+			return true
+		}
+	}
+	return false
+}
+
+// discardable reports whether var v may be freed and recomputed: produced by
+// a duplicable op and without views (MegEngine skips vars of bad oprs; remat
+// also keeps aliased storage whole).
+func (p *mgeProblem) discardable(v int32) bool {
+	return p.isVar[v] && !p.hasViews[v] && !p.noDup[p.prod[v]]
+}
+
+// thresholdSplits is MegEngine's get_split_point_set: walk the ops keeping
+// the bytes of vars produced in the current block that are still alive
+// (a var dies at its last reader); close the block once they reach thresh
+// (only at endpoint ops if the graph marks any). The last op always closes a
+// block. mark is scratch of length nt.
+func (p *mgeProblem) thresholdSplits(thresh int64, mark []int32, dst []int32) []int32 {
+	dst = dst[:0]
+	if p.n == 0 {
+		return dst
+	}
+	for i := range mark {
+		mark[i] = -1
+	}
+	var usage int64
+	block := int32(0)
+	for i := 0; i < p.n; i++ {
+		for _, o := range p.g.Ops[i].Outputs {
+			if p.isVar[o] && p.lastAcc[o] > int32(i) {
+				mark[o] = block
+				usage += p.size[o]
+			}
+		}
+		for _, r := range p.inRoots[p.inStart[i]:p.inStart[i+1]] {
+			if p.lastAcc[r] == int32(i) && mark[r] == block {
+				mark[r] = -1
+				usage -= p.size[r]
+			}
+		}
+		if i+1 < p.n && (usage < thresh || (p.hasEndpts && !p.endpoint[i])) {
+			continue
+		}
+		dst = append(dst, int32(i))
+		usage = 0
+		block++
+	}
+	return dst
+}
+
+// validGenome checks that s is a strictly increasing list of allowed split
+// positions ending at n-1.
+func (p *mgeProblem) validGenome(s []int32) bool {
+	if p.n == 0 {
+		return len(s) == 0
+	}
+	if len(s) == 0 || s[len(s)-1] != int32(p.n-1) {
+		return false
+	}
+	for i, x := range s[:len(s)-1] {
+		if x < 0 || (i > 0 && x <= s[i-1]) || x >= int32(p.n-1) {
+			return false
+		}
+		if p.hasEndpts && !p.endpoint[x] {
+			return false
+		}
+	}
+	return true
+}
+
+// candRange returns the indexes [lo, hi) into cands of positions in
+// [from, to] (inclusive).
+func (p *mgeProblem) candRange(from, to int32) (int, int) {
+	lo := sort.Search(len(p.cands), func(i int) bool { return p.cands[i] >= from })
+	hi := sort.Search(len(p.cands), func(i int) bool { return p.cands[i] > to })
+	return lo, hi
+}

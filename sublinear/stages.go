@@ -1,0 +1,486 @@
+package sublinear
+
+import (
+	"fmt"
+
+	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/sim"
+)
+
+// Stage decomposition: the forward part of a training graph cut into a chain
+// at articulation points, the cuts across which exactly one forward
+// activation is live (parameters, inputs and constants ignored), so that
+// every path from the input to the loss passes through that tensor. Residual
+// blocks, transformer blocks and plain layers of VGG-like chains each become
+// one stage. The chain solvers (Chen, Revolve, Rotor) work on these stages.
+
+// StageTimeFunc returns the time of one op (ns or any consistent unit). The
+// simulator's cost model can be plugged in here.
+type StageTimeFunc func(op graph.OpID) int64
+
+// StagesDefaultTime returns the default time callback: the op's TimeNs when
+// measured, else a FLOPs proxy (1 ns per 10^4 FLOPs plus 1 ns per KB
+// accessed plus 1 ns), so that every op costs something.
+func StagesDefaultTime(g *graph.Graph) StageTimeFunc {
+	return func(id graph.OpID) int64 {
+		o := &g.Ops[id]
+		if o.TimeNs > 0 {
+			return o.TimeNs
+		}
+		return o.FLOPs/10000 + o.BytesAccessed/1000 + 1
+	}
+}
+
+// Stage is one link of the chain. Byte figures count storage (views add
+// nothing) and exclude pinned tensors, which are part of StageChain.Pinned.
+type Stage struct {
+	// Fwd lists the stage's forward ops in execution order; Bwd its backward
+	// ops (those whose Forward op is in Fwd, plus unlinked backward ops
+	// attached to the stage whose gradients they read) in execution order.
+	Fwd, Bwd []graph.OpID
+	// Input is the activation entering the stage (NoTensor for the first
+	// stage or when nothing but inputs/parameters enters); Output is the one
+	// leaving it (the last stage's output is the last forward op's first
+	// output, usually the loss).
+	Input, Output graph.TensorID
+	// FwdTime and BwdTime are the stage's forward time (recomputable ops
+	// only: pinned ops run once and are counted in StageChain.PinnedTime) and
+	// backward time.
+	FwdTime, BwdTime int64
+	// InputBytes is the size of Input (0 if pinned or absent); OutputBytes
+	// that of Output.
+	InputBytes, OutputBytes int64
+	// XBarBytes is the output plus every stage activation the backward
+	// reads ("x-bar" of Beaumont et al.).
+	XBarBytes int64
+	// FwdPeakNone and FwdPeakAll are the peak bytes, above the held input,
+	// of running the forward while keeping only the output, respectively the
+	// output and the saved activations (both include workspaces).
+	FwdPeakNone, FwdPeakAll int64
+	// BwdPeak is the peak bytes of the backward above its starting state
+	// (x-bar plus GradInBytes held).
+	BwdPeak int64
+	// GradInBytes is the gradient the backward receives from the next stage's
+	// backward; GradOutBytes the gradient it passes to the previous stage;
+	// HeldGradBytes the other gradients it produces that stay alive past the
+	// previous stage (parameter gradients waiting for the update).
+	GradInBytes, GradOutBytes, HeldGradBytes int64
+}
+
+// StageChain is the stage decomposition of a training graph.
+type StageChain struct {
+	Stages []Stage
+	// Update lists the update-phase ops, in order; they run after the
+	// backward of every stage.
+	Update []graph.OpID
+	// Pinned is the bytes that the chain solvers treat as resident for the
+	// whole step: tensors without a producer (inputs, parameters, constants,
+	// optimizer state), persistent outputs, and the outputs of ops that may
+	// not be recomputed (Op.Recomputable false, or whose output storage is
+	// written in place by such an op, or read by the backward of another
+	// stage).
+	Pinned int64
+	// PinnedTime is the time of the pinned forward ops (run once), UpdateTime
+	// that of the update ops.
+	PinnedTime, UpdateTime int64
+	// OpPinned[op] reports whether op is pinned (computed once, never
+	// recomputed).
+	OpPinned []bool
+	// StageOf[op] is the stage of a forward or backward op (-1 for update
+	// ops).
+	StageOf []int32
+}
+
+// StagesOptions configures StagesOf.
+type StagesOptions struct {
+	// Time is the per-op time callback (nil: StagesDefaultTime).
+	Time StageTimeFunc
+}
+
+// stageRoots returns, for every tensor, the tensor owning its storage.
+func stageRoots(g *graph.Graph) []graph.TensorID {
+	r := make([]graph.TensorID, len(g.Tensors))
+	for i := range g.Tensors {
+		r[i] = g.StorageOf(graph.TensorID(i))
+	}
+	return r
+}
+
+// StagesOf splits g's forward ops into stages at articulation points and
+// measures each stage. The forward ops must precede every backward op and
+// backward ops every update op (the order builders and importers produce);
+// the graph must have at least one forward op.
+func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
+	if g == nil {
+		return nil, fmt.Errorf("stages: graph is nil")
+	}
+	timeOf := opts.Time
+	if timeOf == nil {
+		timeOf = StagesDefaultTime(g)
+	}
+	no, nt := len(g.Ops), len(g.Tensors)
+	nf := 0
+	for nf < no && g.Ops[nf].Phase == graph.Forward {
+		nf++
+	}
+	if nf == 0 {
+		return nil, fmt.Errorf("stages: graph %q: ops[0] is not a forward op (graph has %d ops), expected forward ops before backward ops", g.Name, no)
+	}
+	nb := nf
+	for nb < no && g.Ops[nb].Phase == graph.Backward {
+		nb++
+	}
+	for i := nb; i < no; i++ {
+		if g.Ops[i].Phase != graph.Update {
+			return nil, fmt.Errorf("stages: graph %q: op %d %q is in phase %v after the backward part, expected forward ops, then backward ops, then update ops", g.Name, i, g.Ops[i].Name, g.Ops[i].Phase)
+		}
+	}
+	root := stageRoots(g)
+	// Pinned ops: not recomputable, or producing a storage that a
+	// non-recomputable op writes in place.
+	pinned := make([]bool, no)
+	for i := 0; i < no; i++ {
+		o := &g.Ops[i]
+		if o.Recomputable() {
+			continue
+		}
+		pinned[i] = true
+		for _, t := range o.Outputs {
+			if r := root[t]; r != t {
+				if p := g.Tensors[r].Producer; p != graph.NoOp {
+					pinned[p] = true
+				}
+			}
+		}
+	}
+
+	// Liveness across forward cuts: storage r produced by forward op p and
+	// last read by forward op q > p is live across the cuts after p..q-1.
+	lastFwdRead := make([]int32, nt)
+	for i := range lastFwdRead {
+		lastFwdRead[i] = -1
+	}
+	for i := 0; i < nf; i++ {
+		for _, t := range g.Ops[i].Inputs {
+			lastFwdRead[root[t]] = int32(i)
+		}
+	}
+	diff := make([]int32, nf+1)
+	for r := 0; r < nt; r++ {
+		if root[r] != graph.TensorID(r) {
+			continue
+		}
+		p := g.Tensors[r].Producer
+		if p == graph.NoOp || int(p) >= nf {
+			continue
+		}
+		if q := lastFwdRead[r]; q > int32(p) {
+			diff[p]++
+			diff[q]--
+		}
+	}
+	// The cut after op i is a stage boundary when at most one activation
+	// storage is live across it and that storage is produced in the stage
+	// being closed (a storage from an earlier stage crossing the cut would
+	// be a second input of the next stage).
+	stageOf := make([]int32, no)
+	for i := range stageOf {
+		stageOf[i] = -1
+	}
+	var stages []Stage
+	live := int32(0)
+	start := 0
+	for i := 0; i < nf; i++ {
+		live += diff[i]
+		out := graph.NoTensor
+		cut := i == nf-1 || live == 0
+		if !cut && live == 1 {
+			for k := start; k <= i && out == graph.NoTensor; k++ {
+				for _, t := range g.Ops[k].Outputs {
+					if root[t] == t && lastFwdRead[t] > int32(i) {
+						out = t
+					}
+				}
+			}
+			cut = out != graph.NoTensor
+		}
+		if !cut {
+			continue
+		}
+		st := Stage{Input: graph.NoTensor, Output: out}
+		if len(stages) > 0 {
+			st.Input = stages[len(stages)-1].Output
+		}
+		for k := start; k <= i; k++ {
+			st.Fwd = append(st.Fwd, graph.OpID(k))
+			stageOf[k] = int32(len(stages))
+		}
+		stages = append(stages, st)
+		start = i + 1
+	}
+	L := len(stages)
+	if last := &stages[L-1]; g.Loss != graph.NoTensor {
+		last.Output = root[g.Loss]
+	} else if o := &g.Ops[last.Fwd[len(last.Fwd)-1]]; len(o.Outputs) > 0 {
+		last.Output = root[o.Outputs[0]]
+	}
+	// Backward ops: linked ones go to their forward op's stage; unlinked ones
+	// to the latest stage among the producers of their inputs (the last stage
+	// if none).
+	for i := nf; i < nb; i++ {
+		o := &g.Ops[i]
+		s := int32(-1)
+		if o.Forward != graph.NoOp {
+			s = stageOf[o.Forward]
+		} else {
+			for _, t := range o.Inputs {
+				if p := g.Tensors[t].Producer; p != graph.NoOp && stageOf[p] > s {
+					s = stageOf[p]
+				}
+			}
+			if s < 0 {
+				s = int32(L - 1)
+			}
+		}
+		stageOf[i] = s
+		stages[s].Bwd = append(stages[s].Bwd, graph.OpID(i))
+	}
+	// An activation read by the backward of a stage other than its own is
+	// pinned (kept from its first computation), except a stage output read by
+	// the next stage's backward (it is part of x-bar); so is anything the
+	// update phase reads.
+	for i := nf; i < no; i++ {
+		for _, t := range g.Ops[i].Inputs {
+			r := root[t]
+			p := g.Tensors[r].Producer
+			if p == graph.NoOp || int(p) >= nf {
+				continue
+			}
+			sp := stageOf[p]
+			if i < nb && (stageOf[i] == sp || (stageOf[i] == sp+1 && r == stages[sp].Output)) {
+				continue
+			}
+			pinned[p] = true
+		}
+	}
+
+	ch := &StageChain{Stages: stages, OpPinned: pinned, StageOf: stageOf}
+	for i := nb; i < no; i++ {
+		ch.Update = append(ch.Update, graph.OpID(i))
+		ch.UpdateTime += timeOf(graph.OpID(i))
+	}
+	pinnedSt := make([]bool, nt)
+	for r := 0; r < nt; r++ {
+		if root[r] != graph.TensorID(r) {
+			continue
+		}
+		t := &g.Tensors[r]
+		// Outputs of memset-initialized ops (gradient accumulators) may be
+		// allocated at graph start by the simulator's atomic clean policy 0:
+		// count them as held throughout.
+		if t.Producer == graph.NoOp || t.Kind.Persistent() || (int(t.Producer) < nf && pinned[t.Producer]) || sim.IsAtomicClean(&g.Ops[t.Producer]) {
+			pinnedSt[r] = true
+			ch.Pinned += t.Bytes
+		}
+	}
+	bytesOf := func(t graph.TensorID) int64 {
+		if t == graph.NoTensor || pinnedSt[root[t]] {
+			return 0
+		}
+		return g.Tensors[root[t]].Bytes
+	}
+	// Time rank of the non-forward ops in the order the chain solvers run
+	// them: backward stage by stage from the last, then the update. lastUse
+	// is the largest rank reading each storage (directly or via a view).
+	rank := make([]int32, no)
+	n := int32(0)
+	for s := L - 1; s >= 0; s-- {
+		for _, op := range stages[s].Bwd {
+			n++
+			rank[op] = n
+		}
+	}
+	for _, op := range ch.Update {
+		n++
+		rank[op] = n
+	}
+	lastUse := make([]int32, nt)
+	readByOwnBwd := make([]bool, nt)
+	for i := nf; i < no; i++ {
+		for _, t := range g.Ops[i].Inputs {
+			r := root[t]
+			if rank[i] > lastUse[r] {
+				lastUse[r] = rank[i]
+			}
+			if p := g.Tensors[r].Producer; p != graph.NoOp && int(p) < nf && stageOf[p] == stageOf[i] {
+				readByOwnBwd[r] = true
+			}
+		}
+	}
+	lastRead := make([]int32, nt)
+	for s := range stages {
+		st := &stages[s]
+		for _, op := range st.Fwd {
+			if pinned[op] {
+				ch.PinnedTime += timeOf(op)
+			} else {
+				st.FwdTime += timeOf(op)
+			}
+		}
+		for _, op := range st.Bwd {
+			st.BwdTime += timeOf(op)
+		}
+		st.InputBytes = bytesOf(st.Input)
+		st.OutputBytes = bytesOf(st.Output)
+		stageMeasureFwd(g, root, pinnedSt, lastRead, readByOwnBwd, st)
+	}
+	for s := L - 1; s >= 0; s-- {
+		stageMeasureBwd(g, root, pinnedSt, stageOf, rank, lastUse, int32(s), ch)
+	}
+	return ch, nil
+}
+
+// stageMeasureFwd fills XBarBytes, FwdPeakNone and FwdPeakAll of st.
+// lastRead is scratch space of one entry per tensor.
+func stageMeasureFwd(g *graph.Graph, root []graph.TensorID, pinnedSt []bool, lastRead []int32, readByBwd []bool, st *Stage) {
+	for _, op := range st.Fwd {
+		for _, t := range g.Ops[op].Outputs {
+			lastRead[root[t]] = -1
+		}
+	}
+	for k, op := range st.Fwd {
+		for _, t := range g.Ops[op].Inputs {
+			lastRead[root[t]] = int32(k)
+		}
+	}
+	first, last := st.Fwd[0], st.Fwd[len(st.Fwd)-1]
+	for _, op := range st.Fwd {
+		for _, t := range g.Ops[op].Outputs {
+			if root[t] == t && !pinnedSt[t] && (readByBwd[t] || t == st.Output) {
+				st.XBarBytes += g.Tensors[t].Bytes
+			}
+		}
+	}
+	for pass := 0; pass < 2; pass++ {
+		keepSaved := pass == 1
+		var cur, peak int64
+		free := func(r graph.TensorID) {
+			if pinnedSt[r] || r == st.Output || (keepSaved && readByBwd[r]) {
+				return
+			}
+			if p := g.Tensors[r].Producer; p == graph.NoOp || p < first || p > last {
+				return // the stage input or an outside tensor
+			}
+			cur -= g.Tensors[r].Bytes
+		}
+		for k, op := range st.Fwd {
+			o := &g.Ops[op]
+			for _, t := range o.Outputs {
+				if root[t] == t && !pinnedSt[t] {
+					cur += g.Tensors[t].Bytes
+				}
+			}
+			if v := cur + o.Workspace; v > peak {
+				peak = v
+			}
+			for j, t := range o.Inputs {
+				r := root[t]
+				if lastRead[r] == int32(k) && !stageDupRoot(root, o.Inputs[:j], r) && !isOutputOf(o, r) {
+					free(r)
+				}
+			}
+			for _, t := range o.Outputs {
+				if root[t] == t && lastRead[t] <= int32(k) {
+					free(t)
+				}
+			}
+		}
+		if keepSaved {
+			st.FwdPeakAll = peak
+		} else {
+			st.FwdPeakNone = peak
+		}
+	}
+}
+
+func stageDupRoot(root []graph.TensorID, ins []graph.TensorID, r graph.TensorID) bool {
+	for _, t := range ins {
+		if root[t] == r {
+			return true
+		}
+	}
+	return false
+}
+
+// stageMeasureBwd fills the backward figures of stage s: replaying its
+// backward from x-bar plus the incoming gradient, freeing each storage at its
+// last use in the solvers' order (rank), and classifying the surviving
+// outputs as the gradient passed to the previous stage or held gradients.
+func stageMeasureBwd(g *graph.Graph, root []graph.TensorID, pinnedSt []bool, stageOf []int32, rank, lastUse []int32, s int32, ch *StageChain) {
+	st := &ch.Stages[s]
+	if int(s)+1 < len(ch.Stages) {
+		st.GradInBytes = ch.Stages[s+1].GradOutBytes
+	}
+	base := st.XBarBytes + st.GradInBytes
+	cur, peak := base, base
+	for _, op := range st.Bwd {
+		o := &g.Ops[op]
+		for _, t := range o.Outputs {
+			if root[t] == t && !pinnedSt[t] {
+				cur += g.Tensors[t].Bytes
+			}
+		}
+		if v := cur + o.Workspace; v > peak {
+			peak = v
+		}
+		for j, t := range o.Inputs {
+			r := root[t]
+			if pinnedSt[r] || stageDupRoot(root, o.Inputs[:j], r) || isOutputOf(o, r) {
+				continue
+			}
+			if lastUse[r] == rank[op] {
+				cur -= g.Tensors[r].Bytes
+			}
+		}
+		for _, t := range o.Outputs {
+			if root[t] == t && !pinnedSt[t] && lastUse[t] == 0 {
+				cur -= g.Tensors[t].Bytes
+			}
+		}
+	}
+	st.BwdPeak = peak - base
+	for _, op := range st.Bwd {
+		for _, t := range g.Ops[op].Outputs {
+			if root[t] != t || pinnedSt[t] || lastUse[t] == 0 {
+				continue
+			}
+			outside, onlyPrev := false, true
+			for _, c := range g.Consumers(t) {
+				if stageOf[c] == s && g.Ops[c].Phase == graph.Backward {
+					continue
+				}
+				outside = true
+				if !(stageOf[c] == s-1 && g.Ops[c].Phase == graph.Backward) {
+					onlyPrev = false
+				}
+			}
+			if !outside {
+				continue
+			}
+			if onlyPrev {
+				st.GradOutBytes += g.Tensors[t].Bytes
+			} else {
+				st.HeldGradBytes += g.Tensors[t].Bytes
+			}
+		}
+	}
+}
+
+func isOutputOf(o *graph.Op, t graph.TensorID) bool {
+	for _, x := range o.Outputs {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}
