@@ -7,10 +7,10 @@ import (
 
 // recorder logs what the runtime did as plan steps, for Static.
 type recorder struct {
-	top     bool
-	opMap   []graph.OpID     // runtime op -> graph op (NoOp for constants)
-	tenMap  []graph.TensorID // runtime tensor -> graph tensor
-	steps   []sim.Step
+	top    bool
+	opMap  []graph.OpID     // runtime op -> graph op (NoOp for constants)
+	tenMap []graph.TensorID // runtime tensor -> graph tensor
+	steps  []sim.Step
 }
 
 func (r *recorder) tensor(t int32) graph.TensorID {

@@ -46,12 +46,9 @@ func RunOnMachine(ctx context.Context, m *sim.Machine, cfg Config) (*sim.Result,
 		return nil, Stats{}, err
 	}
 	g := m.Graph()
-	h.d = &graphDriver{}
-	// drive fills the recorder as it goes; the host reads its maps.
-	d, err := drive(ctx, g, rt, m.OpTime)
-	if d != nil {
-		h.d = d
-	}
+	// drive fills the recorder's maps as it goes; the host reads them.
+	h.d = newDriver(g, rt)
+	_, err = drive(ctx, h.d, m.OpTime)
 	if err != nil {
 		return m.Result(), rt.Stats(), fmt.Errorf("dtr on machine: %w", err)
 	}

@@ -20,12 +20,17 @@ type graphDriver struct {
 // drive runs every op of g in order. cost gives each op's time in ns. Tensors
 // from outside the step are constants (pinned); an op's inputs are released
 // after their last consumer; tensors nobody consumes stay referenced.
-func drive(ctx context.Context, g *graph.Graph, rt *Runtime, cost func(graph.OpID) int64) (*graphDriver, error) {
+func newDriver(g *graph.Graph, rt *Runtime) *graphDriver {
 	d := &graphDriver{g: g, rt: rt, rec: &recorder{}, toRT: make([]TensorID, len(g.Tensors))}
 	rt.rec = d.rec
 	for i := range d.toRT {
 		d.toRT[i] = -1
 	}
+	return d
+}
+
+func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*graphDriver, error) {
+	g, rt := d.g, d.rt
 	last := make([]int32, len(g.Tensors))
 	for i := range last {
 		last[i] = -1
@@ -123,7 +128,7 @@ func Static(ctx context.Context, g *graph.Graph, cfg Config) (*sim.Plan, Stats, 
 	if err != nil {
 		return nil, Stats{}, err
 	}
-	d, err := drive(ctx, g, rt, func(op graph.OpID) int64 {
+	d, err := drive(ctx, newDriver(g, rt), func(op graph.OpID) int64 {
 		if t := g.Ops[op].TimeNs; t > 0 {
 			return t
 		}

@@ -698,7 +698,8 @@ func (m *Machine) Compute(op graph.OpID) error {
 		if re {
 			k = EvRecompute
 		}
-		m.events = append(m.events, Event{Kind: k, Step: m.step, ID: int32(op), StartNs: start, DurNs: t})
+		m.events = append(m.events, Event{Kind: k, Step: m.step, ID: int32(op), StartNs: start, DurNs: t},
+			Event{Kind: EvMemory, Step: m.step, ID: int32(op), StartNs: start, Allocated: m.stepMaxA, Reserved: m.stepMaxR})
 	}
 	m.clock = start + t
 	for _, out := range o.Outputs {

@@ -21,7 +21,7 @@ const (
 // ops as complete ("X") events on the "compute" track (category compute or
 // recompute), swaps on the "copy" track (swap_out, swap_in), and memory as a
 // counter ("C") named "memory" with series allocated and reserved, sampled
-// after every step. Timestamps are microseconds with nanosecond precision.
+// when each op starts (outputs and workspace allocated) and after every step. Timestamps are microseconds with nanosecond precision.
 // The output is deterministic. MXNet writes the same kind of file as
 // profile.json when MXNET_PROFILER_AUTOSTART=1; the caller chooses the path.
 func WriteTrace(w io.Writer, g *graph.Graph, res *Result) error {

@@ -219,6 +219,11 @@ func (m *mgeModel) Apply(pop *eaopt.Population) error {
 	slices.SortStableFunc(recs, func(a, b *mgeGenome) int {
 		return s.cmp(&mgeRecord{s: a.sp, r: a.r}, &mgeRecord{s: b.sp, r: b.r})
 	})
+	if s.budget > 0 {
+		// Budget mode drops duplicate genomes before selecting, so that
+		// copies of one record do not crowd the pool out.
+		recs = slices.CompactFunc(recs, func(a, b *mgeGenome) bool { return slices.Equal(a.sp, b.sp) })
+	}
 	rng := rand.New(newMgeRand(s.opts.Seed, gen, 1<<40))
 	length := min(s.opts.PoolSize, len(recs))
 	best := s.selKey(recs[0].r)

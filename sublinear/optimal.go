@@ -83,7 +83,7 @@ func RotorStagesOf(ch *StageChain, slotBytes int64) []RotorStage {
 		s := &ch.Stages[k]
 		out[k] = RotorStage{
 			Fwd: s.FwdTime, Bwd: s.BwdTime,
-			In: ceilDiv(s.InputBytes, slotBytes), XBar: ceilDiv(s.XBarBytes, slotBytes),
+			In: ceilDiv(s.InputBytes, slotBytes), XBar: ceilDiv(s.XBarBytes, slotBytes), XBarBwd: ceilDiv(s.XBarBwdBytes, slotBytes),
 			FwdNone: ceilDiv(s.FwdPeakNone, slotBytes), FwdAll: ceilDiv(s.FwdPeakAll, slotBytes),
 			BwdPeak: ceilDiv(s.BwdPeak, slotBytes),
 			GradOut: ceilDiv(s.GradOutBytes, slotBytes), HeldGrad: ceilDiv(s.HeldGradBytes, slotBytes),

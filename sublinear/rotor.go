@@ -22,9 +22,9 @@ import (
 // PG(a..b) the held gradients of stages a..b:
 //
 //	leaf (i = l):  F_all(i), B(i)
-//	    needs m >= din(i) + FwdAll_i and m >= din(i) + XBar_i + BwdPeak_i
+//	    needs m >= din(i) + FwdAll_i and m >= din(i) + XBarBwd_i + BwdPeak_i
 //	chain:         F_all(i), S(i+1, l, m - XBar_i), B(i)
-//	    needs m >= din(l) + FwdAll_i and m >= PG(i+1..l) + din(i) + XBar_i + BwdPeak_i
+//	    needs m >= din(l) + FwdAll_i and m >= PG(i+1..l) + din(i) + XBarBwd_i + BwdPeak_i
 //	checkpoint j:  F_none(i..j-1), S(j, l, m - In_j), S(i, j-1, m - PG(j..l))
 //	    needs m >= din(l) + max over k in i..j-1 of ([k > i] In_k + FwdNone_k)
 //
@@ -36,12 +36,13 @@ type RotorStage struct {
 	// Fwd and Bwd are the forward and backward times.
 	Fwd, Bwd int64
 	// In is the size of the stage's input (the checkpoint kept to restart
-	// the stage); XBar the output plus the activations its backward reads.
-	In, XBar int64
+	// the stage); XBar the output plus the activations its backward reads;
+	// XBarBwd the part of XBar alive during its own backward.
+	In, XBar, XBarBwd int64
 	// FwdNone and FwdAll are the forward peaks above the held input, keeping
 	// only the output, respectively x-bar.
 	FwdNone, FwdAll int64
-	// BwdPeak is the backward peak above x-bar plus the incoming gradient.
+	// BwdPeak is the backward peak above XBarBwd plus the incoming gradient.
 	BwdPeak int64
 	// GradOut is the gradient passed to the previous stage's backward;
 	// HeldGrad the gradients kept until the end of the backward pass.
@@ -117,7 +118,7 @@ func RotorSolve(ctx context.Context, stages []RotorStage, mem int) (*RotorSoluti
 		return nil, fmt.Errorf("rotor: memory = %d slots, expected >= 0", mem)
 	}
 	for k, s := range stages {
-		if s.Fwd < 0 || s.Bwd < 0 || s.In < 0 || s.XBar < 0 || s.FwdNone < 0 || s.FwdAll < 0 || s.BwdPeak < 0 || s.GradOut < 0 || s.HeldGrad < 0 {
+		if s.Fwd < 0 || s.Bwd < 0 || s.In < 0 || s.XBar < 0 || s.XBarBwd < 0 || s.FwdNone < 0 || s.FwdAll < 0 || s.BwdPeak < 0 || s.GradOut < 0 || s.HeldGrad < 0 {
 			return nil, fmt.Errorf("rotor: stage %d has a negative figure %+v, expected all >= 0", k, s)
 		}
 		if s.Fwd > rotorInf/int64(4*L) || s.Bwd > rotorInf/int64(4*L) {
@@ -162,7 +163,7 @@ func RotorSolve(ctx context.Context, stages []RotorStage, mem int) (*RotorSoluti
 			}
 			si := &stages[i]
 			if d == 0 {
-				lo := clamp(max(din(i)+si.FwdAll, din(i)+si.XBar+si.BwdPeak))
+				lo := clamp(max(din(i)+si.FwdAll, din(i)+si.XBarBwd+si.BwdPeak))
 				for m := lo; m < M; m++ {
 					row[m], wrow[m] = si.Fwd+si.Bwd, 0
 				}
@@ -170,7 +171,7 @@ func RotorSolve(ctx context.Context, stages []RotorStage, mem int) (*RotorSoluti
 			}
 			// Chain: F_all(i), S(i+1, l), B(i).
 			{
-				lo := clamp(max(din(l)+si.FwdAll, sumPG[l+1]-sumPG[i+1]+din(i)+si.XBar+si.BwdPeak, si.XBar))
+				lo := clamp(max(din(l)+si.FwdAll, sumPG[l+1]-sumPG[i+1]+din(i)+si.XBarBwd+si.BwdPeak, si.XBar))
 				sub := opt[((i+1)*L+l)*M : ((i+1)*L+l+1)*M]
 				x := int(si.XBar)
 				c := si.Fwd + si.Bwd

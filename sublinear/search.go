@@ -176,7 +176,9 @@ type mgeSearch struct {
 	bestThresh int64 // -1 when best did not come from a threshold
 	records    []mgeRecord
 	cancelled  bool
-	lastGA     any // *eaopt.GA of the last genetic run (tests)
+	baseline   int64     // peak of the unmodified sequence
+	extraSeeds [][]int32 // genomes evaluated with the presets (budget mode)
+	lastGA     any       // *eaopt.GA of the last genetic run (tests)
 }
 
 func newMgeSearch(ctx context.Context, g *graph.Graph, opts SearchOptions) (*mgeSearch, error) {
@@ -420,6 +422,7 @@ func (s *mgeSearch) run() {
 	s.best = mgeRecord{s: initG, r: initR}
 	s.bestThresh = math.MaxInt64
 	s.records = append(s.records, s.best)
+	s.baseline = initR.peak
 	if p.n < 2 {
 		return
 	}
@@ -428,6 +431,16 @@ func (s *mgeSearch) run() {
 		return
 	}
 	s.searchPreset(max(0, initR.peak-p.resident0))
+	if len(s.extraSeeds) > 0 && s.ctx.Err() == nil {
+		res, ok := s.evalBatch(s.extraSeeds)
+		for i := range s.extraSeeds {
+			if ok[i] {
+				rec := mgeRecord{s: s.extraSeeds[i], r: res[i]}
+				s.offer(rec)
+				s.records = append(s.records, rec)
+			}
+		}
+	}
 	if s.opts.GeneticIters > 0 && s.ctx.Err() == nil {
 		s.searchGenetic()
 	}
@@ -514,7 +527,7 @@ func runSearch(ctx context.Context, g *graph.Graph, opts SearchOptions, strategy
 	} else {
 		s.run()
 	}
-	return s.finish(strategy, s.records[0].r.peak)
+	return s.finish(strategy, s.baseline)
 }
 
 // Sublinear is the "sublinear" strategy: MegEngine's threshold presets and

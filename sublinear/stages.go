@@ -35,8 +35,9 @@ func StagesDefaultTime(g *graph.Graph) StageTimeFunc {
 // nothing) and exclude pinned tensors, which are part of StageChain.Pinned.
 type Stage struct {
 	// Fwd lists the stage's forward ops in execution order; Bwd its backward
-	// ops (those whose Forward op is in Fwd, plus unlinked backward ops
-	// attached to the stage whose gradients they read) in execution order.
+	// ops (those whose Forward op is in Fwd, plus unlinked backward ops such
+	// as gradient accumulations, attached to the lowest stage whose backward
+	// they read from) in execution order.
 	Fwd, Bwd []graph.OpID
 	// Input is the activation entering the stage (NoTensor for the first
 	// stage or when nothing but inputs/parameters enters); Output is the one
@@ -51,14 +52,16 @@ type Stage struct {
 	// that of Output.
 	InputBytes, OutputBytes int64
 	// XBarBytes is the output plus every stage activation the backward
-	// reads ("x-bar" of Beaumont et al.).
-	XBarBytes int64
+	// reads ("x-bar" of Beaumont et al.); XBarBwdBytes the part of it still
+	// alive when the stage's own backward runs (the output only if that
+	// backward reads it: otherwise its last reader was the next stage).
+	XBarBytes, XBarBwdBytes int64
 	// FwdPeakNone and FwdPeakAll are the peak bytes, above the held input,
 	// of running the forward while keeping only the output, respectively the
 	// output and the saved activations (both include workspaces).
 	FwdPeakNone, FwdPeakAll int64
 	// BwdPeak is the peak bytes of the backward above its starting state
-	// (x-bar plus GradInBytes held).
+	// (XBarBwdBytes plus GradInBytes held).
 	BwdPeak int64
 	// GradInBytes is the gradient the backward receives from the next stage's
 	// backward; GradOutBytes the gradient it passes to the previous stage;
@@ -225,17 +228,27 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 		last.Output = root[o.Outputs[0]]
 	}
 	// Backward ops: linked ones go to their forward op's stage; unlinked ones
-	// to the latest stage among the producers of their inputs (the last stage
-	// if none).
+	// (gradient accumulation, loss seeds) as explained below.
 	for i := nf; i < nb; i++ {
 		o := &g.Ops[i]
 		s := int32(-1)
 		if o.Forward != graph.NoOp {
 			s = stageOf[o.Forward]
 		} else {
+			// It must run after every backward op it reads from; backward
+			// runs stage by stage from the last, so that is the lowest stage
+			// among them. Without such inputs, the highest stage among its
+			// forward inputs.
 			for _, t := range o.Inputs {
-				if p := g.Tensors[t].Producer; p != graph.NoOp && stageOf[p] > s {
+				if p := g.Tensors[t].Producer; p != graph.NoOp && g.Ops[p].Phase == graph.Backward && (s < 0 || stageOf[p] < s) {
 					s = stageOf[p]
+				}
+			}
+			if s < 0 {
+				for _, t := range o.Inputs {
+					if p := g.Tensors[t].Producer; p != graph.NoOp && stageOf[p] > s {
+						s = stageOf[p]
+					}
 				}
 			}
 			if s < 0 {
@@ -358,6 +371,9 @@ func stageMeasureFwd(g *graph.Graph, root []graph.TensorID, pinnedSt []bool, las
 		for _, t := range g.Ops[op].Outputs {
 			if root[t] == t && !pinnedSt[t] && (readByBwd[t] || t == st.Output) {
 				st.XBarBytes += g.Tensors[t].Bytes
+				if readByBwd[t] {
+					st.XBarBwdBytes += g.Tensors[t].Bytes
+				}
 			}
 		}
 	}
@@ -421,7 +437,7 @@ func stageMeasureBwd(g *graph.Graph, root []graph.TensorID, pinnedSt []bool, sta
 	if int(s)+1 < len(ch.Stages) {
 		st.GradInBytes = ch.Stages[s+1].GradOutBytes
 	}
-	base := st.XBarBytes + st.GradInBytes
+	base := st.XBarBwdBytes + st.GradInBytes
 	cur, peak := base, base
 	for _, op := range st.Bwd {
 		o := &g.Ops[op]
@@ -436,6 +452,13 @@ func stageMeasureBwd(g *graph.Graph, root []graph.TensorID, pinnedSt []bool, sta
 		for j, t := range o.Inputs {
 			r := root[t]
 			if pinnedSt[r] || stageDupRoot(root, o.Inputs[:j], r) || isOutputOf(o, r) {
+				continue
+			}
+			// Only storages counted here: this stage's activations (x-bar),
+			// the incoming gradient and this backward's own outputs. Others
+			// (the stage input, held gradients) belong to the caller.
+			p := g.Tensors[r].Producer
+			if p == graph.NoOp || !(stageOf[p] == s || (stageOf[p] == s+1 && g.Ops[p].Phase == graph.Backward && stageOnlyReadBy(g, r, stageOf, s))) {
 				continue
 			}
 			if lastUse[r] == rank[op] {
@@ -483,4 +506,15 @@ func isOutputOf(o *graph.Op, t graph.TensorID) bool {
 		}
 	}
 	return false
+}
+
+// stageOnlyReadBy reports whether every reader of storage r is a backward op
+// of stage s (r is then a gradient passed into s, counted in its base).
+func stageOnlyReadBy(g *graph.Graph, r graph.TensorID, stageOf []int32, s int32) bool {
+	for _, c := range g.Consumers(r) {
+		if stageOf[c] != s || g.Ops[c].Phase != graph.Backward {
+			return false
+		}
+	}
+	return true
 }

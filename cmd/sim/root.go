@@ -106,5 +106,6 @@ optimal chain checkpointing, DTR)? Every number comes from the remat simulator.`
 	_ = root.RegisterFlagCompletionFunc("format", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"table", "markdown", "csv", "json"}, cobra.ShellCompDirectiveNoFileComp
 	})
+	a.addCommands(root)
 	return root
 }

@@ -336,3 +336,7 @@ func ExampleBuild() {
 	// backward ops: 193
 	// update ops: 161
 }
+
+func TestUNetOtherSizes(t *testing.T) {
+	checkShapes(t, "unet", Options{Image: 508, Batch: 2}, map[string]graph.Shape{"final": {2, 2, 324, 324}})
+}

@@ -1,0 +1,663 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/remat-dev/remat/config"
+	"github.com/remat-dev/remat/dtr"
+	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/graph/dtrlog"
+	"github.com/remat-dev/remat/graph/models"
+	"github.com/remat-dev/remat/report"
+	"github.com/remat-dev/remat/sim"
+)
+
+func (a *app) addCommands(root *cobra.Command) {
+	root.AddCommand(a.modelsCmd(), a.validateCmd(), a.convertCmd(), a.envCmd(), a.reportCmd(), a.planCmd(), a.sweepCmd(), a.maxbatchCmd())
+}
+
+func (a *app) modelsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "models",
+		Short:   "List the built-in model zoo with its options and defaults",
+		Example: "  sim models\n  sim models --format json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := a.outFormat()
+			if err != nil {
+				return err
+			}
+			type modelRow struct {
+				Name        string         `json:"name"`
+				Family      string         `json:"family"`
+				Parameters  int64          `json:"parameters"`
+				Options     map[string]int `json:"options"`
+				Description string         `json:"description"`
+			}
+			var rows []modelRow
+			t := &report.Table{Columns: []string{"model", "family", "parameters", "defaults", "description"}, RightAlign: []bool{false, false, true, false, false}}
+			for _, sp := range models.List() {
+				fwd, _, err := models.BuildForward(sp.Name, models.Options{Batch: 1})
+				if err != nil {
+					return fmt.Errorf("model %s: %w", sp.Name, err)
+				}
+				opts := map[string]int{}
+				var parts []string
+				for _, u := range sp.Uses {
+					v := optionValue(sp.Defaults, u)
+					opts[strings.ToLower(u)] = v
+					parts = append(parts, fmt.Sprintf("%s=%d", strings.ToLower(u), v))
+				}
+				rows = append(rows, modelRow{sp.Name, sp.Family, fwd.ParamCount(), opts, sp.Description})
+				t.AddRow(report.Text(sp.Name), report.Text(sp.Family), report.Int(fwd.ParamCount()), report.Text(strings.Join(parts, " ")), report.Text(sp.Description))
+			}
+			if f == report.FormatJSON {
+				return report.WriteJSON(a.stdout, struct {
+					Version int        `json:"version"`
+					Kind    string     `json:"kind"`
+					Models  []modelRow `json:"models"`
+				}{report.SchemaVersion, "models", rows})
+			}
+			return t.Write(a.stdout, f)
+		},
+	}
+}
+
+func optionValue(o models.Options, name string) int {
+	switch name {
+	case "Batch":
+		return o.Batch
+	case "Image":
+		return o.Image
+	case "Seq":
+		return o.Seq
+	case "Depth":
+		return o.Depth
+	case "Width":
+		return o.Width
+	case "Heads":
+		return o.Heads
+	case "Vocab":
+		return o.Vocab
+	case "Classes":
+		return o.Classes
+	}
+	return 0
+}
+
+// readAny reads a graph from a file by its extension: .json (remat), .log or
+// .jsonl (DTR log), .onnx.
+func readAny(path string, s *config.Settings) (*graph.Graph, error) {
+	switch {
+	case strings.HasSuffix(path, ".onnx"):
+		return loadONNX(path, &inputFlags{}, s)
+	case strings.HasSuffix(path, ".log") || strings.HasSuffix(path, ".jsonl"):
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		g, err := dtrlog.ReadGraph(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return g, nil
+	default:
+		g, err := graph.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return g, nil
+	}
+}
+
+func (a *app) validateCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "validate FILE",
+		Short:   "Check a graph file (remat JSON, DTR log or ONNX) and summarise it",
+		Example: "  sim validate model.json\n  sim validate trace.log --format json",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := a.outFormat()
+			if err != nil {
+				return err
+			}
+			s, err := a.settings(nil)
+			if err != nil {
+				return err
+			}
+			g, err := readAny(args[0], s)
+			if err != nil {
+				return err
+			}
+			sum := summarize(g)
+			if f == report.FormatJSON {
+				return report.WriteJSON(a.stdout, sum)
+			}
+			t := &report.Table{Columns: []string{"graph", "ops", "forward", "backward", "update", "tensors", "parameters", "parameter bytes", "valid"},
+				RightAlign: []bool{false, true, true, true, true, true, true, true, false}}
+			t.AddRow(report.Text(sum.Graph), report.Int(int64(sum.Ops)), report.Int(int64(sum.Forward)), report.Int(int64(sum.Backward)),
+				report.Int(int64(sum.Update)), report.Int(int64(sum.Tensors)), report.Int(sum.Parameters), report.Bytes(sum.ParameterBytes), report.Bool(true))
+			return t.Write(a.stdout, f)
+		},
+	}
+}
+
+type graphSummary struct {
+	Version        int    `json:"version"`
+	Kind           string `json:"kind"`
+	Graph          string `json:"graph"`
+	Valid          bool   `json:"valid"`
+	Ops            int    `json:"ops"`
+	Forward        int    `json:"forward"`
+	Backward       int    `json:"backward"`
+	Update         int    `json:"update"`
+	Tensors        int    `json:"tensors"`
+	Parameters     int64  `json:"parameters"`
+	ParameterBytes int64  `json:"parameter_bytes"`
+}
+
+func summarize(g *graph.Graph) graphSummary {
+	s := graphSummary{Version: report.SchemaVersion, Kind: "validate", Graph: g.Name, Valid: true, Ops: len(g.Ops), Tensors: len(g.Tensors),
+		Forward: g.OpsInPhase(graph.Forward), Backward: g.OpsInPhase(graph.Backward), Update: g.OpsInPhase(graph.Update), Parameters: g.ParamCount()}
+	for i := range g.Tensors {
+		t := &g.Tensors[i]
+		if t.Kind == graph.Parameter && t.Producer == graph.NoOp {
+			s.ParameterBytes += t.StorageBytes()
+		}
+	}
+	return s
+}
+
+func (a *app) convertCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "convert IN OUT",
+		Short: "Convert a DTR log, ONNX model or remat JSON graph to remat's JSON format",
+		Long: `convert reads IN by its extension (.json remat graph, .log/.jsonl DTR log, .onnx) and
+writes OUT in remat's native JSON format (docs/format.md). Use '-' as OUT for stdout.`,
+		Example: "  sim convert resnet32.log resnet32.json\n  sim convert model.onnx -",
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := a.settings(nil)
+			if err != nil {
+				return err
+			}
+			g, err := readAny(args[0], s)
+			if err != nil {
+				return err
+			}
+			if args[1] == "-" {
+				return graph.Encode(a.stdout, g)
+			}
+			if !strings.HasSuffix(args[1], ".json") {
+				return usagef("convert: output %q: remat writes its JSON format; name the file *.json", args[1])
+			}
+			return graph.WriteFile(args[1], g)
+		},
+	}
+}
+
+func (a *app) envCmd() *cobra.Command {
+	var in inputFlags
+	cmd := &cobra.Command{
+		Use:   "env",
+		Short: "Show every setting, its effective value and where it came from",
+		Long: `env lists every setting remat reads: its environment variable, effective value, source
+(default, env VAR, flag --x, or attribute on N ops of the given graph), whether it is read
+once or on every use, and its description. Flags override the environment.`,
+		Example: "  sim env\n  MXNET_BACKWARD_DO_MIRROR=1 sim env --format json\n  sim env --model resnet18 --mirror=1",
+		Args:    cobra.NoArgs,
+	}
+	in.register(cmd)
+	sf := registerSettings(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		f, err := a.outFormat()
+		if err != nil {
+			return err
+		}
+		s, err := a.settings(sf)
+		if err != nil {
+			return err
+		}
+		var counts map[string]int
+		if in.given() > 0 {
+			g, err := in.load(s)
+			if err != nil {
+				return err
+			}
+			counts = map[string]int{}
+			for i := range g.Ops {
+				for k := range g.Ops[i].Attrs {
+					counts[k]++
+				}
+			}
+		}
+		rows := s.Rows(counts)
+		switch f {
+		case report.FormatJSON:
+			return config.WriteJSON(a.stdout, rows)
+		case report.FormatTable:
+			return config.WriteTable(a.stdout, rows)
+		}
+		t := &report.Table{Columns: []string{"setting", "variable", "value", "source", "read", "description"}}
+		for _, r := range rows {
+			read := "dynamic"
+			if r.ReadOnce {
+				read = "once"
+			}
+			t.AddRow(report.Text(r.Name), report.Text(r.Env), report.Text(r.Value), report.Text(r.Source), report.Text(read), report.Text(r.Description))
+		}
+		return t.Write(a.stdout, f)
+	}
+	return cmd
+}
+
+// commonRun holds the flags report, plan, sweep and maxbatch share.
+type commonRun struct {
+	in         inputFlags
+	sf         *settingsFlags
+	device     string
+	allocator  string
+	strategies string
+	budget     string
+	seed       uint64
+}
+
+func (c *commonRun) register(cmd *cobra.Command, defaultStrategies string) {
+	c.in.register(cmd)
+	f := cmd.Flags()
+	f.StringVarP(&c.device, "device", "d", "a100-40gb", "device profile name, a profile JSON file, or 'none' for unlimited memory")
+	f.StringVar(&c.allocator, "allocator", "caching", "allocator model: ideal, caching (PyTorch's) or static (MXNet's planner)")
+	f.StringVarP(&c.strategies, "strategies", "s", defaultStrategies, "comma-separated strategies ("+strings.Join(report.StrategyNames(), ", ")+"); empty: all")
+	f.StringVar(&c.budget, "budget", "", "memory budget: a size (8GiB) or a ratio of the baseline peak (0.5 or 50%)")
+	f.Uint64Var(&c.seed, "seed", 2333, "seed of the randomized searches")
+	c.sf = registerSettings(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("device", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return sim.DeviceNames(), cobra.ShellCompDirectiveNoFileComp
+	})
+	_ = cmd.RegisterFlagCompletionFunc("allocator", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return report.Allocators, cobra.ShellCompDirectiveNoFileComp
+	})
+	_ = cmd.RegisterFlagCompletionFunc("strategies", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return report.StrategyNames(), cobra.ShellCompDirectiveNoFileComp
+	})
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// env builds the report environment from the flags; a ratio budget is
+// resolved against the baseline peak.
+func (a *app) env(ctx context.Context, c *commonRun) (*report.Env, []report.Strategy, *config.Settings, error) {
+	s, err := a.settings(c.sf)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	dev, err := device(c.device)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sts, err := report.LookupStrategies(splitList(c.strategies))
+	if err != nil {
+		return nil, nil, nil, usageError{fmt.Errorf("--strategies: %w", err)}
+	}
+	size, ratio, err := parseBudget(c.budget)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	g, err := c.in.load(s)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	env, err := report.NewEnv(g, dev, c.allocator, size, s)
+	if err != nil {
+		return nil, nil, nil, usageError{err}
+	}
+	env.Seed = c.seed
+	if ratio > 0 {
+		base := report.RunStrategy(ctx, env, report.Strategies()[0])
+		if base.Result == nil {
+			return nil, nil, nil, fmt.Errorf("baseline: %s", base.Reason)
+		}
+		env.Budget = int64(ratio * float64(base.PeakAllocated))
+	}
+	return env, sts, s, nil
+}
+
+func (a *app) reportCmd() *cobra.Command {
+	var c commonRun
+	var plot, trace, failOver, chosen string
+	cmd := &cobra.Command{
+		Use:   "report",
+		Short: "Compare strategies on one model, device and allocator",
+		Long: `report runs every strategy (or those given with --strategies) on one training graph and
+prints, per strategy, the peak allocated and reserved memory, the change against no
+strategy, the step time and overhead, recomputes, evictions and swaps, and whether it fits
+the device and the budget. Below the table: the ten tensors that dominate the best
+strategy's peak.`,
+		Example: `  sim report --model resnet50 --batch 32 --device a100-40gb
+  sim report --model gpt --batch 8 --budget 12GiB --strategies none,mirror-cost,sublinear-budget,dtr
+  sim report --graph model.json --device v100-16gb --plot memory.svg --format markdown
+  sim report --model vgg19 --batch 128 --device v100-16gb --fail-over 16GB --strategy optimal-chain`,
+		Args: cobra.NoArgs,
+	}
+	c.register(cmd, "")
+	f := cmd.Flags()
+	f.StringVar(&plot, "plot", "", "write the memory-over-time plot (FILE.svg or FILE.png)")
+	f.StringVar(&trace, "trace", "", "write a Chrome trace (profile.json) of the chosen strategy")
+	f.StringVar(&failOver, "fail-over", "", "exit 3 if the chosen strategy's peak exceeds this size")
+	f.StringVar(&chosen, "strategy", "", "the strategy --trace and --fail-over look at (default: the best)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		format, err := a.outFormat()
+		if err != nil {
+			return err
+		}
+		var limit int64
+		if failOver != "" {
+			if limit, err = config.ParseSize(failOver); err != nil || limit <= 0 {
+				return usagef("--fail-over %q: expected a size such as 40GB", failOver)
+			}
+		}
+		ctx := cmd.Context()
+		env, sts, s, err := a.env(ctx, &c)
+		if err != nil {
+			return err
+		}
+		rep, err := report.Compare(ctx, env, sts, a.progress("report"))
+		if err != nil {
+			return err
+		}
+		if err := rep.Write(a.stdout, format); err != nil {
+			return err
+		}
+		if plot != "" {
+			if err := report.PlotTimeline(rep, plot); err != nil {
+				return err
+			}
+		}
+		pick := chosen
+		if pick == "" {
+			pick = rep.Best
+		}
+		var row *report.Row
+		for i := range rep.Rows {
+			if rep.Rows[i].Strategy == pick {
+				row = &rep.Rows[i]
+			}
+		}
+		if row == nil {
+			return usagef("--strategy %q was not part of this report", pick)
+		}
+		if trace == "" && s.Bool(config.ProfilerAutostart) {
+			trace = "profile.json" // MXNET_PROFILER_AUTOSTART=1, as MXNet does
+		}
+		if trace != "" {
+			if err := writeTrace(ctx, env, pick, trace); err != nil {
+				return err
+			}
+		}
+		if limit > 0 && row.PeakAllocated > limit {
+			return failOverError{fmt.Sprintf("strategy %s peaks at %d bytes, over the --fail-over limit of %d", pick, row.PeakAllocated, limit)}
+		}
+		return nil
+	}
+	return cmd
+}
+
+func writeTrace(ctx context.Context, env *report.Env, strategy, path string) error {
+	sts, err := report.LookupStrategies([]string{strategy})
+	if err != nil {
+		return err
+	}
+	e := *env
+	e.Trace = true
+	row := report.RunStrategy(ctx, &e, sts[0])
+	if row.Result == nil {
+		return fmt.Errorf("trace of %s: %s", strategy, row.Reason)
+	}
+	return writeFileAtomic(path, func(w io.Writer) error { return sim.WriteTrace(w, env.Graph, row.Result) })
+}
+
+func (a *app) planCmd() *cobra.Command {
+	var c commonRun
+	var strategy, out string
+	cmd := &cobra.Command{
+		Use:   "plan",
+		Short: "Write a strategy's plan (compute, free, swap steps) as JSON",
+		Long: `plan runs one strategy and writes its plan (docs/simulator.md, "Plan JSON") so that it can
+be applied in another framework or replayed with 'sim report --graph'.`,
+		Example: "  sim plan --model resnet50 --batch 64 --strategy sublinear > plan.json\n  sim plan --model gpt --strategy optimal-chain --budget 10GiB --out plan.json",
+		Args:    cobra.NoArgs,
+	}
+	c.register(cmd, "")
+	cmd.Flags().StringVar(&strategy, "strategy", "", "the strategy (required)")
+	cmd.Flags().StringVarP(&out, "out", "o", "", "output file (default stdout)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if strategy == "" {
+			return usagef("--strategy is required (one of %s)", strings.Join(report.StrategyNames(), ", "))
+		}
+		c.strategies = strategy
+		env, sts, _, err := a.env(cmd.Context(), &c)
+		if err != nil {
+			return err
+		}
+		row := report.RunStrategy(cmd.Context(), env, sts[0])
+		if row.Plan == nil {
+			if row.Strategy == "dtr" && row.Result != nil {
+				p, _, err := dtr.Static(cmd.Context(), env.Graph, dtrConfig(env))
+				if err != nil {
+					return err
+				}
+				row.Plan = p
+			} else {
+				return fmt.Errorf("strategy %s gave no plan: %s: %s", strategy, row.Status, row.Reason)
+			}
+		}
+		if row.Status != report.StatusOK {
+			fmt.Fprintf(a.stderr, "sim: warning: %s: %s: %s\n", strategy, row.Status, row.Reason)
+		}
+		if out == "" {
+			return sim.EncodePlan(a.stdout, row.Plan)
+		}
+		return writeFileAtomic(out, func(w io.Writer) error { return sim.EncodePlan(w, row.Plan) })
+	}
+	return cmd
+}
+
+func dtrConfig(env *report.Env) dtr.Config {
+	cfg := dtr.DefaultConfig()
+	cfg.Budget = env.Limit()
+	return cfg
+}
+
+func parseRatios(s string) ([]float64, error) {
+	var out []float64
+	for _, p := range splitList(s) {
+		r, err := strconv.ParseFloat(p, 64)
+		if err != nil || !(r > 0) || r > 100 {
+			return nil, usagef("--ratios: %q is not a ratio in (0, 100]", p)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (a *app) sweepCmd() *cobra.Command {
+	var c commonRun
+	var ratios, budgets, heuristics, plot string
+	var parity bool
+	cmd := &cobra.Command{
+		Use:   "sweep",
+		Short: "Overhead of each strategy across memory budgets (the Pareto table)",
+		Long: `sweep runs strategies at several budgets, given as ratios of the baseline peak (--ratios) or
+as sizes (--budgets), and prints the overhead at each (or the status when a strategy does
+not fit). With --dtr-log and --strategies dtr it follows the DTR paper's protocol on the
+log: budget = ratio x baseline peak, thrash past 1x extra compute, overhead = clock /
+baseline compute, for each --heuristic; --parity follows the reference simulator exactly.`,
+		Example: `  sim sweep --model resnet50 --batch 32 --ratios 1,0.8,0.6,0.4 --plot sweep.svg
+  sim sweep --dtr-log resnet32.log --strategies dtr --heuristic eq-class --ratios 1.0,0.9,0.8,0.7,0.6,0.5,0.4,0.3,0.2,0.1 --format json
+  sim sweep --dtr-log unet.log --strategies dtr --heuristic all --parity`,
+		Args: cobra.NoArgs,
+	}
+	c.register(cmd, "mirror,mirror-cost,sublinear,sublinear-budget,chen-greedy,optimal-chain,dtr")
+	f := cmd.Flags()
+	f.StringVar(&ratios, "ratios", "", "budgets as ratios of the baseline peak (default 1.0,0.9,...,0.1)")
+	f.StringVar(&budgets, "budgets", "", "budgets as sizes (8GiB,6GiB,...)")
+	f.StringVar(&heuristics, "heuristic", "eq-class", "DTR heuristics for --dtr-log sweeps (comma-separated, or 'all')")
+	f.BoolVar(&parity, "parity", false, "DTR log sweeps: follow the reference simulator's semantics exactly")
+	f.StringVar(&plot, "plot", "", "draw overhead vs budget (FILE.svg or FILE.png)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		format, err := a.outFormat()
+		if err != nil {
+			return err
+		}
+		rs, err := parseRatios(ratios)
+		if err != nil {
+			return err
+		}
+		if ratios != "" && budgets != "" {
+			return usagef("give --ratios or --budgets, not both")
+		}
+		ctx := cmd.Context()
+		if c.in.dtrLog != "" && c.strategies == "dtr" {
+			return a.sweepLog(ctx, c.in.dtrLog, heuristics, rs, parity, format)
+		}
+		var bs []int64
+		for _, p := range splitList(budgets) {
+			v, err := config.ParseSize(p)
+			if err != nil || v <= 0 {
+				return usagef("--budgets: %q is not a size", p)
+			}
+			bs = append(bs, v)
+		}
+		if len(rs) == 0 && len(bs) == 0 {
+			rs = dtr.DefaultRatios
+		}
+		c.budget = ""
+		env, sts, _, err := a.env(ctx, &c)
+		if err != nil {
+			return err
+		}
+		sw, err := report.SweepBudgets(ctx, env, sts, rs, bs, a.progress("sweep"))
+		if err != nil {
+			return err
+		}
+		if err := sw.Write(a.stdout, format); err != nil {
+			return err
+		}
+		if plot != "" {
+			return report.PlotSweep(sw, plot)
+		}
+		return nil
+	}
+	return cmd
+}
+
+func (a *app) sweepLog(ctx context.Context, path, heuristics string, ratios []float64, parity bool, format report.Format) error {
+	var hs []dtr.Heuristic
+	names := splitList(heuristics)
+	if len(names) == 1 && names[0] == "all" {
+		names = nil
+		for _, h := range dtr.Heuristics {
+			names = append(names, h.String())
+		}
+	}
+	for _, n := range names {
+		h, err := dtr.ParseHeuristic(n)
+		if err != nil {
+			return usageError{fmt.Errorf("--heuristic: %w", err)}
+		}
+		hs = append(hs, h)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tr, err := dtrlog.Compile(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	sw, err := report.SweepDTRLog(ctx, path, tr, hs, ratios, parity)
+	if err != nil {
+		return err
+	}
+	return sw.Write(a.stdout, format)
+}
+
+func (a *app) maxbatchCmd() *cobra.Command {
+	var c commonRun
+	cmd := &cobra.Command{
+		Use:   "maxbatch",
+		Short: "Largest batch size per strategy that fits the device (or budget), with throughput",
+		Long: `maxbatch searches, for each strategy, the largest batch of a zoo model whose training step
+fits the device (or --budget, given as a size), and reports the simulated throughput at that
+batch: the table Checkmate and DTR publish.`,
+		Example: "  sim maxbatch --model vgg19 --device v100-16gb\n  sim maxbatch --model gpt --seq 512 --device a100-40gb --strategies none,sublinear-budget,dtr",
+		Args:    cobra.NoArgs,
+	}
+	c.register(cmd, "none,mirror,mirror-cost,sublinear,chen-sqrt,chen-greedy,optimal-chain,sublinear-budget,dtr")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		format, err := a.outFormat()
+		if err != nil {
+			return err
+		}
+		if c.in.model == "" {
+			return usagef("maxbatch needs --model (it varies the batch of a zoo model)")
+		}
+		if c.in.batch != 0 {
+			return usagef("maxbatch searches the batch size: do not give --batch")
+		}
+		s, err := a.settings(c.sf)
+		if err != nil {
+			return err
+		}
+		dev, err := device(c.device)
+		if err != nil {
+			return err
+		}
+		sts, err := report.LookupStrategies(splitList(c.strategies))
+		if err != nil {
+			return usageError{fmt.Errorf("--strategies: %w", err)}
+		}
+		size, ratio, err := parseBudget(c.budget)
+		if err != nil {
+			return err
+		}
+		if ratio > 0 {
+			return usagef("maxbatch: --budget must be a size, not a ratio")
+		}
+		o, err := c.in.modelOptions(s)
+		if err != nil {
+			return err
+		}
+		if _, err := models.Lookup(c.in.model); err != nil {
+			return usageError{err}
+		}
+		rep, err := report.MaxBatch(cmd.Context(), c.in.model, o, dev, c.allocator, size, s, sts, a.progress("maxbatch"))
+		if err != nil {
+			var ue usageError
+			if errors.As(err, &ue) {
+				return err
+			}
+			return err
+		}
+		return rep.Write(a.stdout, format)
+	}
+	return cmd
+}

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/remat-dev/remat/config"
+	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/graph/dtrlog"
+	"github.com/remat-dev/remat/graph/models"
+	"github.com/remat-dev/remat/report"
+	"github.com/remat-dev/remat/sim"
+)
+
+// inputFlags select the graph a command works on.
+type inputFlags struct {
+	model                        string
+	batch, seq, image, depth     int
+	width, heads, vocab, classes int
+	dtype, optimizer             string
+	graphFile, dtrLog, onnxFile  string
+}
+
+func (in *inputFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVarP(&in.model, "model", "m", "", "zoo model (see 'sim models')")
+	f.IntVar(&in.batch, "batch", 0, "batch size (0: the model's default)")
+	f.IntVar(&in.seq, "seq", 0, "sequence length (gpt, lstm)")
+	f.IntVar(&in.image, "image", 0, "input image size (vision models)")
+	f.IntVar(&in.depth, "depth", 0, "layers (chain, mlp, resnet-cifar, gpt, lstm)")
+	f.IntVar(&in.width, "width", 0, "hidden width (mlp, gpt d_model, lstm)")
+	f.IntVar(&in.heads, "heads", 0, "attention heads (gpt)")
+	f.IntVar(&in.vocab, "vocab", 0, "vocabulary size (gpt, lstm)")
+	f.IntVar(&in.classes, "classes", 0, "output classes (vision models, mlp)")
+	f.StringVar(&in.dtype, "dtype", "", "element type: f32, f16, bf16, f64 (default f32)")
+	f.StringVar(&in.optimizer, "optimizer", "", "optimizer update ops: none, sgd, momentum, adam (default sgd)")
+	f.StringVar(&in.graphFile, "graph", "", "a graph in remat's JSON format")
+	f.StringVar(&in.dtrLog, "dtr-log", "", "a DTR log (JSON lines)")
+	f.StringVar(&in.onnxFile, "onnx", "", "an ONNX model")
+	_ = cmd.RegisterFlagCompletionFunc("model", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return models.Names(), cobra.ShellCompDirectiveNoFileComp
+	})
+	_ = cmd.RegisterFlagCompletionFunc("dtype", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{"f32", "f16", "bf16", "f64"}, cobra.ShellCompDirectiveNoFileComp
+	})
+}
+
+func (in *inputFlags) given() int {
+	n := 0
+	for _, s := range []string{in.model, in.graphFile, in.dtrLog, in.onnxFile} {
+		if s != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// modelOptions builds the zoo options from the flags and settings.
+func (in *inputFlags) modelOptions(s *config.Settings) (models.Options, error) {
+	o := models.Options{Batch: in.batch, Image: in.image, Seq: in.seq, Depth: in.depth, Width: in.width,
+		Heads: in.heads, Vocab: in.vocab, Classes: in.classes, Optimizer: in.optimizer,
+		InPlaceUpdate: s.Bool(config.InplaceUpdate)}
+	if in.dtype != "" {
+		dt, err := graph.ParseDType(in.dtype)
+		if err != nil {
+			return o, usageError{fmt.Errorf("--dtype: %w", err)}
+		}
+		o.DType = dt
+	}
+	return o, nil
+}
+
+// load reads the selected graph. Exactly one of --model, --graph, --dtr-log
+// and --onnx must be given.
+func (in *inputFlags) load(s *config.Settings) (*graph.Graph, error) {
+	switch in.given() {
+	case 0:
+		return nil, usagef("give one input: --model NAME, --graph FILE, --dtr-log FILE or --onnx FILE")
+	case 1:
+	default:
+		return nil, usagef("give only one of --model, --graph, --dtr-log and --onnx")
+	}
+	switch {
+	case in.model != "":
+		o, err := in.modelOptions(s)
+		if err != nil {
+			return nil, err
+		}
+		g, err := models.Build(in.model, o)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		return g, nil
+	case in.graphFile != "":
+		return graph.ReadFile(in.graphFile)
+	case in.dtrLog != "":
+		f, err := os.Open(in.dtrLog)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		g, err := dtrlog.ReadGraph(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", in.dtrLog, err)
+		}
+		return g, nil
+	default:
+		return loadONNX(in.onnxFile, in, s)
+	}
+}
+
+// settingsFlags exposes every setting as a flag of a command; a flag that is
+// set overrides the environment (and shows as its source in 'sim env').
+type settingsFlags struct {
+	values map[string]*string
+	cmd    *cobra.Command
+}
+
+func registerSettings(cmd *cobra.Command) *settingsFlags {
+	sf := &settingsFlags{values: map[string]*string{}, cmd: cmd}
+	for _, sp := range config.Specs() {
+		if sp.Flag == "" || cmd.Flags().Lookup(sp.Flag) != nil {
+			continue
+		}
+		v := new(string)
+		sf.values[sp.Flag] = v
+		cmd.Flags().StringVar(v, sp.Flag, "", fmt.Sprintf("setting %s (%s; default %s)", sp.Name, sp.Env, sp.Default))
+	}
+	return sf
+}
+
+type envAdapter struct {
+	lookup  func(string) (string, bool)
+	environ func() []string
+}
+
+func (e envAdapter) Lookup(n string) (string, bool) { return e.lookup(n) }
+func (e envAdapter) Names() []string {
+	var out []string
+	for _, kv := range e.environ() {
+		if n, _, _ := strings.Cut(kv, "="); n != "" {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// settings loads the environment's settings, reports warnings on stderr and
+// applies the command's setting flags.
+func (a *app) settings(sf *settingsFlags) (*config.Settings, error) {
+	s, warns, err := config.Load(envAdapter{a.lookupEnv, a.environ})
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range warns {
+		fmt.Fprintln(a.stderr, "sim: warning:", w.Message)
+	}
+	if sf == nil {
+		return s, nil
+	}
+	names := make([]string, 0, len(sf.values))
+	for n := range sf.values {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if !sf.cmd.Flags().Changed(n) {
+			continue
+		}
+		s, err = s.With(n, *sf.values[n], config.FlagSource(n))
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--%s: %w", n, err)}
+		}
+	}
+	return s, nil
+}
+
+// device resolves --device: a built-in name or a JSON profile file.
+func device(name string) (sim.Profile, error) {
+	if name == "" || name == "none" || name == "unlimited" {
+		return sim.Profile{}, nil
+	}
+	if strings.HasSuffix(name, ".json") {
+		return sim.LoadProfile(name)
+	}
+	p, err := sim.Device(name)
+	if err != nil {
+		return p, usageError{fmt.Errorf("--device: %w", err)}
+	}
+	return p, nil
+}
+
+// parseBudget reads --budget: a size (bytes or units) or a ratio of the
+// baseline peak (a plain number <= 100 with a fraction, or a percentage).
+func parseBudget(s string) (size int64, ratio float64, err error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, 0, nil
+	}
+	if strings.HasSuffix(s, "%") {
+		var r float64
+		if _, err := fmt.Sscanf(strings.TrimSuffix(s, "%"), "%g", &r); err != nil || r <= 0 || r > 10000 {
+			return 0, 0, usagef("--budget %q: expected a size such as 8GiB, a ratio such as 0.5, or a percentage such as 50%%", s)
+		}
+		return 0, r / 100, nil
+	}
+	var r float64
+	if n, err := fmt.Sscanf(s, "%g", &r); err == nil && n == 1 && strings.ContainsAny(s, ".") && r > 0 && r <= 100 && !strings.ContainsAny(s, "BbKkMmGgTt") {
+		return 0, r, nil
+	}
+	v, err := config.ParseSize(s)
+	if err != nil || v <= 0 {
+		return 0, 0, usagef("--budget %q: expected a size such as 8GiB, a ratio such as 0.5, or a percentage such as 50%%", s)
+	}
+	return v, 0, nil
+}
+
+// progress returns a progress callback drawing a bar on stderr once the work
+// has taken a second, only when stderr is a terminal and --quiet is off.
+func (a *app) progress(what string) report.Progress {
+	f, ok := a.stderr.(*os.File)
+	if a.quiet || !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	start := time.Now()
+	var bar *progressbar.ProgressBar
+	return func(done, total int, strategy string) {
+		if bar == nil {
+			if time.Since(start) < time.Second || done >= total {
+				return
+			}
+			bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(f), progressbar.OptionSetDescription(what),
+				progressbar.OptionClearOnFinish(), progressbar.OptionShowCount())
+		}
+		bar.Describe(fmt.Sprintf("%s %s", what, strategy))
+		_ = bar.Set(done)
+		if done >= total {
+			_ = bar.Finish()
+		}
+	}
+}
+
+// writeFileAtomic writes a file through a temporary name.
+func writeFileAtomic(path string, write func(io.Writer) error) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".sim-*")
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}

@@ -1,0 +1,203 @@
+package report
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/remat-dev/remat/dtr"
+	"github.com/remat-dev/remat/graph/dtrlog"
+)
+
+// SweepPoint is one strategy at one budget.
+type SweepPoint struct {
+	Strategy      string  `json:"strategy"`
+	Ratio         float64 `json:"ratio,omitempty"` // budget / baseline peak, when the sweep is by ratio
+	Budget        int64   `json:"budget"`
+	Status        string  `json:"status"`
+	Reason        string  `json:"reason,omitempty"`
+	PeakAllocated int64   `json:"peak_allocated"`
+	TimeNs        int64   `json:"time_ns"`
+	Overhead      float64 `json:"overhead"`
+	Recomputes    int     `json:"recomputes"`
+	Evictions     int     `json:"evictions"`
+}
+
+// Sweep is budgets x strategies: the overhead each strategy pays at each
+// budget (the DTR paper's Pareto figure).
+type Sweep struct {
+	Version        int          `json:"version"`
+	Kind           string       `json:"kind"`
+	Graph          string       `json:"graph"`
+	Device         string       `json:"device"`
+	Allocator      string       `json:"allocator"`
+	BaselinePeak   int64        `json:"baseline_peak"`
+	BaselineTimeNs int64        `json:"baseline_time_ns"`
+	Strategies     []string     `json:"strategies"`
+	Budgets        []int64      `json:"budgets"`
+	Ratios         []float64    `json:"ratios,omitempty"`
+	Points         []SweepPoint `json:"points"`
+}
+
+// SweepBudgets runs every strategy at every budget. Give either ratios (of
+// the baseline's allocated peak) or absolute budgets in bytes.
+func SweepBudgets(ctx context.Context, env *Env, strategies []Strategy, ratios []float64, budgets []int64, progress Progress) (*Sweep, error) {
+	if (len(ratios) == 0) == (len(budgets) == 0) {
+		return nil, fmt.Errorf("sweep: give either ratios or budgets")
+	}
+	for _, r := range ratios {
+		if !(r > 0) || r > 100 {
+			return nil, fmt.Errorf("sweep: ratio %g: expected a number in (0, 100]", r)
+		}
+	}
+	for _, b := range budgets {
+		if b <= 0 {
+			return nil, fmt.Errorf("sweep: budget %d bytes: expected > 0", b)
+		}
+	}
+	if len(strategies) == 0 {
+		strategies = Strategies()[1:]
+	}
+	baseEnv := *env
+	baseEnv.Budget = 0
+	base := RunStrategy(ctx, &baseEnv, Strategies()[0])
+	if base.Result == nil {
+		return nil, fmt.Errorf("sweep: baseline: %s", base.Reason)
+	}
+	sw := &Sweep{Version: SchemaVersion, Kind: "sweep", Graph: env.Graph.Name, Device: env.Device.Name, Allocator: env.Allocator,
+		BaselinePeak: base.PeakAllocated, BaselineTimeNs: base.TimeNs, Ratios: ratios}
+	for _, s := range strategies {
+		sw.Strategies = append(sw.Strategies, s.Name)
+	}
+	if len(ratios) > 0 {
+		for _, r := range ratios {
+			budgets = append(budgets, int64(r*float64(base.PeakAllocated)))
+		}
+	}
+	sw.Budgets = budgets
+	total, done := len(budgets)*len(strategies), 0
+	for i, b := range budgets {
+		e := *env
+		e.Budget = b
+		for _, s := range strategies {
+			if progress != nil {
+				progress(done, total, s.Name)
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			row := RunStrategy(ctx, &e, s)
+			p := SweepPoint{Strategy: s.Name, Budget: b, Status: row.Status, Reason: row.Reason, PeakAllocated: row.PeakAllocated,
+				TimeNs: row.TimeNs, Recomputes: row.Recomputes, Evictions: row.Evictions}
+			if len(ratios) > 0 {
+				p.Ratio = ratios[i]
+			}
+			if row.Result != nil && base.TimeNs > 0 {
+				p.Overhead = float64(row.TimeNs) / float64(base.TimeNs)
+			}
+			sw.Points = append(sw.Points, p)
+			done++
+		}
+	}
+	if progress != nil {
+		progress(total, total, "")
+	}
+	return sw, nil
+}
+
+// Table lays the sweep out with one row per budget and one column per
+// strategy; a cell is the overhead, or the status when the strategy did not
+// fit the budget.
+func (sw *Sweep) Table() *Table {
+	t := &Table{Columns: []string{"budget"}, RightAlign: []bool{true}}
+	if len(sw.Ratios) > 0 {
+		t.Columns = append(t.Columns, "ratio")
+		t.RightAlign = append(t.RightAlign, true)
+	}
+	for _, s := range sw.Strategies {
+		t.Columns = append(t.Columns, s)
+		t.RightAlign = append(t.RightAlign, true)
+	}
+	for i, b := range sw.Budgets {
+		cells := []Cell{Bytes(b)}
+		if len(sw.Ratios) > 0 {
+			cells = append(cells, Text(strconv.FormatFloat(sw.Ratios[i], 'f', -1, 64)))
+		}
+		for j := range sw.Strategies {
+			p := sw.Points[i*len(sw.Strategies)+j]
+			if p.Status == StatusOK {
+				cells = append(cells, Ratio(p.Overhead))
+			} else {
+				cells = append(cells, Text(p.Status))
+			}
+		}
+		t.AddRow(cells...)
+	}
+	return t
+}
+
+// Write renders the sweep.
+func (sw *Sweep) Write(w interface{ Write([]byte) (int, error) }, f Format) error {
+	if f == FormatJSON {
+		return WriteJSON(w, sw)
+	}
+	return sw.Table().Write(w, f)
+}
+
+// DTRSweep is the DTR paper's protocol on a log: one result per heuristic.
+type DTRSweep struct {
+	Version int                `json:"version"`
+	Kind    string             `json:"kind"`
+	Log     string             `json:"log"`
+	Parity  bool               `json:"parity"`
+	Ratios  []float64          `json:"ratios"`
+	Runs    []*dtr.SweepResult `json:"runs"`
+}
+
+// SweepDTRLog runs the paper's protocol (budget = ratio x baseline peak,
+// thrash past 1x extra compute, overhead = clock / baseline compute) for
+// each heuristic on a DTR log.
+func SweepDTRLog(ctx context.Context, name string, tr *dtrlog.Trace, heuristics []dtr.Heuristic, ratios []float64, parity bool) (*DTRSweep, error) {
+	if len(ratios) == 0 {
+		ratios = dtr.DefaultRatios
+	}
+	out := &DTRSweep{Version: SchemaVersion, Kind: "dtr-sweep", Log: name, Parity: parity, Ratios: ratios}
+	for _, h := range heuristics {
+		res, err := dtr.Sweep(ctx, tr, dtr.SweepOptions{Heuristic: h, Ratios: ratios, Parity: parity})
+		if err != nil {
+			return nil, fmt.Errorf("sweep %s: %w", h, err)
+		}
+		out.Runs = append(out.Runs, res)
+	}
+	return out, nil
+}
+
+// Table has one row per heuristic and one column per ratio: the overhead,
+// or the status (oom, thrash) of a failed run.
+func (d *DTRSweep) Table() *Table {
+	t := &Table{Columns: []string{"heuristic"}, RightAlign: []bool{false}}
+	for _, r := range d.Ratios {
+		t.Columns = append(t.Columns, strconv.FormatFloat(r, 'f', -1, 64))
+		t.RightAlign = append(t.RightAlign, true)
+	}
+	for _, run := range d.Runs {
+		cells := []Cell{Text(run.Heuristic)}
+		for _, rr := range run.Results {
+			if rr.Status == "ok" {
+				cells = append(cells, Cell{Human: strconv.FormatFloat(rr.Overhead, 'f', 3, 64), Exact: strconv.FormatFloat(rr.Overhead, 'f', 6, 64)})
+			} else {
+				cells = append(cells, Text(rr.Status))
+			}
+		}
+		t.AddRow(cells...)
+	}
+	return t
+}
+
+// Write renders the DTR sweep.
+func (d *DTRSweep) Write(w interface{ Write([]byte) (int, error) }, f Format) error {
+	if f == FormatJSON {
+		return WriteJSON(w, d)
+	}
+	return d.Table().Write(w, f)
+}
