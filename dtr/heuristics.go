@@ -148,6 +148,18 @@ func (r *Runtime) nextUse(s int32) int64 {
 	return best
 }
 
+// sizeTerm is the bytes eviction of s is credited with: its size, plus the
+// free bytes adjacent to its block (what freeing it merges with) for the
+// MegEngine heuristic and after a host allocation failure, when the host
+// reports adjacency.
+func (r *Runtime) sizeTerm(s int32) int64 {
+	m := r.storages[s].size
+	if r.adj != nil && (r.fragMode || r.cfg.Heuristic == MegEngine) {
+		m += r.adj.AdjacentFree(TensorID(r.storages[s].root))
+	}
+	return m
+}
+
 // evaluate scores candidate s.
 func (r *Runtime) evaluate(s int32) score {
 	r.stats.HeuristicEvals++
@@ -155,23 +167,19 @@ func (r *Runtime) evaluate(s int32) score {
 	switch r.cfg.Heuristic {
 	case HDTR:
 		c := st.compute + r.region(s, false) + r.region(s, true)
-		return mkScore(c, st.size, r.staleness(s))
+		return mkScore(c, r.sizeTerm(s), r.staleness(s))
 	case HDTREqClass:
-		return mkScore(st.compute+r.eqNeighbours(s), st.size, r.staleness(s))
+		return mkScore(st.compute+r.eqNeighbours(s), r.sizeTerm(s), r.staleness(s))
 	case HDTRLocal:
-		return mkScore(st.compute, st.size, r.staleness(s))
+		return mkScore(st.compute, r.sizeTerm(s), r.staleness(s))
 	case MSPS:
-		return mkScore(st.compute+r.region(s, true), st.size, 1)
+		return mkScore(st.compute+r.region(s, true), r.sizeTerm(s), 1)
 	case LRU:
 		return score{f: float64(st.lastAccess), num: st.lastAccess, d1: 1, d2: 1, mul: 1}
 	case Size:
-		return mkScore(1, st.size, 1)
+		return mkScore(1, r.sizeTerm(s), 1)
 	case MegEngine:
-		m := st.size
-		if r.adj != nil {
-			m += r.adj.AdjacentFree(TensorID(st.root))
-		}
-		sc := mkScore(st.est+r.eqNeighbours(s), m, r.staleness(s))
+		sc := mkScore(st.est+r.eqNeighbours(s), r.sizeTerm(s), r.staleness(s))
 		if st.remats > 0 {
 			sc.mul = math.Pow(1.0001, float64(st.remats))
 			sc.f *= sc.mul
@@ -186,7 +194,7 @@ func (r *Runtime) evaluate(s int32) score {
 		if d < 1 {
 			d = 1
 		}
-		return mkScore(st.compute+r.eqNeighbours(s), st.size, d)
+		return mkScore(st.compute+r.eqNeighbours(s), r.sizeTerm(s), d)
 	}
 	return mkScore(0, 1, 1)
 }

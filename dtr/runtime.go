@@ -61,6 +61,15 @@ var (
 	ErrOutOfMemory = errors.New("dtr: out of memory")
 	// ErrThrashing: rematerialization compute exceeded Config.RematLimit.
 	ErrThrashing = errors.New("dtr: rematerialization limit exceeded (thrashing)")
+	// ErrHostOutOfMemory is what a Host wraps in the error of Compute or
+	// SwapIn when its allocator cannot place the storages although the
+	// runtime's byte accounting fits (fragmentation, rounding, workspaces,
+	// a caching allocator's reserved memory). Outside parity mode the
+	// runtime then evicts one more candidate (preferring, with an
+	// AdjacencyHost, storages next to free space) and retries, until the
+	// call succeeds or nothing is evictable (then ErrOutOfMemory), as
+	// MegEngine >= 1.5 does on a failed allocation.
+	ErrHostOutOfMemory = errors.New("dtr: host out of memory")
 )
 
 // Stats are the runtime's counters.
@@ -78,6 +87,12 @@ type Stats struct {
 	Memory         int64 `json:"memory_bytes"`
 	PeakMemory     int64 `json:"peak_memory_bytes"`
 	Banished       int64 `json:"banished"`
+	// HostRetries counts evictions made because the host's allocator failed
+	// although the runtime's accounting fitted (ErrHostOutOfMemory).
+	HostRetries int64 `json:"host_retries"`
+	// FixedKept counts unrecomputable storages (see ForbidRemat) kept
+	// resident after their last release because dependents may need them.
+	FixedKept int64 `json:"fixed_kept"`
 }
 
 const negInf = math.MinInt64
@@ -98,6 +113,10 @@ type storage struct {
 	pinned     bool
 	swapped    bool
 	banished   bool
+	// fixed: the producer cannot be rerun (non-deterministic without saved
+	// RNG state, impure): never dropped, only swapped.
+	fixed       bool
+	pendingFree bool // unrecomputable, released, kept resident for dependents
 }
 
 type tensor struct {
@@ -144,6 +163,12 @@ type Runtime struct {
 	stGen   uint32
 	stack   []int32
 	scratch []int32
+
+	// fragMode: scoring for a host allocation failure (size term + the
+	// free bytes adjacent to the candidate's block).
+	fragMode bool
+
+	pending []int32 // storages kept by releaseFixed
 
 	limit int64 // effective limit for eviction (budget or threshold)
 	hard  bool  // limit is a hard budget
@@ -312,6 +337,9 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 		r.storages[r.tensors[t].st].lastAccess = r.stats.Clock
 	}
 	r.step++
+	if len(r.pending) > 0 {
+		r.retryPending()
+	}
 	res := make([]TensorID, len(o.results))
 	for i, t := range o.results {
 		res[i] = TensorID(t)
@@ -359,6 +387,12 @@ func (r *Runtime) Release(t TensorID) error {
 		return nil
 	}
 	if s.refExt == 0 && s.material && !s.pinned {
+		if s.fixed {
+			if r.cfg.EagerEvict || r.cfg.Banish {
+				r.releaseFixed(tt.st)
+			}
+			return nil
+		}
 		if r.cfg.Banish {
 			r.tryBanish(tt.st)
 		} else if r.cfg.EagerEvict {
@@ -398,11 +432,130 @@ func (r *Runtime) Pin(t TensorID) error {
 	return nil
 }
 
+// ForbidRemat marks op's outputs as impossible to recompute (a
+// non-deterministic op without saved RNG state, an impure op): their
+// storages are never dropped (only swapped, when Swap is on). When such a
+// storage's last reference is released it is freed only if no dependent
+// that may still need rematerializing reads it; the resident storages
+// that depend on it through freed ones then become unrecomputable in turn.
+// Call it right after the op's Compute.
+func (r *Runtime) ForbidRemat(op OpID) error {
+	if r.dead != nil {
+		return fmt.Errorf("dtr: forbid remat after a failed run: %w", r.dead)
+	}
+	if op < 0 || int(op) >= len(r.ops) {
+		return fmt.Errorf("dtr: forbid remat op %d: not defined (runtime has %d ops)", op, len(r.ops))
+	}
+	for _, t := range r.ops[op].results {
+		r.fix(r.tensors[t].st)
+	}
+	return nil
+}
+
+func (r *Runtime) fix(s int32) {
+	st := &r.storages[s]
+	if st.fixed || st.pinned {
+		return
+	}
+	st.fixed = true
+	if !r.cfg.Swap {
+		r.makeUnevictable(s)
+	}
+}
+
+// releaseFixed tries to free unrecomputable storage s whose last reference
+// is gone. It walks the dependents through non-resident storages: if one of
+// them is still referenced it may need s again, and s stays resident;
+// otherwise the resident dependents reached would become unrecomputable once
+// s is gone. If they hold more bytes than s, s stays resident too (keeping
+// it is cheaper than pinning them); else they are marked unrecomputable and
+// s is freed. A storage kept is tried again after each top-level op. It
+// reports whether s was freed.
+func (r *Runtime) releaseFixed(s int32) bool {
+	if len(r.stMark) < len(r.storages) {
+		r.stMark = append(r.stMark, make([]uint32, len(r.storages)-len(r.stMark))...)
+	}
+	r.stGen++
+	if r.stGen == 0 {
+		clear(r.stMark)
+		r.stGen = 1
+	}
+	g := r.stGen
+	r.stMark[s] = g
+	stack := append(r.stack[:0], s)
+	base := len(r.scratch)
+	var fixBytes int64
+	keep := false
+walk:
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, t := range r.storages[x].tensors {
+			for _, c := range r.tensors[t].children {
+				cs := r.tensors[c].st
+				if r.stMark[cs] == g {
+					continue
+				}
+				r.stMark[cs] = g
+				cst := &r.storages[cs]
+				switch {
+				case cst.pinned || cst.fixed:
+				case cst.material || cst.swapped:
+					r.scratch = append(r.scratch, cs)
+					fixBytes += cst.size
+				case cst.refExt > 0:
+					keep = true // a referenced evicted dependent may need s
+					break walk
+				default:
+					stack = append(stack, cs)
+				}
+			}
+		}
+	}
+	r.stack = stack[:0]
+	st := &r.storages[s]
+	if keep || fixBytes > st.size || st.refInt != 0 {
+		r.scratch = r.scratch[:base]
+		if !st.pendingFree {
+			st.pendingFree = true
+			r.pending = append(r.pending, s)
+			r.stats.FixedKept++
+		}
+		return false
+	}
+	for _, cs := range r.scratch[base:] {
+		r.fix(cs)
+	}
+	r.scratch = r.scratch[:base]
+	st.pendingFree = false
+	r.evict(s, false)
+	r.stats.EagerFrees++
+	return true
+}
+
+// retryPending tries again to free the unrecomputable storages kept by
+// releaseFixed.
+func (r *Runtime) retryPending() {
+	j := 0
+	for _, s := range r.pending {
+		st := &r.storages[s]
+		if !st.material || st.pinned || st.refExt > 0 {
+			st.pendingFree = false
+			continue
+		}
+		if !r.releaseFixed(s) {
+			r.pending[j] = s
+			j++
+		}
+	}
+	r.pending = r.pending[:j]
+}
+
 // --- pool ---
 
 func (r *Runtime) makeEvictable(s int32) {
 	st := &r.storages[s]
-	if st.poolPos >= 0 {
+	if st.poolPos >= 0 || (st.fixed && !r.cfg.Swap) {
 		return
 	}
 	st.poolPos = int32(len(r.pool))
@@ -545,9 +698,16 @@ func (r *Runtime) swapIn(s int32) error {
 		}
 	}
 	if r.host != nil {
-		if err := r.host.SwapIn(TensorID(st.root)); err != nil {
-			return fmt.Errorf("dtr: swap in tensor %d: %w", st.root, err)
+		for {
+			err := r.host.SwapIn(TensorID(st.root))
+			if err == nil {
+				break
+			}
+			if err := r.retryHost(err); err != nil {
+				return fmt.Errorf("dtr: swap in tensor %d: %w", st.root, err)
+			}
 		}
+		st = &r.storages[s]
 	}
 	if r.rec != nil {
 		r.rec.swapIn(st.root)
@@ -603,16 +763,43 @@ func (r *Runtime) free(need int64) error {
 			}
 			return nil // soft threshold: proceed past it
 		}
-		st := &r.storages[s]
-		if r.cfg.Swap && (!r.cfg.Drop || 2*float64(st.size)/r.cfg.HostBandwidth < float64(st.compute)) {
-			if err := r.swapOut(s); err != nil {
-				return err
-			}
-			continue
+		if err := r.evictOne(s); err != nil {
+			return err
 		}
-		r.evict(s, true)
 	}
 	return nil
+}
+
+// evictOne evicts candidate s by the cheaper enabled method.
+func (r *Runtime) evictOne(s int32) error {
+	st := &r.storages[s]
+	if r.cfg.Swap && (st.fixed || !r.cfg.Drop || 2*float64(st.size)/r.cfg.HostBandwidth < float64(st.compute)) {
+		return r.swapOut(s)
+	}
+	r.evict(s, true)
+	return nil
+}
+
+// retryHost handles a failed host call: for an ErrHostOutOfMemory outside
+// parity mode it evicts one more candidate, scored with the free bytes
+// adjacent to its block added to its size, and returns nil so the caller
+// retries; otherwise (another error, parity mode, auto drop off, nothing
+// left to evict) it returns the error to give up with.
+func (r *Runtime) retryHost(err error) error {
+	if r.cfg.Parity || !errors.Is(err, ErrHostOutOfMemory) {
+		return err
+	}
+	if !r.cfg.AutoDrop {
+		return fmt.Errorf("%w: host allocation failed and auto drop is off: %w", ErrOutOfMemory, err)
+	}
+	r.fragMode = true
+	s := r.choose()
+	r.fragMode = false
+	if s < 0 {
+		return fmt.Errorf("%w: host allocation failed with nothing left to evict: %w", ErrOutOfMemory, err)
+	}
+	r.stats.HostRetries++
+	return r.evictOne(s)
 }
 
 // ensure makes tensor p readable (recompute or swap in).
@@ -714,8 +901,14 @@ func (r *Runtime) materialize(t int32, remat bool) error {
 			return err
 		}
 	}
-	if err := r.compute(t, remat); err != nil {
-		return err
+	for {
+		err := r.compute(t, remat)
+		if err == nil {
+			break
+		}
+		if err := r.retryHost(err); err != nil {
+			return err
+		}
 	}
 	for _, p := range o.args {
 		r.unlock(r.tensors[p].st)
@@ -758,6 +951,7 @@ func (r *Runtime) compute(t int32, remat bool) error {
 	}
 	if r.host != nil {
 		if err := r.host.Compute(OpID(tt.op)); err != nil {
+			r.scratch = r.scratch[:base]
 			return fmt.Errorf("dtr: host compute op %d: %w", tt.op, err)
 		}
 	}

@@ -3,6 +3,7 @@ package dtr
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/sim"
@@ -10,25 +11,80 @@ import (
 
 // graphDriver runs a graph's default schedule on a runtime.
 type graphDriver struct {
-	g      *graph.Graph
-	rt     *Runtime
-	rec    *recorder
-	toRT   []TensorID // graph tensor -> runtime tensor (-1 before creation)
-	opOfRT []graph.OpID
+	g    *graph.Graph
+	rt   *Runtime
+	rec  *recorder
+	toRT []TensorID // graph tensor -> runtime tensor (-1 before creation)
 }
 
-// drive runs every op of g in order. cost gives each op's time in ns. Tensors
-// from outside the step are constants (pinned); an op's inputs are released
-// after their last consumer; tensors nobody consumes stay referenced.
+// newDriver prepares to run g's default schedule on rt. The tensors without
+// a producer (inputs, parameters, optimizer state: resident from the start
+// on a sim.Machine) become pinned constants first, in tensor ID order, one
+// runtime step each; then op i is step (number of those tensors) + i. With
+// the Lookahead heuristic the runtime gets an Oracle of that schedule.
 func newDriver(g *graph.Graph, rt *Runtime) *graphDriver {
 	d := &graphDriver{g: g, rt: rt, rec: &recorder{}, toRT: make([]TensorID, len(g.Tensors))}
 	rt.rec = d.rec
 	for i := range d.toRT {
 		d.toRT[i] = -1
 	}
+	if rt.cfg.Heuristic == Lookahead {
+		rt.SetOracle(newGraphOracle(g, d.rec))
+	}
 	return d
 }
 
+// graphOracle answers next-use queries from a graph's default schedule as
+// the driver runs it.
+type graphOracle struct {
+	rec  *recorder
+	uses [][]int64 // per graph tensor: steps of the ops reading it
+	pos  []int32
+}
+
+func newGraphOracle(g *graph.Graph, rec *recorder) *graphOracle {
+	o := &graphOracle{rec: rec, uses: make([][]int64, len(g.Tensors)), pos: make([]int32, len(g.Tensors))}
+	var nc int64
+	for i := range g.Tensors {
+		if g.Tensors[i].Producer == graph.NoOp {
+			nc++
+		}
+	}
+	for i := range g.Ops {
+		for _, in := range g.Ops[i].Inputs {
+			u := o.uses[in]
+			if n := len(u); n == 0 || u[n-1] != nc+int64(i) {
+				o.uses[in] = append(u, nc+int64(i))
+			}
+		}
+	}
+	return o
+}
+
+// NextUse implements Oracle (now must not decrease between calls for a
+// tensor, as the runtime's step does not).
+func (o *graphOracle) NextUse(t TensorID, now int64) int64 {
+	g := o.rec.tensor(int32(t))
+	if g == graph.NoTensor {
+		return math.MaxInt64
+	}
+	u := o.uses[g]
+	p := o.pos[g]
+	for int(p) < len(u) && u[p] < now {
+		p++
+	}
+	o.pos[g] = p
+	if int(p) == len(u) {
+		return math.MaxInt64
+	}
+	return u[p]
+}
+
+// drive runs every op of g in order. cost gives each op's time in ns.
+// Tensors from outside the step are pinned constants; persistent outputs
+// (updated parameters and state) are pinned when produced, as the Machine
+// pins them; an op's inputs are released after their last consumer;
+// tensors nobody consumes stay referenced.
 func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*graphDriver, error) {
 	g, rt := d.g, d.rt
 	last := make([]int32, len(g.Tensors))
@@ -40,22 +96,18 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 			last[in] = int32(i)
 		}
 	}
-	ensureExt := func(t graph.TensorID) error {
-		if d.toRT[t] >= 0 {
-			return nil
-		}
-		tt := &g.Tensors[t]
+	for i := range g.Tensors {
+		tt := &g.Tensors[i]
 		if tt.Producer != graph.NoOp {
-			return fmt.Errorf("dtr static: tensor %d %q read before its producer ran", t, tt.Name)
+			continue
 		}
 		d.rec.opMap = append(d.rec.opMap, graph.NoOp)
-		d.rec.tenMap = append(d.rec.tenMap, t)
+		d.rec.tenMap = append(d.rec.tenMap, graph.TensorID(i))
 		id, err := rt.Constant(tt.StorageBytes())
 		if err != nil {
-			return err
+			return d, fmt.Errorf("dtr static: tensor %d %q (%d bytes, no producer): %w", i, tt.Name, tt.StorageBytes(), err)
 		}
-		d.toRT[t] = id
-		return nil
+		d.toRT[i] = id
 	}
 	var ins []TensorID
 	var outs []Output
@@ -68,8 +120,8 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 		o := &g.Ops[i]
 		ins = ins[:0]
 		for _, in := range o.Inputs {
-			if err := ensureExt(in); err != nil {
-				return d, err
+			if d.toRT[in] < 0 {
+				return d, fmt.Errorf("dtr static: op %d %q: input tensor %d %q read before its producer ran", i, o.Name, in, g.Tensors[in].Name)
 			}
 			ins = append(ins, d.toRT[in])
 		}
@@ -93,12 +145,22 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 		}
 		d.rec.opMap = append(d.rec.opMap, graph.OpID(i))
 		d.rec.tenMap = append(d.rec.tenMap, o.Outputs...)
-		_, res, err := rt.Compute(ins, cost(graph.OpID(i)), outs)
+		opID, res, err := rt.Compute(ins, cost(graph.OpID(i)), outs)
 		if err != nil {
 			return d, fmt.Errorf("dtr static: op %d %q: %w", i, o.Name, err)
 		}
+		if !o.Recomputable() {
+			if err := rt.ForbidRemat(opID); err != nil {
+				return d, err
+			}
+		}
 		for j, out := range o.Outputs {
 			d.toRT[out] = res[j]
+			if g.Tensors[out].Kind.Persistent() {
+				if err := rt.Pin(res[j]); err != nil {
+					return d, fmt.Errorf("dtr static: op %d %q: pin persistent output %q: %w", i, o.Name, g.Tensors[out].Name, err)
+				}
+			}
 		}
 		for j, in := range o.Inputs {
 			if last[in] == int32(i) && !dupIn(o.Inputs, j) && g.Tensors[in].Producer != graph.NoOp {

@@ -81,8 +81,9 @@ func opPath(i int, field string, j int) string {
 // first problem found: IDs that are not dense indexes, undefined references,
 // a tensor produced twice or not by the op it names, ops out of topological
 // order (which includes cycles), invalid dtypes, kinds or phases, negative or
-// overflowing sizes, aliases of unknown tensors or alias cycles, and backward
-// ops whose forward op does not exist. It never panics, whatever the input.
+// overflowing sizes, aliases of unknown tensors or alias cycles, views of a
+// tensor produced by a later op, and backward ops whose forward op does not
+// exist. It never panics, whatever the input.
 func (g *Graph) Validate() error {
 	nt, no := len(g.Tensors), len(g.Ops)
 	if int64(nt) > 1<<31-1 || int64(no) > 1<<31-1 {
@@ -208,6 +209,25 @@ func (g *Graph) Validate() error {
 		if p := g.Tensors[i].Producer; p != NoOp && produced[i] != p {
 			return g.tensorErr(TensorID(i), tensorPath(i, ".producer"), "names op %s as producer, but that op does not list it as an output", g.opLabel(p))
 		}
+	}
+	// A view cannot exist before the tensor it aliases: its producer must
+	// not run before the base's, and a view without a producer (resident
+	// from the start) may only alias a tensor without one.
+	for i := range g.Tensors {
+		t := &g.Tensors[i]
+		if t.AliasOf == NoTensor {
+			continue
+		}
+		bp := g.Tensors[t.AliasOf].Producer
+		if bp == NoOp || (t.Producer != NoOp && t.Producer >= bp) {
+			continue
+		}
+		if t.Producer == NoOp {
+			return g.tensorErr(TensorID(i), tensorPath(i, ".alias_of"), "view without a producer op (resident from the start) of %s, which op %s produces later",
+				g.tensorLabel(t.AliasOf), g.opLabel(bp))
+		}
+		return g.tensorErr(TensorID(i), tensorPath(i, ".alias_of"), "view produced by op %s of %s, which op %s produces later",
+			g.opLabel(t.Producer), g.tensorLabel(t.AliasOf), g.opLabel(bp))
 	}
 	g.buildIndex()
 	return nil

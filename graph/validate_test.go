@@ -61,6 +61,13 @@ func TestValidateErrors(t *testing.T) {
 			g.Ops[1].Outputs = append(g.Ops[1].Outputs, 2)
 		}, "ops[1].outputs[1]", 1, NoTensor,
 			[]string{`op #1 "act"`, `output #2 "h" is already produced by op #0 "fc" (linear)`}},
+		{"view of a later tensor", func(g *Graph) { g.Tensors[4].AliasOf = 5 }, "tensors[4].alias_of", NoOp, 4,
+			[]string{`tensor #4 "v"`, `view produced by op #2 "view" (reshape) of #5 "dr", which op #3 "act.grad" (relu_grad) produces later`}},
+		{"view without producer of a produced tensor", func(g *Graph) {
+			g.Ops[2].Outputs = nil
+			g.Tensors[4].Producer = NoOp
+		}, "tensors[4].alias_of", NoOp, 4,
+			[]string{`tensor #4 "v"`, `view without a producer op (resident from the start) of #3 "r", which op #1 "act" (relu) produces later`}},
 		{"producer mismatch", func(g *Graph) { g.Tensors[3].Producer = 2 }, "ops[1].outputs[0]", 1, NoTensor,
 			[]string{`op #1 "act"`, `output #3 "r" names op 2 as its producer`}},
 		{"producer does not list it", func(g *Graph) { g.Ops[0].Outputs = nil }, "tensors[2].producer", NoOp, 2,

@@ -148,6 +148,12 @@ func RunStrategy(ctx context.Context, env *Env, s Strategy) Row {
 		return row
 	}
 	row.Detail, row.Reason, row.Plan = out.Detail, out.Reason, out.Plan
+	if out.Status != "" && out.Status != StatusOK && out.Result != nil {
+		// A dynamic run that stopped part-way: its numbers describe an
+		// unfinished step, so the row shows only the status and reason.
+		row.Status = out.Status
+		return row
+	}
 	res := out.Result
 	oom := false
 	if res == nil && out.Plan != nil {

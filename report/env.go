@@ -86,6 +86,7 @@ func (e *Env) SimOptions() (sim.Options, error) {
 			return sim.Options{}, err
 		}
 		opts.Allocator = sim.NewStatic(so)
+		opts.InPlace = so.InPlace
 	default:
 		opts.Allocator = sim.NewIdeal(capacity)
 	}

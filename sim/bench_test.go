@@ -63,10 +63,10 @@ func resnetLike(t testing.TB, blocks int, width int64) *graph.Graph {
 	return g
 }
 
-func benchReplay(b *testing.B, newAlloc func() Allocator) {
+func benchReplay(b *testing.B, newAlloc func() Allocator, inPlace ...bool) {
 	g := resnetLike(b, 100000/14, 64) // 100,002 ops
 	p := DefaultPlan(g)
-	m, err := NewMachine(g, Options{Allocator: newAlloc()})
+	m, err := NewMachine(g, Options{Allocator: newAlloc(), InPlace: len(inPlace) > 0 && inPlace[0]})
 	require.NoError(b, err)
 	require.NoError(b, m.Replay(p)) // grow the tables once
 	b.ReportAllocs()
@@ -93,4 +93,10 @@ func BenchmarkReplayIdeal(b *testing.B) {
 // BenchmarkReplayCaching is the same with the caching allocator model.
 func BenchmarkReplayCaching(b *testing.B) {
 	benchReplay(b, func() Allocator { return NewCaching(0) })
+}
+
+// BenchmarkReplayStaticInPlace is the same with the static (MXNet) planner
+// and in-place reuse on: relu and add write over inputs freed right after.
+func BenchmarkReplayStaticInPlace(b *testing.B) {
+	benchReplay(b, func() Allocator { return NewStatic(DefaultStaticOptions()) }, true)
 }

@@ -51,6 +51,14 @@ type Options struct {
 	Timeline bool
 	// Trace records events for WriteTrace in Result.Events.
 	Trace bool
+	// InPlace enables in-place reuse during Replay
+	// (MXNET_EXEC_ENABLE_INPLACE): when the allocator implements
+	// InPlaceAllocator, an op's first output may take the storage block of
+	// an input that the plan frees right after the op (see InPlaceRuleOf and
+	// docs/simulator.md). It has no effect with other allocators or on
+	// direct Compute calls. The static allocator must also permit it
+	// (StaticOptions.InPlace).
+	InPlace bool
 }
 
 // AttrAtomicClean marks an op whose outputs are memset-initialized before it
@@ -58,14 +66,21 @@ type Options struct {
 const AttrAtomicClean = "atomic_clean"
 
 // OpAccumulateGrad is the op type whose outputs are always memset-initialized
-// (gradient accumulators).
-const OpAccumulateGrad = "accumulate_grad"
+// (gradient accumulators): the grad_accumulate ops that graph.Differentiate
+// emits where a tensor receives several partial gradients.
+const OpAccumulateGrad = graph.OpGradAccumulate
+
+// OpAccumulateGradLegacy is the former name of OpAccumulateGrad
+// ("accumulate_grad", also PyTorch's autograd node name); graphs that use it
+// are still recognised as atomic clean.
+const OpAccumulateGradLegacy = "accumulate_grad"
 
 // IsAtomicClean reports whether op's outputs are memset-initialized: its
-// type is accumulate_grad or it has attribute atomic_clean = 1/true. Only
-// outputs with their own storage (not views) are placed by the policy.
+// type is grad_accumulate (OpAccumulateGrad, or the legacy accumulate_grad)
+// or it has attribute atomic_clean = 1/true. Only outputs with their own
+// storage (not views) are placed by the policy.
 func IsAtomicClean(op *graph.Op) bool {
-	if op.Type == OpAccumulateGrad {
+	if op.Type == OpAccumulateGrad || op.Type == OpAccumulateGradLegacy {
 		return true
 	}
 	v := op.Attrs[AttrAtomicClean]
@@ -99,10 +114,11 @@ func (s TensorState) String() string {
 
 // per-tensor flags
 const (
-	flPinned uint8 = 1 << iota
-	flArena        // storage in the atomic-clean arena (policy 0)
-	flView         // has AliasOf
-	flAtomic       // memset-initialized output
+	flPinned  uint8 = 1 << iota
+	flArena         // storage in the atomic-clean arena (policy 0)
+	flView          // has AliasOf
+	flAtomic        // memset-initialized output
+	flDonated       // freed by in-place reuse at its last reader; the plan's free is a no-op
 )
 
 const openEnd = int32(1<<31 - 1)
@@ -145,7 +161,9 @@ type Machine struct {
 	devName  string
 	cost     CostModel
 	alloc    Allocator
-	capacity int64 // usable bytes; unlimited if not limited
+	addr     AddressAllocator // alloc, when it places blocks at addresses
+	inPlace  InPlaceAllocator // alloc, when Options.InPlace and supported
+	capacity int64            // usable bytes; unlimited if not limited
 	limited  bool
 
 	// per tensor
@@ -163,7 +181,8 @@ type Machine struct {
 	opTime  []int64
 	opWs    []int64
 	opAlgo  []string
-	recomp  []ErrorKind // 0 when the op may be recomputed
+	recomp  []ErrorKind   // 0 when the op may be recomputed
+	ipRule  []InPlaceRule // per op, when inPlace != nil
 	arenaSz int64
 	arenaB  Block
 
@@ -176,6 +195,7 @@ type Machine struct {
 	initNs                 int64
 	computes, recomputes   int
 	frees, evictions       int
+	inPlaceN               int
 	swapOuts, swapIns      int
 	swapBytes              int64
 
@@ -275,6 +295,36 @@ func checkGraph(g *graph.Graph) error {
 	return nil
 }
 
+// checkViewOrder verifies that no view exists before the tensor it aliases:
+// a view's producer must not run before its base's producer, and a view
+// without a producer (resident from the start) may only alias a tensor
+// without a producer. Such a view would otherwise never become resident.
+// IDs must be in range (checkGraph).
+func checkViewOrder(g *graph.Graph) error {
+	for i := range g.Tensors {
+		t := &g.Tensors[i]
+		if t.AliasOf == graph.NoTensor {
+			continue
+		}
+		base := &g.Tensors[t.AliasOf]
+		if base.Producer == graph.NoOp || (t.Producer != graph.NoOp && t.Producer >= base.Producer) {
+			continue
+		}
+		vp := "has no producer (resident from the start)"
+		if t.Producer != graph.NoOp {
+			vp = "is produced by op " + opLabel(g, t.Producer)
+		}
+		return fmt.Errorf("graph %q: tensors[%d]: view #%d %q %s but aliases tensor #%d %q, produced later by op %s: %w",
+			g.Name, i, i, t.Name, vp, t.AliasOf, base.Name, opLabel(g, base.Producer), graph.ErrInvalid)
+	}
+	return nil
+}
+
+func opLabel(g *graph.Graph, op graph.OpID) string {
+	o := &g.Ops[op]
+	return fmt.Sprintf("#%d %q (%s)", op, o.Name, o.Type)
+}
+
 // NewMachine prepares a Machine for g: it resolves op times and workspaces
 // (cost model, cudnn_tune), allocates the resident inputs, parameters,
 // optimizer state and constants, and (atomic clean policy 0) the
@@ -306,6 +356,10 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 		}
 		m.alloc = NewIdeal(c)
 	}
+	m.addr, _ = m.alloc.(AddressAllocator)
+	if ip, ok := m.alloc.(InPlaceAllocator); ok && opts.InPlace {
+		m.inPlace = ip
+	}
 	nt, no := len(g.Tensors), len(g.Ops)
 	m.root = make([]graph.TensorID, nt)
 	m.bytes = make([]int64, nt)
@@ -332,11 +386,20 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 			m.flags[i] |= flView
 		}
 	}
+	if err := checkViewOrder(g); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
 	m.opRuns = make([]int32, no)
 	m.opTime = make([]int64, no)
 	m.opWs = make([]int64, no)
 	m.opAlgo = make([]string, no)
 	m.recomp = make([]ErrorKind, no)
+	if m.inPlace != nil {
+		m.ipRule = make([]InPlaceRule, no)
+		for i := range g.Ops {
+			m.ipRule[i] = InPlaceRuleOf(g.Ops[i].Type)
+		}
+	}
 	limit := opts.ConvWorkspaceLimit
 	if limit == 0 {
 		limit = DefaultConvWorkspaceLimit
@@ -395,7 +458,7 @@ func (m *Machine) Reset() error {
 	m.alloc.Reset()
 	for i := range m.state {
 		m.state[i] = NeverComputed
-		m.flags[i] &^= flPinned | flArena
+		m.flags[i] &^= flPinned | flArena | flDonated
 		m.block[i] = -1
 		m.rec[i] = -1
 		m.ready[i], m.host[i] = 0, 0
@@ -408,6 +471,7 @@ func (m *Machine) Reset() error {
 	m.clock, m.copyClock = 0, 0
 	m.computeNs, m.recomputeNs, m.swapNs, m.stallNs, m.initNs = 0, 0, 0, 0, 0
 	m.computes, m.recomputes, m.frees, m.evictions, m.swapOuts, m.swapIns = 0, 0, 0, 0, 0, 0
+	m.inPlaceN = 0
 	m.swapBytes = 0
 	m.step = 0
 	m.peakA, m.peakR, m.peakAStep, m.peakRStep = 0, 0, -1, -1
@@ -607,7 +671,14 @@ func inputKind(s TensorState) ErrorKind {
 // allocates the outputs that are not resident, then the op's workspace, and
 // advances the compute clock by the op's time (after waiting for swap-ins of
 // its inputs to finish: stall time). On any error the Machine is unchanged.
-func (m *Machine) Compute(op graph.OpID) error {
+// Direct calls never reuse storage in place (that needs the plan's frees;
+// see Options.InPlace and Replay).
+func (m *Machine) Compute(op graph.OpID) error { return m.compute(op, nil) }
+
+// compute runs op; next holds the plan steps after this one (Replay), which
+// lets the first output take an input's storage in place when the plan frees
+// that input right after the op (see inPlaceDonor).
+func (m *Machine) compute(op graph.OpID, next []Step) error {
 	g := m.g
 	if op < 0 || int(op) >= len(g.Ops) {
 		return m.stepErr(KindInvalidStep, Compute, op, graph.NoTensor, fmt.Sprintf("op %d is not defined (graph has %d ops)", op, len(g.Ops)))
@@ -644,14 +715,25 @@ func (m *Machine) Compute(op graph.OpID) error {
 	}
 	nrec := len(m.records)
 	m.stepMaxA, m.stepMaxR = m.alloc.Allocated(), m.Reserved()
+	donor := graph.NoTensor
 	for i, out := range o.Outputs {
 		f := m.flags[out]
 		if f&(flView|flArena) != 0 || m.state[out] == Resident {
 			continue
 		}
+		if m.inPlace != nil && i == 0 && next != nil && f&flAtomic == 0 && m.ipRule[op] != InPlaceNone {
+			if in := m.inPlaceDonor(o, m.ipRule[op], out, next); in != graph.NoTensor {
+				if b, ok := m.inPlace.AllocInPlace(m.block[in], m.bytes[out]); ok {
+					m.block[out] = b
+					donor = in
+					m.records = append(m.records, liveRec{t: int32(out), op: int32(op), start: int32(m.step), end: openEnd, bytes: m.bytes[out]})
+					continue
+				}
+			}
+		}
 		b, err := m.allocate(m.bytes[out], int32(out), int32(op))
 		if err != nil {
-			m.rollback(o, i, nrec)
+			m.rollback(o, i, nrec, donor)
 			return m.oomErr(Compute, op, out, m.bytes[out], err)
 		}
 		m.block[out] = b
@@ -661,7 +743,7 @@ func (m *Machine) Compute(op graph.OpID) error {
 	if ws := m.opWs[op]; ws > 0 {
 		b, err := m.allocate(ws, -1, int32(op))
 		if err != nil {
-			m.rollback(o, len(o.Outputs), nrec)
+			m.rollback(o, len(o.Outputs), nrec, donor)
 			return m.oomErr(Compute, op, graph.NoTensor, ws, fmt.Errorf("workspace: %w", err))
 		}
 		wsb, wsr = b, int32(len(m.records)-1)
@@ -687,9 +769,13 @@ func (m *Machine) Compute(op graph.OpID) error {
 			rec++
 		}
 		m.state[out] = Resident
+		m.flags[out] &^= flDonated
 		if g.Tensors[out].Kind.Persistent() {
 			m.flags[out] |= flPinned
 		}
+	}
+	if donor != graph.NoTensor {
+		m.donate(donor)
 	}
 	t := m.opTime[op]
 	m.stallNs += start - m.clock
@@ -719,9 +805,16 @@ func (m *Machine) Compute(op graph.OpID) error {
 }
 
 // rollback undoes the allocations of outputs[:n] made by a failing Compute.
-func (m *Machine) rollback(o *graph.Op, n, nrec int) {
-	for _, out := range o.Outputs[:n] {
+// An output that took donor's block in place gives it back: the block stays
+// live with the same bytes, so the allocator needs no call (only a Static's
+// in-place counter keeps the attempt).
+func (m *Machine) rollback(o *graph.Op, n, nrec int, donor graph.TensorID) {
+	for i, out := range o.Outputs[:n] {
 		if m.flags[out]&(flView|flArena) != 0 || m.state[out] == Resident {
+			continue
+		}
+		if i == 0 && donor != graph.NoTensor {
+			m.block[out] = -1
 			continue
 		}
 		m.alloc.Free(m.block[out])
@@ -779,6 +872,14 @@ func (m *Machine) Free(t graph.TensorID) error {
 		return m.stepErr(KindFreePinned, Free, graph.NoOp, t, "")
 	}
 	s := m.state[t]
+	if s == Freed && m.flags[t]&flDonated != 0 {
+		// Its storage went to an output of its last reader (in-place
+		// reuse): the plan's free is valid and releases nothing.
+		m.flags[t] &^= flDonated
+		m.frees++
+		m.endStep()
+		return nil
+	}
 	if s != Resident && s != Swapped {
 		return m.stepErr(KindFreeDead, Free, graph.NoOp, t, "state "+s.String())
 	}
@@ -971,7 +1072,7 @@ func (m *Machine) Result() *Result {
 		PeakReserved: m.peakR, PeakReservedStep: m.peakRStep, PeakReservedOp: m.peakROp,
 		ComputeNs: m.computeNs, RecomputeNs: m.recomputeNs, SwapNs: m.swapNs, StallNs: m.stallNs,
 		Computes: m.computes, Recomputes: m.recomputes, Frees: m.frees, Evictions: m.evictions,
-		SwapOuts: m.swapOuts, SwapIns: m.swapIns, SwapBytes: m.swapBytes,
+		SwapOuts: m.swapOuts, SwapIns: m.swapIns, SwapBytes: m.swapBytes, InPlace: m.inPlaceN,
 	}
 	if m.copyClock > m.clock {
 		res.StallNs += m.copyClock - m.clock

@@ -131,7 +131,10 @@ func Simulate(g *graph.Graph, p *Plan, opts Options) (*Result, error) {
 // returning its *StepError (whose Step is the index in p). The workspace ring
 // is drained at the end. Replay does not allocate per step once the
 // Machine's tables have grown (Reset keeps them), unless Options.Timeline or
-// Options.Trace asks for records.
+// Options.Trace asks for records. With Options.InPlace and an
+// InPlaceAllocator, an op may write its first output over an input that the
+// plan frees right after it (see InPlaceRuleOf and docs/simulator.md); that
+// free then releases nothing.
 func (m *Machine) Replay(p *Plan) error {
 	if p == nil {
 		return fmt.Errorf("replay: plan is nil: %w", ErrInvalidPlan)
@@ -144,7 +147,7 @@ func (m *Machine) Replay(p *Plan) error {
 		var err error
 		switch st.Kind {
 		case Compute:
-			err = m.Compute(st.Op)
+			err = m.compute(st.Op, p.Steps[i+1:])
 		case Free:
 			err = m.Free(st.Tensor)
 		case SwapOut:

@@ -55,6 +55,9 @@ type Result struct {
 	SwapOuts  int   `json:"swap_outs"`
 	SwapIns   int   `json:"swap_ins"`
 	SwapBytes int64 `json:"swap_bytes"`
+	// InPlace counts outputs that took an input's storage in place
+	// (Options.InPlace with an InPlaceAllocator).
+	InPlace int `json:"in_place,omitempty"`
 
 	// TopAtPeak lists the largest blocks live at the allocated peak, largest
 	// first (at most TopTensorsKept).

@@ -32,10 +32,23 @@ func (s *mgeSearch) runBudget() {
 		all = append(all, p.cands...)
 		all = append(all, int32(p.n-1))
 		s.extraSeeds = append(s.extraSeeds, all)
+		// Random genomes of graded density, drawn from the seed.
+		rng := newMgeRand(s.opts.Seed, 1<<42)
+		np := max(s.opts.PoolSize, 1)
+		for i := 0; i < np; i++ {
+			var sp []int32
+			for _, c := range p.cands {
+				if rng.Uint64()%uint64(np+1) <= uint64(i) {
+					sp = append(sp, c)
+				}
+			}
+			s.extraSeeds = append(s.extraSeeds, append(sp, int32(p.n-1)))
+		}
 	}
 	s.run()
 	if p.n >= 2 && s.ctx.Err() == nil {
-		limit := max(int64(s.opts.GeneticIters)*int64(s.opts.PoolSize)*2, 64*int64(len(p.cands)))
+		gaEvals := int64(s.opts.GeneticIters) * int64(s.opts.PoolSize) * 2
+		limit := max(gaEvals, min(64*int64(len(p.cands)), 4*gaEvals))
 		s.polish(limit)
 	}
 	if s.ctx.Err() != nil {
@@ -43,23 +56,25 @@ func (s *mgeSearch) runBudget() {
 	}
 }
 
-// polishStarts is the number of distinct records the local search starts
-// from.
+// polishStarts is the number of distinct top records the local search
+// starts from, besides the extra seeds.
 const polishStarts = 8
 
-// polish runs the local search from the best record and from every extra
-// seed (the dense end of the trade-off), splitting limit evaluations
-// between the starts, and offers each local optimum.
+// polish spends at most limit evaluations on local search: single-change
+// climbs from the best records and from every extra seed (each capped at
+// 8 evaluations per allowed position), then a climb with pair changes from
+// the best record with what is left. Each local optimum is offered.
 func (s *mgeSearch) polish(limit int64) {
+	p := s.p
 	starts := []mgeRecord{s.best}
 	recs := slices.Clone(s.records)
 	slices.SortStableFunc(recs, func(a, b mgeRecord) int { return s.cmp(&a, &b) })
+	for _, sp := range s.extraSeeds {
+		recs = append(recs, mgeRecord{s: sp})
+	}
 	for i := range recs {
-		if len(starts) >= polishStarts {
-			break
-		}
-		if !slices.EqualFunc(starts, starts, func(mgeRecord, mgeRecord) bool { return true }) {
-			break
+		if i < len(recs)-len(s.extraSeeds) && len(starts) > polishStarts {
+			continue
 		}
 		dup := false
 		for j := range starts {
@@ -72,19 +87,79 @@ func (s *mgeSearch) polish(limit int64) {
 			starts = append(starts, recs[i])
 		}
 	}
-	per := limit / int64(len(starts))
+	spent := int64(0)
+	per := 8 * int64(len(p.cands))
+	if spent < limit && s.ctx.Err() == nil {
+		for _, ratio := range []bool{true, false} {
+			g, used := s.greedyMerge(limit-spent, ratio)
+			spent += used
+			best, used := s.climb(g, min(per, limit-spent), false)
+			spent += used
+			s.offer(best)
+		}
+	}
 	for _, st := range starts {
-		if s.ctx.Err() != nil {
+		if s.ctx.Err() != nil || spent >= limit {
 			return
 		}
-		s.offer(s.climb(st, per))
+		if st.r == (mgeResult{}) {
+			st.r = s.evalOne(st.s)
+			spent++
+		}
+		best, used := s.climb(st, min(per, limit-spent), false)
+		spent += used
+		s.offer(best)
 	}
+	if spent < limit && s.ctx.Err() == nil {
+		best, _ := s.climb(s.best, limit-spent, true)
+		s.offer(best)
+	}
+}
+
+// greedyMerge builds a plan from the dense end: starting with every op a
+// split point (nothing recomputed), it repeatedly removes the split point
+// that lowers the peak most per unit of added recompute time, until the
+// budget is met, no removal lowers the peak, or limit evaluations are spent.
+func (s *mgeSearch) greedyMerge(limit int64, ratio bool) (mgeRecord, int64) {
+	p := s.p
+	cur := make([]int32, 0, len(p.cands)+1)
+	cur = append(cur, p.cands...)
+	cur = append(cur, int32(p.n-1))
+	best := mgeRecord{s: cur, r: s.evalOne(cur)}
+	spent := int64(1)
+	for !s.feasible(best.r) && spent < limit && s.ctx.Err() == nil {
+		var next mgeRecord
+		bestGain := -1.0
+		for k := 0; k+1 < len(best.s) && spent < limit; k++ {
+			cand := slices.Delete(slices.Clone(best.s), k, k+1)
+			r := s.evalOne(cand)
+			spent++
+			if r.peak >= best.r.peak {
+				continue
+			}
+			var gain float64
+			if ratio {
+				gain = float64(best.r.peak-r.peak) / float64(max(r.time-best.r.time, 0)+1)
+			} else {
+				gain = 1 / float64(max(r.time-best.r.time, 0)+1)
+			}
+			if gain > bestGain {
+				bestGain, next = gain, mgeRecord{s: cand, r: r}
+			}
+		}
+		if bestGain < 0 {
+			break
+		}
+		best = next
+	}
+	return best, spent
 }
 
 // climb is a first-improvement local search from start, spending at most
 // limit evaluations: toggle each allowed position, move each split point
-// within its gap, and when neither helps, toggle pairs of positions.
-func (s *mgeSearch) climb(start mgeRecord, limit int64) mgeRecord {
+// within its gap, and (with pairs) when neither helps, toggle pairs of
+// positions. It returns the local optimum and the evaluations spent.
+func (s *mgeSearch) climb(start mgeRecord, limit int64, pairs bool) (mgeRecord, int64) {
 	p := s.p
 	best := start
 	spent := int64(0)
@@ -102,7 +177,7 @@ func (s *mgeSearch) climb(start mgeRecord, limit int64) mgeRecord {
 		improved = false
 		for _, c := range p.cands {
 			if stop() {
-				return best
+				return best, spent
 			}
 			if try(toggleSplit(slices.Clone(best.s), c)) {
 				improved = true
@@ -116,7 +191,7 @@ func (s *mgeSearch) climb(start mgeRecord, limit int64) mgeRecord {
 			lo, hi := p.candRange(st, best.s[k+1]-1)
 			for j := lo; j < hi; j++ {
 				if stop() {
-					return best
+					return best, spent
 				}
 				cur := best.s
 				if k+1 >= len(cur) || p.cands[j] == cur[k] ||
@@ -130,19 +205,19 @@ func (s *mgeSearch) climb(start mgeRecord, limit int64) mgeRecord {
 				}
 			}
 		}
-		if improved {
+		if improved || !pairs {
 			continue
 		}
 		for a := 0; a < len(p.cands) && !improved; a++ {
 			for b := a + 1; b < len(p.cands) && !improved; b++ {
 				if stop() {
-					return best
+					return best, spent
 				}
 				improved = try(toggleSplit(toggleSplit(slices.Clone(best.s), p.cands[a]), p.cands[b]))
 			}
 		}
 	}
-	return best
+	return best, spent
 }
 
 // toggleSplit adds c to the sorted split points sp, or removes it.

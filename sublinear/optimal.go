@@ -40,7 +40,8 @@ type ChainReport struct {
 	Slots     int
 	SlotBytes int64
 	// Budget is the memory budget in bytes; PinnedBytes the part of it
-	// held throughout (inputs, parameters, non-recomputable outputs).
+	// held throughout the forward and backward passes (inputs, parameters,
+	// non-recomputable outputs).
 	Budget      int64
 	PinnedBytes int64
 	// Feasible reports whether a schedule fits. MinFeasibleBytes is the
@@ -83,7 +84,8 @@ func RotorStagesOf(ch *StageChain, slotBytes int64) []RotorStage {
 		s := &ch.Stages[k]
 		out[k] = RotorStage{
 			Fwd: s.FwdTime, Bwd: s.BwdTime,
-			In: ceilDiv(s.InputBytes, slotBytes), XBar: ceilDiv(s.XBarBytes, slotBytes), XBarBwd: ceilDiv(s.XBarBwdBytes, slotBytes),
+			In: ceilDiv(s.InputBytes, slotBytes), InBwd: ceilDiv(s.InputBwdBytes, slotBytes),
+			XBar: ceilDiv(s.XBarBytes, slotBytes), XBarBwd: ceilDiv(s.XBarBwdBytes, slotBytes), XBarRest: ceilDiv(s.XBarRestBytes, slotBytes),
 			FwdNone: ceilDiv(s.FwdPeakNone, slotBytes), FwdAll: ceilDiv(s.FwdPeakAll, slotBytes),
 			BwdPeak: ceilDiv(s.BwdPeak, slotBytes),
 			GradOut: ceilDiv(s.GradOutBytes, slotBytes), HeldGrad: ceilDiv(s.HeldGradBytes, slotBytes),
@@ -107,12 +109,19 @@ func stageUpperBytes(ch *StageChain) int64 {
 // size and the number of slots used.
 func chainSolve(ctx context.Context, ch *StageChain, budget int64, slots int) (*RotorSolution, int64, int, error) {
 	avail := budget - ch.Pinned
-	if avail < 0 {
+	if avail < 0 || ch.UpdatePeak > budget {
 		return &RotorSolution{MinSlots: -1}, 1, 0, nil
 	}
 	q := ceilDiv(avail, int64(slots))
 	if q < 1 {
 		q = 1
+	}
+	// When every size is a multiple of a common unit not much finer than
+	// q, slots of that unit round nothing (at most 2x the slots).
+	if u := stageSizeGCD(ch); u > 0 && u < q && avail/u <= 2*int64(slots) {
+		q = u
+	} else if u >= q {
+		q = u
 	}
 	mem := int(avail / q)
 	sol, err := RotorSolve(ctx, RotorStagesOf(ch, q), mem)
@@ -150,6 +159,21 @@ func OptimalChain(ctx context.Context, g *graph.Graph, budget int64, opts Optima
 		rep.BaseTime += ch.Stages[k].FwdTime + ch.Stages[k].BwdTime
 	}
 	rep.BaseTime += ch.PinnedTime + ch.UpdateTime
+	// No recomputation is the fastest schedule there is: when it fits, it is
+	// optimal, whatever the discretized chain model (an upper bound on
+	// memory) would say.
+	if err := ctx.Err(); err != nil {
+		return nil, rep, fmt.Errorf("optimal-chain: %w", err)
+	}
+	if base := sim.DefaultPlan(g); base != nil {
+		if res, err := sim.Simulate(g, base, opts.Sim); err == nil && res.PeakAllocated <= budget {
+			base.Strategy = "optimal-chain"
+			rep.Feasible = true
+			rep.SimPeak, rep.SimTimeNs = res.PeakAllocated, res.TotalNs
+			rep.PredictedPeak, rep.PredictedTime = res.PeakAllocated, res.TotalNs
+			return base, rep, nil
+		}
+	}
 	sol, q, _, err := chainSolve(ctx, ch, budget, slots)
 	if err != nil {
 		return nil, rep, fmt.Errorf("optimal-chain: %w", err)
@@ -165,7 +189,7 @@ func OptimalChain(ctx context.Context, g *graph.Graph, budget int64, opts Optima
 	rep.Feasible = true
 	rep.Actions = sol.Actions
 	rep.PredictedTime = sol.Time + ch.PinnedTime + ch.UpdateTime
-	rep.PredictedPeak = ch.Pinned + int64(sol.UsedSlots)*q
+	rep.PredictedPeak = max(ch.Pinned+int64(sol.UsedSlots)*q, ch.UpdatePeak)
 	plan, nre, err := StagesPlan(g, ch, sol.Actions, "optimal-chain")
 	if err != nil {
 		return nil, rep, fmt.Errorf("optimal-chain: %w", err)
@@ -196,7 +220,7 @@ func chainMinFeasible(ctx context.Context, ch *StageChain, slots int) (int64, er
 	if sol.MinSlots < 0 {
 		return 0, fmt.Errorf("no schedule even with %d bytes (internal error)", u)
 	}
-	b := ch.Pinned + int64(sol.MinSlots)*q
+	b := max(ch.Pinned+int64(sol.MinSlots)*q, ch.UpdatePeak)
 	for try := 0; try < 64; try++ {
 		s2, _, _, err := chainSolve(ctx, ch, b, slots)
 		if err != nil {
@@ -339,4 +363,23 @@ func RevolvePlan(g *graph.Graph, snapshots int, opts OptimalOptions) (*sim.Plan,
 	}
 	rep.SimPeak, rep.SimTimeNs = res.PeakAllocated, res.TotalNs
 	return plan, rep, nil
+}
+
+// stageSizeGCD returns the greatest common divisor of every stage figure in
+// bytes (0 if all are 0).
+func stageSizeGCD(ch *StageChain) int64 {
+	gcd := func(a, b int64) int64 {
+		for b != 0 {
+			a, b = b, a%b
+		}
+		return a
+	}
+	var u int64
+	for k := range ch.Stages {
+		s := &ch.Stages[k]
+		for _, v := range [...]int64{s.InputBytes, s.InputBwdBytes, s.XBarBytes, s.XBarBwdBytes, s.XBarRestBytes, s.FwdPeakNone, s.FwdPeakAll, s.BwdPeak, s.GradOutBytes, s.HeldGradBytes} {
+			u = gcd(u, v)
+		}
+	}
+	return u
 }

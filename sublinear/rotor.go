@@ -28,17 +28,36 @@ import (
 //	checkpoint j:  F_none(i..j-1), S(j, l, m - In_j), S(i, j-1, m - PG(j..l))
 //	    needs m >= din(l) + max over k in i..j-1 of ([k > i] In_k + FwdNone_k)
 //
-// Opt[i][l][m] is the minimal time over these choices; O(M L^3) time and
-// O(M L^2) memory, in flat slices indexed (i*L + l)*(M+1) + m.
+// Holding a stage's output for the whole of S(i+1, l) is pessimistic when no
+// backward reads it: if S(i+1, l) runs stage i+1's forward only once (it
+// starts with F_all(i+1)), the input can go right after that forward. A
+// second table covers this: S1(i, l, m) counts its input inside m, starts
+// with F_all(i) and then holds only InBwd_i of the input (what B(i) reads):
+//
+//	S1 leaf:   needs m >= din(i) + In_i + FwdAll_i, m >= din(i) + InBwd_i + XBarBwd_i + BwdPeak_i
+//	S1 chain:  F_all(i), then S(i+1, l, m - InBwd_i - XBar_i)
+//	           or S1(i+1, l, m - InBwd_i - XBarRest_i), B(i)
+//	    needs m >= din(l) + In_i + FwdAll_i, m >= PG(i+1..l) + din(i) + InBwd_i + XBarBwd_i + BwdPeak_i
+//
+// where XBarRest_i is x-bar without the output unless B(i) reads it; the S1
+// continuations of a chain are allowed only when B(i) does not read the
+// output (S1(i+1) then owns it). S may continue its chain with
+// S1(i+1, l, m - XBarRest_i) and its checkpoint choice with S1(j, l, m) (the
+// checkpoint dies once stage j has run).
+//
+// Opt[i][l][m] and Opt1[i][l][m] are the minimal times; O(M L^3) time and
+// O(M L^2) memory in flat slices indexed pair(i, l)*(M+1) + m over i <= l.
 
 // RotorStage holds one stage's figures for the solver, memory in slots.
 type RotorStage struct {
 	// Fwd and Bwd are the forward and backward times.
 	Fwd, Bwd int64
 	// In is the size of the stage's input (the checkpoint kept to restart
-	// the stage); XBar the output plus the activations its backward reads;
-	// XBarBwd the part of XBar alive during its own backward.
-	In, XBar, XBarBwd int64
+	// the stage) and InBwd the part of it the stage's backward reads (In or
+	// 0). XBar is the output plus the activations its backward reads;
+	// XBarBwd the part of XBar alive during its own backward; XBarRest
+	// XBar without the output unless the stage's backward reads it.
+	In, InBwd, XBar, XBarBwd, XBarRest int64
 	// FwdNone and FwdAll are the forward peaks above the held input, keeping
 	// only the output, respectively x-bar.
 	FwdNone, FwdAll int64
@@ -118,7 +137,7 @@ func RotorSolve(ctx context.Context, stages []RotorStage, mem int) (*RotorSoluti
 		return nil, fmt.Errorf("rotor: memory = %d slots, expected >= 0", mem)
 	}
 	for k, s := range stages {
-		if s.Fwd < 0 || s.Bwd < 0 || s.In < 0 || s.XBar < 0 || s.XBarBwd < 0 || s.FwdNone < 0 || s.FwdAll < 0 || s.BwdPeak < 0 || s.GradOut < 0 || s.HeldGrad < 0 {
+		if s.Fwd < 0 || s.Bwd < 0 || s.In < 0 || s.InBwd < 0 || s.XBar < 0 || s.XBarBwd < 0 || s.XBarRest < 0 || s.FwdNone < 0 || s.FwdAll < 0 || s.BwdPeak < 0 || s.GradOut < 0 || s.HeldGrad < 0 {
 			return nil, fmt.Errorf("rotor: stage %d has a negative figure %+v, expected all >= 0", k, s)
 		}
 		if s.Fwd > rotorInf/int64(4*L) || s.Bwd > rotorInf/int64(4*L) {
@@ -126,12 +145,21 @@ func RotorSolve(ctx context.Context, stages []RotorStage, mem int) (*RotorSoluti
 		}
 	}
 	M := mem + 1
-	if int64(L)*int64(L)*int64(M) > rotorMaxEntries {
-		return nil, fmt.Errorf("rotor: %d stages x %d memory slots = %d table entries, expected at most %d (use fewer slots)", L, M, int64(L)*int64(L)*int64(M), rotorMaxEntries)
+	pairs := L * (L + 1) / 2
+	if int64(pairs)*int64(M) > rotorMaxEntries {
+		return nil, fmt.Errorf("rotor: %d stages x %d memory slots = %d table entries, expected at most %d (use fewer slots)", L, M, int64(pairs)*int64(M), rotorMaxEntries)
 	}
-	opt := make([]int64, L*L*M)
-	what := make([]int32, L*L*M)
-	// Prefix sums of forward times and held gradients.
+	// pair(i, l) = base[i] + l - i.
+	base := make([]int, L+1)
+	for i := 0; i < L; i++ {
+		base[i+1] = base[i] + L - i
+	}
+	row := func(t []int64, i, l int) []int64 { p := (base[i] + l - i) * M; return t[p : p+M] }
+	wrow := func(t []int32, i, l int) []int32 { p := (base[i] + l - i) * M; return t[p : p+M] }
+	opt := make([]int64, pairs*M)
+	opt1 := make([]int64, pairs*M)
+	what := make([]int32, pairs*M)  // -1 none; kind | j<<2 (kinds below)
+	what1 := make([]int32, pairs*M) // -1 none; rotorChainGen or rotorChainOnce
 	sumF := make([]int64, L+1)
 	sumPG := make([]int64, L+1)
 	for k, s := range stages {
@@ -150,36 +178,60 @@ func RotorSolve(ctx context.Context, stages []RotorStage, mem int) (*RotorSoluti
 		}
 		return int(v)
 	}
+	// relax sets dst[m] = c + sub[m-off] for m >= lo where that improves it.
+	relax := func(dst []int64, w []int32, code int32, lo int, sub []int64, off int64, c int64) {
+		if int64(lo) < off {
+			lo = int(min(off, int64(M)))
+		}
+		o := int(off)
+		for m := lo; m < M; m++ {
+			s := sub[m-o]
+			if s >= rotorInf {
+				continue
+			}
+			if v := c + s; v < dst[m] {
+				dst[m], w[m] = v, code
+			}
+		}
+	}
 	for d := 0; d < L; d++ {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("rotor: %w", err)
 		}
 		for i := 0; i+d < L; i++ {
 			l := i + d
-			row := opt[(i*L+l)*M : (i*L+l+1)*M]
-			wrow := what[(i*L+l)*M : (i*L+l+1)*M]
-			for m := range row {
-				row[m], wrow[m] = rotorInf, -1
+			o, w := row(opt, i, l), wrow(what, i, l)
+			o1, w1 := row(opt1, i, l), wrow(what1, i, l)
+			for m := range o {
+				o[m], w[m], o1[m], w1[m] = rotorInf, -1, rotorInf, -1
 			}
 			si := &stages[i]
+			c := si.Fwd + si.Bwd
 			if d == 0 {
 				lo := clamp(max(din(i)+si.FwdAll, din(i)+si.XBarBwd+si.BwdPeak))
 				for m := lo; m < M; m++ {
-					row[m], wrow[m] = si.Fwd+si.Bwd, 0
+					o[m], w[m] = c, rotorChainGen
+				}
+				lo = clamp(max(din(i)+si.In+si.FwdAll, din(i)+si.InBwd+si.XBarBwd+si.BwdPeak))
+				for m := lo; m < M; m++ {
+					o1[m], w1[m] = c, rotorChainGen
 				}
 				continue
 			}
-			// Chain: F_all(i), S(i+1, l), B(i).
-			{
-				lo := clamp(max(din(l)+si.FwdAll, sumPG[l+1]-sumPG[i+1]+din(i)+si.XBarBwd+si.BwdPeak, si.XBar))
-				sub := opt[((i+1)*L+l)*M : ((i+1)*L+l+1)*M]
-				x := int(si.XBar)
-				c := si.Fwd + si.Bwd
-				for m := lo; m < M; m++ {
-					if v := c + sub[m-x]; v < row[m] && sub[m-x] < rotorInf {
-						row[m], wrow[m] = v, 0
-					}
-				}
+			bwdNeed := sumPG[l+1] - sumPG[i+1] + din(i) + si.XBarBwd + si.BwdPeak
+			// Chain: F_all(i), S(i+1, l) or S1(i+1, l), B(i).
+			lo := clamp(max(din(l)+si.FwdAll, bwdNeed))
+			relax(o, w, rotorChainGen, lo, row(opt, i+1, l), si.XBar, c)
+			// S1(i+1, l) counts stage i's output as its input: only when
+			// XBarRest leaves it out (B(i) does not read it).
+			once := si.XBarRest+stages[i+1].In <= si.XBar
+			if once {
+				relax(o, w, rotorChainOnce, lo, row(opt1, i+1, l), si.XBarRest, c)
+			}
+			lo1 := clamp(max(din(l)+si.In+si.FwdAll, bwdNeed+si.InBwd))
+			relax(o1, w1, rotorChainGen, lo1, row(opt, i+1, l), si.InBwd+si.XBar, c)
+			if once {
+				relax(o1, w1, rotorChainOnce, lo1, row(opt1, i+1, l), si.InBwd+si.XBarRest, c)
 			}
 			// Checkpoint the input of stage j.
 			ph1 := int64(0) // max over k in i..j-1 of [k>i] In_k + FwdNone_k
@@ -192,24 +244,38 @@ func RotorSolve(ctx context.Context, stages []RotorStage, mem int) (*RotorSoluti
 				ph1 = max(ph1, v)
 				in := stages[j].In
 				pg := sumPG[l+1] - sumPG[j]
-				lo := clamp(max(din(l)+ph1, in, pg))
-				t2 := opt[(j*L+l)*M : (j*L+l+1)*M]
-				t3 := opt[(i*L+j-1)*M : (i*L+j)*M]
-				c := sumF[j] - sumF[i]
-				xi, pi := int(in), int(pg)
-				for m := lo; m < M; m++ {
-					a, b := t2[m-xi], t3[m-pi]
-					if a >= rotorInf || b >= rotorInf {
+				lo := clamp(max(din(l)+ph1, pg))
+				t3 := row(opt, i, j-1)
+				cf := sumF[j] - sumF[i]
+				for _, v := range [2]struct {
+					t2   []int64
+					off  int64
+					kind int32
+				}{{row(opt, j, l), in, rotorCkptGen}, {row(opt1, j, l), 0, rotorCkptOnce}} {
+					code := v.kind | int32(j)<<2
+					lo2 := max(lo, clamp(v.off), clamp(pg))
+					if lo2 >= M {
 						continue
 					}
-					if v := c + a + b; v < row[m] {
-						row[m], wrow[m] = v, int32(j)
+					// Re-slice so that one index walks all four rows
+					// without bounds checks in the loop.
+					n := M - lo2
+					a := v.t2[lo2-int(v.off):][:n]
+					b := t3[lo2-int(pg):][:n]
+					dst := o[lo2:][:n]
+					wd := w[lo2:][:n]
+					// An infinite a or b gives t > rotorInf >= dst[x]: no
+					// separate feasibility test is needed.
+					for x := range dst {
+						if t := cf + a[x] + b[x]; t < dst[x] {
+							dst[x], wd[x] = t, code
+						}
 					}
 				}
 			}
 		}
 	}
-	top := opt[(L-1)*M : L*M] // i = 0, l = L-1
+	top := row(opt, 0, L-1)
 	sol := &RotorSolution{MinSlots: -1}
 	for m := 0; m < M; m++ {
 		if top[m] < rotorInf {
@@ -226,13 +292,14 @@ func RotorSolve(ctx context.Context, stages []RotorStage, mem int) (*RotorSoluti
 	for sol.UsedSlots > 0 && top[sol.UsedSlots-1] == sol.Time {
 		sol.UsedSlots--
 	}
-	// Reconstruct with an explicit stack of pending subproblems and
-	// backward steps.
+	// Reconstruct with an explicit stack of pending subproblems (once: the
+	// S1 table) and deferred backward steps.
 	type frame struct {
 		i, l, m int32
+		once    bool
 		bwd     bool // a deferred B(i)
 	}
-	stack := []frame{{0, int32(L - 1), int32(sol.UsedSlots), false}}
+	stack := []frame{{i: 0, l: int32(L - 1), m: int32(sol.UsedSlots)}}
 	for len(stack) > 0 {
 		f := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -241,25 +308,51 @@ func RotorSolve(ctx context.Context, stages []RotorStage, mem int) (*RotorSoluti
 			continue
 		}
 		i, l, m := int(f.i), int(f.l), int(f.m)
-		w := what[(i*L+l)*M+m]
-		switch {
-		case w < 0:
+		var wv int32
+		if f.once {
+			wv = wrow(what1, i, l)[m]
+		} else {
+			wv = wrow(what, i, l)[m]
+		}
+		if wv < 0 {
 			return nil, fmt.Errorf("rotor: internal error: no choice for stages %d..%d at %d slots", i, l, m)
+		}
+		si := &stages[i]
+		var keepIn int64
+		if f.once {
+			keepIn = si.InBwd
+		}
+		kind, j := wv&3, int(wv>>2)
+		switch {
 		case i == l:
 			sol.Actions = append(sol.Actions, RotorAction{RotorForwardAll, int32(i)}, RotorAction{RotorBackward, int32(i)})
-		case w == 0:
+		case kind == rotorChainGen:
 			sol.Actions = append(sol.Actions, RotorAction{RotorForwardAll, int32(i)})
-			stack = append(stack, frame{int32(i), 0, 0, true},
-				frame{int32(i + 1), int32(l), int32(m - int(stages[i].XBar)), false})
+			stack = append(stack, frame{i: int32(i), bwd: true},
+				frame{i: int32(i + 1), l: int32(l), m: int32(int64(m) - keepIn - si.XBar)})
+		case kind == rotorChainOnce:
+			sol.Actions = append(sol.Actions, RotorAction{RotorForwardAll, int32(i)})
+			stack = append(stack, frame{i: int32(i), bwd: true},
+				frame{i: int32(i + 1), l: int32(l), m: int32(int64(m) - keepIn - si.XBarRest), once: true})
 		default:
-			j := int(w)
 			for k := i; k < j; k++ {
 				sol.Actions = append(sol.Actions, RotorAction{RotorForwardNone, int32(k)})
 			}
 			pg := sumPG[l+1] - sumPG[j]
-			stack = append(stack, frame{int32(i), int32(j - 1), int32(m - int(pg)), false},
-				frame{int32(j), int32(l), int32(m - int(stages[j].In)), false})
+			sub := frame{i: int32(j), l: int32(l), m: int32(int64(m) - stages[j].In)}
+			if kind == rotorCkptOnce {
+				sub = frame{i: int32(j), l: int32(l), m: int32(m), once: true}
+			}
+			stack = append(stack, frame{i: int32(i), l: int32(j - 1), m: int32(int64(m) - pg)}, sub)
 		}
 	}
 	return sol, nil
 }
+
+// Choice codes of the DP tables (low two bits; checkpoints carry j << 2).
+const (
+	rotorChainGen  int32 = 0 // leaf, or F_all(i) + S(i+1, l) + B(i)
+	rotorChainOnce int32 = 1 // F_all(i) + S1(i+1, l) + B(i)
+	rotorCkptGen   int32 = 2 // F_none(i..j-1) + S(j, l) + S(i, j-1)
+	rotorCkptOnce  int32 = 3 // F_none(i..j-1) + S1(j, l) + S(i, j-1)
+)

@@ -244,3 +244,42 @@ func randomDAG(t testing.TB, seed uint64, n int) *graph.Graph {
 	require.NoError(t, err)
 	return g
 }
+
+// ExampleSearch plans recomputation for MegEngine's BadOpr test graph with the
+// genetic search on, then replays the plan on the simulator.
+func ExampleSearch() {
+	const n, scale = 1024, 2
+	b := graph.NewBuilder("example")
+	x := b.Op("h2d", "x").Out("x", graph.F32, n).T()
+	bad := b.Op("bad", "bad", x).Out("bad", graph.F32, n*scale).T()
+	y0 := b.Op("reduce_sum", "y0", bad).Out("y0", graph.F32, 1).T()
+	y1 := b.Op("bad", "y1", y0).Out("y1", graph.F32, n*scale).T()
+	b.Op("add_scalar", "y", y1).Out("y", graph.F32, n*scale).Alias(y1)
+	b.Op("reduce_max", "z", bad).Out("z", graph.F32, 1)
+	g, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+	opts := DefaultSearchOptions()
+	opts.GeneticIters = 50
+	plan, rep, err := Search(context.Background(), g, opts)
+	if err != nil {
+		panic(err)
+	}
+	res, err := sim.Simulate(g, plan, sim.Options{})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("baseline peak:", rep.BaselinePeak)
+	fmt.Println("planned peak: ", rep.Peak, "simulated:", res.PeakAllocated)
+	fmt.Println("split points: ", rep.SplitPoints)
+	for _, op := range rep.Duplicated {
+		fmt.Println("recompute:    ", g.Ops[op].Name)
+	}
+	// Output:
+	// baseline peak: 16388
+	// planned peak:  12288 simulated: 12288
+	// split points:  [2 3 5]
+	// recompute:     x
+	// recompute:     bad
+}

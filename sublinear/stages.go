@@ -49,13 +49,17 @@ type Stage struct {
 	// backward time.
 	FwdTime, BwdTime int64
 	// InputBytes is the size of Input (0 if pinned or absent); OutputBytes
-	// that of Output.
-	InputBytes, OutputBytes int64
+	// that of Output. InputBwdBytes is InputBytes if the stage's backward
+	// reads its input, else 0.
+	InputBytes, OutputBytes, InputBwdBytes int64
 	// XBarBytes is the output plus every stage activation the backward
 	// reads ("x-bar" of Beaumont et al.); XBarBwdBytes the part of it still
 	// alive when the stage's own backward runs (the output only if that
 	// backward reads it: otherwise its last reader was the next stage).
 	XBarBytes, XBarBwdBytes int64
+	// XBarRestBytes is x-bar without the output unless the stage's backward
+	// reads it: what stays once the next stage has consumed the output.
+	XBarRestBytes int64
 	// FwdPeakNone and FwdPeakAll are the peak bytes, above the held input,
 	// of running the forward while keeping only the output, respectively the
 	// output and the saved activations (both include workspaces).
@@ -76,13 +80,18 @@ type StageChain struct {
 	// Update lists the update-phase ops, in order; they run after the
 	// backward of every stage.
 	Update []graph.OpID
-	// Pinned is the bytes that the chain solvers treat as resident for the
-	// whole step: tensors without a producer (inputs, parameters, constants,
-	// optimizer state), persistent outputs, and the outputs of ops that may
-	// not be recomputed (Op.Recomputable false, or whose output storage is
-	// written in place by such an op, or read by the backward of another
-	// stage).
+	// Pinned is the bytes that the chain solvers treat as resident during
+	// the forward and backward passes: tensors without a producer (inputs,
+	// parameters, constants, optimizer state), persistent outputs of forward
+	// and backward ops, outputs of memset-initialized ops, and the outputs
+	// of ops that may not be recomputed (Op.Recomputable false, or whose
+	// output storage is written in place by such an op, or read by the
+	// backward of another stage).
 	Pinned int64
+	// UpdatePeak is the peak bytes during the update phase (absolute:
+	// Pinned, the held gradients and the update's own outputs, such as the
+	// updated parameters, which are not part of Pinned).
+	UpdatePeak int64
 	// PinnedTime is the time of the pinned forward ops (run once), UpdateTime
 	// that of the update ops.
 	PinnedTime, UpdateTime int64
@@ -291,7 +300,7 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 		// Outputs of memset-initialized ops (gradient accumulators) may be
 		// allocated at graph start by the simulator's atomic clean policy 0:
 		// count them as held throughout.
-		if t.Producer == graph.NoOp || t.Kind.Persistent() || (int(t.Producer) < nf && pinned[t.Producer]) || sim.IsAtomicClean(&g.Ops[t.Producer]) {
+		if t.Producer == graph.NoOp || (t.Kind.Persistent() && int(t.Producer) < nb) || (int(t.Producer) < nf && pinned[t.Producer]) || sim.IsAtomicClean(&g.Ops[t.Producer]) {
 			pinnedSt[r] = true
 			ch.Pinned += t.Bytes
 		}
@@ -345,10 +354,49 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 		}
 		st.InputBytes = bytesOf(st.Input)
 		st.OutputBytes = bytesOf(st.Output)
+		if st.Input != graph.NoTensor {
+			for _, op := range st.Bwd {
+				if stageDupRoot(root, g.Ops[op].Inputs, root[st.Input]) {
+					st.InputBwdBytes = st.InputBytes
+				}
+			}
+		}
 		stageMeasureFwd(g, root, pinnedSt, lastRead, readByOwnBwd, st)
 	}
 	for s := L - 1; s >= 0; s-- {
 		stageMeasureBwd(g, root, pinnedSt, stageOf, rank, lastUse, int32(s), ch)
+	}
+	// Update phase: from the held gradients, allocate each update op's
+	// outputs and free storages at their last use (updated parameters and
+	// other persistent outputs stay).
+	cur := ch.Pinned + stages[0].GradOutBytes
+	for s := range stages {
+		cur += stages[s].HeldGradBytes
+	}
+	ch.UpdatePeak = cur
+	for _, op := range ch.Update {
+		o := &g.Ops[op]
+		for _, t := range o.Outputs {
+			if root[t] == t && !pinnedSt[t] {
+				cur += g.Tensors[t].Bytes
+			}
+		}
+		ch.UpdatePeak = max(ch.UpdatePeak, cur+o.Workspace)
+		for j, t := range o.Inputs {
+			r := root[t]
+			p := g.Tensors[r].Producer
+			if pinnedSt[r] || g.Tensors[r].Kind.Persistent() || p == graph.NoOp || int(p) < nf || stageDupRoot(root, o.Inputs[:j], r) || isOutputOf(o, r) {
+				continue
+			}
+			if lastUse[r] == rank[op] {
+				cur -= g.Tensors[r].Bytes
+			}
+		}
+		for _, t := range o.Outputs {
+			if root[t] == t && !pinnedSt[t] && !g.Tensors[t].Kind.Persistent() && lastUse[t] == 0 {
+				cur -= g.Tensors[t].Bytes
+			}
+		}
 	}
 	return ch, nil
 }
@@ -373,6 +421,7 @@ func stageMeasureFwd(g *graph.Graph, root []graph.TensorID, pinnedSt []bool, las
 				st.XBarBytes += g.Tensors[t].Bytes
 				if readByBwd[t] {
 					st.XBarBwdBytes += g.Tensors[t].Bytes
+					st.XBarRestBytes += g.Tensors[t].Bytes
 				}
 			}
 		}

@@ -95,7 +95,7 @@ func optResNetGraph(t testing.TB, nblocks int, u int64) *graph.Graph {
 	stem := h.ID()
 	cur := h.T()
 	type blk struct {
-		in, c1, r1, c2, add, out graph.TensorID
+		in, c1, r1, c2, add, out  graph.TensorID
 		fc1, fr1, fc2, fadd, fout graph.OpID
 	}
 	var bs []blk
@@ -158,8 +158,10 @@ func TestStagesChain(t *testing.T) {
 		assert.Equal(t, sp.paramBytes, st.HeldGradBytes, "weight gradient of stage %d", k)
 	}
 	assert.Equal(t, g.Loss, ch.Stages[3].Output)
-	// Pinned: the weights and the updated weights.
-	assert.Equal(t, int64(2*4*8), ch.Pinned)
+	// Pinned: the weights; the update adds the updated weights while the
+	// weight gradients die one by one.
+	assert.Equal(t, int64(4*8), ch.Pinned)
+	assert.Equal(t, int64(4*8+4*8+8), ch.UpdatePeak)
 	assert.Len(t, ch.Update, 4)
 }
 

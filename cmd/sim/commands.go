@@ -45,7 +45,7 @@ func (a *app) modelsCmd() *cobra.Command {
 			var rows []modelRow
 			t := &report.Table{Columns: []string{"model", "family", "parameters", "defaults", "description"}, RightAlign: []bool{false, false, true, false, false}}
 			for _, sp := range models.List() {
-				fwd, _, err := models.BuildForward(sp.Name, models.Options{Batch: 1})
+				fwd, _, err := models.BuildForward(sp.Name, models.Options{})
 				if err != nil {
 					return fmt.Errorf("model %s: %w", sp.Name, err)
 				}

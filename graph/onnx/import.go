@@ -71,11 +71,21 @@ func ImportForward(r io.Reader, opts Options) (*graph.Graph, error) {
 	if err != nil {
 		return nil, err
 	}
+	return FromModelForward(m, opts)
+}
+
+// FromModelForward converts a parsed model into its forward graph (see
+// ImportForward).
+func FromModelForward(m *ModelProto, opts Options) (*graph.Graph, error) {
 	b, _, err := build(m, opts)
 	if err != nil {
 		return nil, err
 	}
-	return b.Build()
+	g, err := b.Build()
+	if err != nil {
+		return nil, fmt.Errorf("onnx: %w", err)
+	}
+	return g, nil
 }
 
 // FromModel converts a parsed model into a training graph (see Import).

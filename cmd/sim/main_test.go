@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// fixedEnv is the environment the golden runs see.
+var fixedEnv = map[string]string{"HOME": "/home/user", "MXNET_EXEC_NUM_TEMP": "1"}
+
+func run(t *testing.T, env map[string]string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	environ := func() []string {
+		var kv []string
+		for k, v := range env {
+			kv = append(kv, k+"="+v)
+		}
+		sort.Strings(kv)
+		return kv
+	}
+	code = Main(context.Background(), args, &out, &errb, lookup, environ)
+	return out.String(), errb.String(), code
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+		return
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "missing golden file: run go test ./cmd/sim -update")
+	assert.Equal(t, string(want), got)
+}
+
+var formats = []string{"table", "markdown", "csv", "json"}
+
+// TestGolden runs every command in every format on small models.
+func TestGolden(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"models", []string{"models"}},
+		{"env", []string{"env", "--mirror=1"}},
+		{"validate", []string{"validate", "testdata/chain4.json"}},
+		{"report_chain", []string{"report", "--model", "chain", "--depth", "8", "--device", "none", "--budget", "0.5"}},
+		{"report_resnet18", []string{"report", "--model", "resnet18", "--batch", "2", "--device", "t4"}},
+		{"sweep_chain", []string{"sweep", "--model", "chain", "--depth", "8", "--device", "none", "--ratios", "1,0.6,0.4", "--strategies", "chen-greedy,sublinear-budget,optimal-chain,dtr"}},
+		{"maxbatch_mlp", []string{"maxbatch", "--model", "mlp", "--device", "t4", "--budget", "64MiB", "--strategies", "none,mirror,sublinear-budget"}},
+	}
+	for _, c := range cases {
+		for _, f := range formats {
+			t.Run(c.name+"_"+f, func(t *testing.T) {
+				out, errOut, code := run(t, fixedEnv, append(c.args, "--format", f)...)
+				require.Equal(t, 0, code, "stderr: %s", errOut)
+				golden(t, c.name+"."+f, out)
+				if f == "json" {
+					var v map[string]any
+					require.NoError(t, json.Unmarshal([]byte(out), &v), out)
+					assert.EqualValues(t, 1, v["version"], "every JSON document carries a version")
+				}
+			})
+		}
+	}
+	// The plan is JSON in its own format.
+	out, errOut, code := run(t, fixedEnv, "plan", "--model", "chain", "--depth", "8", "--device", "none", "--strategy", "chen-sqrt")
+	require.Equal(t, 0, code, errOut)
+	golden(t, "plan_chain.json", out)
+}
+
+func TestExitCodes(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"report"}, exitUsage, "give one input"},
+		{[]string{"report", "--model", "nosuch"}, exitUsage, "nosuch"},
+		{[]string{"report", "--model", "chain", "--format", "xml"}, exitUsage, "--format"},
+		{[]string{"report", "--model", "chain", "--bogus"}, exitUsage, "unknown flag"},
+		{[]string{"nosuchcommand"}, exitUsage, "unknown command"},
+		{[]string{"validate", "testdata/does-not-exist.json"}, exitError, "does-not-exist"},
+		{[]string{"validate", "testdata/bad.json"}, exitError, "bad.json"},
+		{[]string{"report", "--model", "chain", "--mirror", "maybe"}, exitUsage, "--mirror"},
+		{[]string{"report", "--model", "chain", "--depth", "8", "--device", "none", "--strategies", "none", "--fail-over", "1MiB"}, exitFailOver, "fail-over"},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			out, errOut, code := run(t, fixedEnv, c.args...)
+			assert.Equal(t, c.code, code, "stderr: %s", errOut)
+			assert.Contains(t, errOut, c.msg)
+			if c.code != exitFailOver {
+				assert.Empty(t, out, "nothing on stdout on failure")
+			}
+			lines := strings.Split(strings.TrimRight(errOut, "\n"), "\n")
+			assert.True(t, strings.HasPrefix(lines[0], "sim: "), "cause first: %q", errOut)
+			if len(lines) > 1 {
+				assert.Len(t, lines, 2, "a one-line cause: %q", errOut)
+				assert.True(t, strings.HasPrefix(lines[1], "Run 'sim --help'"), errOut)
+			}
+		})
+	}
+}
+
+// TestBinary builds the real binary and checks exit codes and the
+// stdout/stderr split end to end.
+func TestBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "sim")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, string(out))
+
+	cmd := exec.Command(bin, "report", "--model", "chain", "--depth", "8", "--device", "none", "--strategies", "none,chen-sqrt", "--format", "csv")
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	require.NoError(t, cmd.Run())
+	assert.Empty(t, se.String(), "no progress or noise on stderr when it is not a terminal")
+	assert.True(t, strings.HasPrefix(so.String(), "strategy,status,"), so.String())
+
+	cmd = exec.Command(bin, "report", "--model", "nosuch")
+	so.Reset()
+	se.Reset()
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err = cmd.Run()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, exitUsage, ee.ExitCode())
+	assert.Empty(t, so.String())
+	assert.Contains(t, se.String(), "nosuch")
+
+	dir := t.TempDir()
+	cmd = exec.Command(bin, "report", "--model", "chain", "--depth", "4", "--device", "none", "--strategies", "none", "--quiet")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "MXNET_PROFILER_AUTOSTART=1")
+	require.NoError(t, cmd.Run())
+	b, err := os.ReadFile(filepath.Join(dir, "profile.json"))
+	require.NoError(t, err, "MXNET_PROFILER_AUTOSTART=1 writes profile.json as MXNet does")
+	var trace map[string]any
+	require.NoError(t, json.Unmarshal(b, &trace))
+
+	cmd = exec.Command(bin, "completion", "bash")
+	so.Reset()
+	cmd.Stdout = &so
+	require.NoError(t, cmd.Run())
+	assert.Contains(t, so.String(), "sim")
+}
+
+func TestPlotFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"m.svg", "m.png"} {
+		p := filepath.Join(dir, name)
+		_, errOut, code := run(t, fixedEnv, "report", "--model", "chain", "--depth", "8", "--device", "none", "--strategies", "none,chen-sqrt", "--plot", p)
+		require.Equal(t, 0, code, errOut)
+		st, err := os.Stat(p)
+		require.NoError(t, err)
+		assert.Greater(t, st.Size(), int64(1000))
+	}
+	_, errOut, code := run(t, fixedEnv, "report", "--model", "chain", "--device", "none", "--strategies", "none", "--plot", filepath.Join(dir, "m.gif"))
+	assert.Equal(t, exitError, code)
+	assert.Contains(t, errOut, ".svg or .png")
+}

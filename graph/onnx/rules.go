@@ -1,0 +1,97 @@
+package onnx
+
+import (
+	"sync"
+
+	"github.com/remat-dev/remat/graph"
+)
+
+// Op types the importer emits beyond graph's layer catalogue. Rules
+// registers a gradient rule for each, following what PyTorch's autograd
+// saves for the equivalent aten op (tools/autograd/derivatives.yaml).
+const (
+	OpSub             = "sub"                // (a, b) -> a - b
+	OpDiv             = "div"                // (a, b) -> a / b; saves a and b
+	OpPow             = "pow"                // (x[, exponent]) -> x ** exponent; saves its inputs
+	OpMaximum         = "maximum"            // (a, b) -> max(a, b); saves a and b
+	OpMinimum         = "minimum"            // (a, b) -> min(a, b); saves a and b
+	OpMod             = "mod"                // (a, b) -> a mod b
+	OpSqrt            = "sqrt"               // x -> sqrt(x); saves the output
+	OpErf             = "erf"                // x -> erf(x); saves the input
+	OpExp             = "exp"                // x -> exp(x); saves the output
+	OpLog             = "log"                // x -> log(x); saves the input
+	OpNeg             = "neg"                // x -> -x
+	OpAbs             = "abs"                // x -> |x|; saves the input
+	OpReciprocal      = "reciprocal"         // x -> 1/x; saves the output
+	OpHardsigmoid     = "hardsigmoid"        // x -> relu6(x + 3) / 6; saves the input
+	OpLeakyReLU       = "leaky_relu"         // x -> y; saves the input
+	OpELU             = "elu"                // x -> y (elu, selu); saves the input
+	OpSoftplus        = "softplus"           // x -> y; saves the input
+	OpFloor           = "floor"              // x -> y (floor, ceil, round); zero gradient
+	OpSin             = "sin"                // x -> y (sin, cos); saves the input
+	OpCast            = "cast"               // x -> x converted to another dtype
+	OpWhere           = "where"              // (cond, a, b) -> y; saves cond
+	OpGather          = "gather"             // (x, indices) -> index_select copy; saves indices
+	OpExpand          = "expand"             // x -> broadcast view
+	OpReduceMean      = "reduce_mean"        // x -> mean over dims
+	OpReduceSum       = "reduce_sum"         // x -> sum (or product) over dims
+	OpReduceMax       = "reduce_max"         // x -> max (or min) over dims; saves input and output
+	OpAdaptiveMaxPool = "adaptive_maxpool2d" // x -> (y, indices)
+	OpLSTM            = "lstm"               // (X, W, R[, B, seq_lens, h0, c0, P]) -> (Y, Y_h, Y_c, workspace)
+	OpCompare         = "compare"            // (a, b) -> bool (attr op: Equal, Less, ...); no gradient
+	OpNot             = "not"                // x -> bool; no gradient
+)
+
+// extraRules lists the gradient rules of the importer's own op types.
+func extraRules() map[string]graph.GradRule {
+	saveIn := graph.GradRule{Saves: []graph.Saved{graph.SaveIn(0)}, Factor: 1}
+	saveOut := graph.GradRule{Saves: []graph.Saved{graph.SaveOut(0)}, Factor: 1}
+	two := graph.GradRule{Saves: []graph.Saved{graph.SaveIn(0), graph.SaveIn(1)}, Factor: 1}
+	return map[string]graph.GradRule{
+		OpSub:             {Factor: 1},
+		OpDiv:             {Saves: []graph.Saved{graph.SaveIn(0, 1), graph.SaveIn(1)}, InputFactors: []float64{1, 3}},
+		OpPow:             {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveIn(1)}, Factor: 2},
+		OpMaximum:         two,
+		OpMinimum:         two,
+		OpMod:             {Factor: 1},
+		OpSqrt:            saveOut,
+		OpErf:             {Saves: []graph.Saved{graph.SaveIn(0)}, Factor: 1.5},
+		OpExp:             saveOut,
+		OpLog:             saveIn,
+		OpNeg:             {Factor: 1},
+		OpAbs:             saveIn,
+		OpReciprocal:      {Saves: []graph.Saved{graph.SaveOut(0)}, Factor: 2},
+		OpHardsigmoid:     saveIn,
+		OpLeakyReLU:       saveIn,
+		OpELU:             saveIn,
+		OpSoftplus:        saveIn,
+		OpFloor:           {Factor: 0},
+		OpSin:             saveIn,
+		OpCast:            {Factor: 1},
+		OpWhere:           {Saves: []graph.Saved{graph.SaveIn(0)}, NoGradInputs: []int{0}, Factor: 1},
+		OpGather:          {Saves: []graph.Saved{graph.SaveIn(1)}, NoGradInputs: []int{1}, Factor: 1},
+		OpExpand:          {Factor: 1},
+		OpReduceMean:      {Factor: 1},
+		OpReduceSum:       {Factor: 1},
+		OpReduceMax:       {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveOut(0)}, Factor: 1},
+		OpAdaptiveMaxPool: {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveOut(1)}, NoGradOutputs: []int{1}, Factor: 0.2},
+		OpLSTM: {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveIn(1), graph.SaveIn(2), graph.SaveOut(0), graph.SaveOut(3)},
+			NoGradOutputs: []int{3}, Factor: 2},
+	}
+}
+
+var baseRules = sync.OnceValue(func() *graph.Rules {
+	r := graph.DefaultRules()
+	for typ, rule := range extraRules() {
+		if err := r.RegisterGradRule(typ, rule); err != nil {
+			// The table above is fixed: a failure is a bug in this file.
+			panic("onnx: gradient rule " + typ + ": " + err.Error())
+		}
+	}
+	return r
+})
+
+// Rules returns a new registry with graph's built-in gradient rules plus one
+// for every op type the importer adds (OpSub, OpDiv, ...). Pass it to
+// graph.Differentiate to differentiate a graph from ImportForward.
+func Rules() *graph.Rules { return baseRules().Clone() }

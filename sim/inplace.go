@@ -1,0 +1,179 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/remat-dev/remat/graph"
+)
+
+// InPlaceRule says which inputs of an op may lend their storage to the op's
+// first output under in-place reuse (MXNET_EXEC_ENABLE_INPLACE; MXNet asks
+// each op through its FInplaceOption attribute). Only the first output is
+// ever written in place, as in MXNet's in-place options for these ops.
+type InPlaceRule uint8
+
+// In-place rules.
+const (
+	// InPlaceNone: the op never writes its output over an input.
+	InPlaceNone InPlaceRule = iota
+	// InPlaceFirstInput: input 0 may become output 0 (element-wise unary
+	// ops, dropout's x -> y, batchnorm's x -> y, masked_fill's x -> y).
+	InPlaceFirstInput
+	// InPlaceEitherOperand: input 0, else input 1, may become output 0
+	// (element-wise add and mul).
+	InPlaceEitherOperand
+	// InPlaceOutputGrad: an output gradient read by a backward op (an
+	// input of kind graph.Gradient) may become its first input gradient
+	// (MXNet's backward in-place option out_grad -> in_grad).
+	InPlaceOutputGrad
+)
+
+var inPlaceRuleNames = [...]string{"none", "first_input", "either_operand", "output_grad"}
+
+// String returns the rule's name.
+func (r InPlaceRule) String() string {
+	if int(r) < len(inPlaceRuleNames) {
+		return inPlaceRuleNames[r]
+	}
+	return fmt.Sprintf("in_place_rule(%d)", uint8(r))
+}
+
+// InPlaceRuleOf returns the in-place rule of an op type of the graph
+// package's layer catalogue: element-wise ops and the backward ops
+// (type + "_backward") of those.
+//
+//	first_input:    relu relu6 hardtanh gelu silu sigmoid tanh hardswish scale
+//	                dropout masked_fill batchnorm
+//	either_operand: add mul
+//	output_grad:    <any of the above>_backward
+//
+// Every other type (convolutions, matmuls, reductions, softmax, views,
+// grad_accumulate whose output is memset-initialized, updates) is
+// InPlaceNone.
+func InPlaceRuleOf(opType string) InPlaceRule {
+	if fwd, ok := strings.CutSuffix(opType, "_backward"); ok {
+		if InPlaceRuleOf(fwd) != InPlaceNone {
+			return InPlaceOutputGrad
+		}
+		return InPlaceNone
+	}
+	switch opType {
+	case graph.OpReLU, graph.OpReLU6, graph.OpHardtanh, graph.OpGELU, graph.OpSiLU, graph.OpSigmoid,
+		graph.OpTanh, graph.OpHardswish, graph.OpScale, graph.OpDropout, graph.OpMaskedFill, graph.OpBatchNorm:
+		return InPlaceFirstInput
+	case graph.OpAdd, graph.OpMul:
+		return InPlaceEitherOperand
+	}
+	return InPlaceNone
+}
+
+// inPlaceDonor returns the input of o whose storage block out (o's first
+// output) may take, or NoTensor. A donor is an input the rule allows that
+//
+//   - is resident with a block of its own: not a view, not pinned (inputs,
+//     parameters, state, persistent outputs), not in the atomic-clean arena;
+//   - has exactly out's byte size;
+//   - is not aliased by another input or an output of o (no view of it is
+//     read or made by the op);
+//   - is freed by the plan right after o: among the steps that follow, up to
+//     the next compute, there is a free of it, and no swap of its storage
+//     comes before that free.
+//
+// It allocates nothing; the scan covers only the frees and swaps between
+// two computes.
+func (m *Machine) inPlaceDonor(o *graph.Op, rule InPlaceRule, out graph.TensorID, next []Step) graph.TensorID {
+	for j, in := range o.Inputs {
+		switch rule {
+		case InPlaceFirstInput:
+			if j > 0 {
+				return graph.NoTensor
+			}
+		case InPlaceEitherOperand:
+			if j > 1 {
+				return graph.NoTensor
+			}
+		case InPlaceOutputGrad:
+			if m.g.Tensors[in].Kind != graph.Gradient {
+				continue
+			}
+		default:
+			return graph.NoTensor
+		}
+		if m.canDonate(o, in, out, next) {
+			return in
+		}
+	}
+	return graph.NoTensor
+}
+
+func (m *Machine) canDonate(o *graph.Op, in, out graph.TensorID, next []Step) bool {
+	if m.flags[in]&(flPinned|flView|flArena|flDonated) != 0 || m.state[in] != Resident ||
+		m.block[in] < 0 || m.bytes[in] != m.bytes[out] {
+		return false
+	}
+	for _, x := range o.Inputs {
+		if x != in && m.root[x] == in {
+			return false
+		}
+	}
+	for _, x := range o.Outputs {
+		if m.root[x] == in {
+			return false
+		}
+	}
+	nt := graph.TensorID(len(m.root))
+	for k := range next {
+		st := &next[k]
+		switch st.Kind {
+		case Free:
+			if st.Tensor == in {
+				return true
+			}
+		case SwapOut, SwapIn:
+			if st.Tensor < 0 || st.Tensor >= nt || m.root[st.Tensor] == in {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// donate ends in's life at the current step after an output took its block
+// in place: its record closes at the previous step (the block's bytes now
+// belong to the output's record), it is freed, and the plan's later free of
+// it releases nothing.
+func (m *Machine) donate(in graph.TensorID) {
+	if r := m.rec[in]; r >= 0 {
+		m.records[r].end = int32(m.step) - 1
+	}
+	m.block[in], m.rec[in] = -1, -1
+	m.state[in] = Freed
+	m.flags[in] |= flDonated
+	m.evict[in] = true
+	m.inPlaceN++
+}
+
+// InPlaceReuses returns how many outputs took an input's storage in place
+// since the Machine was created or reset.
+func (m *Machine) InPlaceReuses() int { return m.inPlaceN }
+
+// AdjacentFree returns the free bytes physically adjacent to t's storage
+// block (what releasing it would merge with, AddressAllocator.AdjacentFree)
+// when the allocator is an AddressAllocator and t's storage is resident
+// with a block of its own; otherwise 0 (other allocators, a storage that is
+// not resident, the atomic-clean arena, an ID out of range). For a view it
+// is its storage's block. Fragmentation-aware eviction (DTR's MegEngine
+// heuristic) adds it to a candidate's size.
+func (m *Machine) AdjacentFree(t graph.TensorID) int64 {
+	if m.addr == nil || t < 0 || int(t) >= len(m.root) {
+		return 0
+	}
+	r := m.root[t]
+	if m.state[r] != Resident || m.block[r] < 0 || m.flags[r]&flArena != 0 {
+		return 0
+	}
+	return m.addr.AdjacentFree(m.block[r])
+}
