@@ -189,7 +189,7 @@ func constInts(v *value, what string) ([]int64, error) {
 		if v != nil {
 			name = " " + strconv.Quote(v.name)
 		}
-		return nil, fmt.Errorf("%s%s is not a constant, expected values known at import time (dynamic shapes are %v)", what, name, ErrUnsupported)
+		return nil, fmt.Errorf("%s%s is not a constant, expected values known at import time: dynamic shapes are %w", what, name, ErrUnsupported)
 	}
 	if v.ints != nil || len(v.flts) == 0 {
 		return v.ints, nil

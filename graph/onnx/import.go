@@ -494,7 +494,7 @@ func (imp *importer) tensorOf(v *value) graph.TensorID {
 	}
 	dt := dtypeOf(v.et)
 	if dt == 0 {
-		imp.b.Errorf("value %q has element type %s, which remat cannot represent: %v", v.name, typeName(v.et), ErrUnsupported)
+		imp.b.Errorf("value %q has element type %s, which remat cannot represent: %w", v.name, typeName(v.et), ErrUnsupported)
 		return graph.NoTensor
 	}
 	kind := v.kind

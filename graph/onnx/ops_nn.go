@@ -44,6 +44,20 @@ func evalBinary(op string, a, b float64, isFloat bool) float64 {
 }
 
 func opBinary(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
+	if op := n.GetOpType(); op == "Max" || op == "Min" {
+		// Variadic: one input is the identity; more than two are not mapped.
+		switch len(in) {
+		case 1:
+			x, err := input(in, 0, "data_0")
+			if err != nil {
+				return nil, err
+			}
+			return []*value{x}, nil
+		case 2:
+		default:
+			return nil, fmt.Errorf("%d inputs: only one or two are %w", len(in), ErrUnsupported)
+		}
+	}
 	a, err := input(in, 0, "A")
 	if err != nil {
 		return nil, err

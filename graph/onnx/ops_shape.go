@@ -922,7 +922,7 @@ func opRange(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 		}
 		f, ok := constScalar(v)
 		if !ok {
-			return nil, fmt.Errorf("%s %q is not a constant scalar (dynamic shapes are %v)", what, v.name, ErrUnsupported)
+			return nil, fmt.Errorf("%s %q is not a constant scalar: dynamic shapes are %w", what, v.name, ErrUnsupported)
 		}
 		p[i], et = f, v.et
 	}
