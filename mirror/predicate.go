@@ -43,18 +43,18 @@ type Rule uint8
 // Rules, in the order the classic predicate evaluates them, then the
 // decisions of the cost-aware pass.
 const (
-	RuleNotForward     Rule = iota + 1 // backward and update ops are never candidates
-	RuleDropout                        // Dropout: its random mask would differ on recompute
-	RuleNotRecomputable                // impure, in-place, or non-deterministic without saved RNG state
-	RuleForceOn                        // attribute force_mirroring=1 (beats the global switch)
-	RuleForceOff                       // attribute force_mirroring=0 (cost-aware pass and later MXNet master)
-	RuleGlobalOff                      // MXNET_BACKWARD_DO_MIRROR=0
-	RuleNeverType                      // Convolution, FullyConnected, Concat, SoftmaxOutput (and Embedding in the cost-aware pass)
-	RuleBatchNorm16                    // BatchNorm in the 1.6 variant
-	RuleDefault                        // everything else is mirrored
-	RuleCostKept                       // cost-aware: recomputing the group would not release more than it allocates
-	RuleSimKept                        // cost-aware: mirroring the group did not lower the simulated peak
-	RuleCostMirrored                   // cost-aware: the group was mirrored and lowered the simulated peak
+	RuleNotForward      Rule = iota + 1 // backward and update ops are never candidates
+	RuleDropout                         // Dropout: its random mask would differ on recompute
+	RuleNotRecomputable                 // impure, in-place, or non-deterministic without saved RNG state
+	RuleForceOn                         // attribute force_mirroring=1 (beats the global switch)
+	RuleForceOff                        // attribute force_mirroring=0 (cost-aware pass and later MXNet master)
+	RuleGlobalOff                       // MXNET_BACKWARD_DO_MIRROR=0
+	RuleNeverType                       // Convolution, FullyConnected, Concat, SoftmaxOutput (and Embedding in the cost-aware pass)
+	RuleBatchNorm16                     // BatchNorm in the 1.6 variant
+	RuleDefault                         // everything else is mirrored
+	RuleCostKept                        // cost-aware: recomputing the group would not release more than it allocates
+	RuleSimKept                         // cost-aware: mirroring the group did not lower the simulated peak
+	RuleCostMirrored                    // cost-aware: the group was mirrored and lowered the simulated peak
 )
 
 var ruleNames = [...]string{"", "not a forward op", "dropout is never mirrored", "not recomputable (impure, in-place or random without saved RNG state)",

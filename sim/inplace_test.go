@@ -47,6 +47,9 @@ func TestAtomicCleanGradAccumulate(t *testing.T) {
 	acc := opNamed(t, g, "act.grad")
 	require.Equal(t, graph.OpGradAccumulate, g.Ops[acc].Type)
 	assert.Equal(t, OpAccumulateGrad, g.Ops[acc].Type)
+	assert.False(t, IsAtomicClean(&g.Ops[acc]), "PyTorch-style accumulation is not memset-initialized")
+	// Mark it as a GE graph's atomic-add accumulator would be.
+	g.Ops[acc].Attrs = map[string]string{AttrAtomicClean: "1"}
 	assert.True(t, IsAtomicClean(&g.Ops[acc]))
 	assert.True(t, IsAtomicClean(&graph.Op{Type: OpAccumulateGradLegacy}))
 	nAtomic := 0

@@ -65,22 +65,24 @@ type Options struct {
 // runs (value "1" or "true").
 const AttrAtomicClean = "atomic_clean"
 
-// OpAccumulateGrad is the op type whose outputs are always memset-initialized
-// (gradient accumulators): the grad_accumulate ops that graph.Differentiate
-// emits where a tensor receives several partial gradients.
+// OpAccumulateGrad is the op type graph.Differentiate emits where a tensor
+// receives several partial gradients (grad_accumulate). Those follow
+// PyTorch: an out-of-place sum allocated when it runs, not a
+// memset-initialized buffer, so they are not atomic clean unless marked with
+// AttrAtomicClean (as a GE graph's atomic-add accumulators would be).
 const OpAccumulateGrad = graph.OpGradAccumulate
 
-// OpAccumulateGradLegacy is the former name of OpAccumulateGrad
-// ("accumulate_grad", also PyTorch's autograd node name); graphs that use it
-// are still recognised as atomic clean.
+// OpAccumulateGradLegacy ("accumulate_grad") is the op type of gradient
+// accumulators that write into a zeroed buffer (atomic adds, as in GE
+// graphs): its outputs are always memset-initialized.
 const OpAccumulateGradLegacy = "accumulate_grad"
 
 // IsAtomicClean reports whether op's outputs are memset-initialized: its
-// type is grad_accumulate (OpAccumulateGrad, or the legacy accumulate_grad)
-// or it has attribute atomic_clean = 1/true. Only outputs with their own
-// storage (not views) are placed by the policy.
+// type is accumulate_grad (OpAccumulateGradLegacy) or it has attribute
+// atomic_clean = 1/true. Only outputs with their own storage (not views) are
+// placed by the policy.
 func IsAtomicClean(op *graph.Op) bool {
-	if op.Type == OpAccumulateGrad || op.Type == OpAccumulateGradLegacy {
+	if op.Type == OpAccumulateGradLegacy {
 		return true
 	}
 	v := op.Attrs[AttrAtomicClean]

@@ -179,7 +179,7 @@ func accGraph(t testing.TB) *graph.Graph {
 	a := b.Op("relu", "a", x).OutBytes("a", 200).TimeNs(10).T()
 	bb := b.Op("relu", "b", a).OutBytes("b", 10).TimeNs(10).T()
 	b.SetPhase(graph.Backward)
-	gg := b.Op(OpAccumulateGrad, "acc", bb).OutBytes("g", 64).TimeNs(10).T()
+	gg := b.Op(OpAccumulateGradLegacy, "acc", bb).OutBytes("g", 64).TimeNs(10).T()
 	b.Op("relu", "out", gg).OutBytes("out", 10).TimeNs(10)
 	g, err := b.Build()
 	require.NoError(t, err)

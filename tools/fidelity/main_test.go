@@ -1,0 +1,91 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/graph/onnx"
+	"github.com/remat-dev/remat/sim"
+)
+
+func importFile(t *testing.T, name string, batch int64) *graph.Graph {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "..", "testdata", "onnx", name+".onnx"))
+	require.NoError(t, err)
+	defer f.Close()
+	g, err := onnx.Import(f, onnx.Options{Batch: batch, Optimizer: graph.OptSGD, InPlaceUpdate: true})
+	require.NoError(t, err)
+	return g
+}
+
+// The checkpoint_sequential plan recomputes the checkpointed segments once
+// each and lowers the peak below the plan without a strategy.
+func TestCheckpointPlan(t *testing.T) {
+	g := importFile(t, "vgg16", 2)
+	base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
+	require.NoError(t, err)
+	p, err := checkpointPlan(g, "features:31:4")
+	require.NoError(t, err)
+	res, err := sim.Simulate(g, p, sim.Options{})
+	require.NoError(t, err)
+	assert.Less(t, res.PeakAllocated, base.PeakAllocated)
+	// Segments of 7 modules: 0-6, 7-13, 14-20 are checkpointed; their
+	// forward ops run twice.
+	assert.Positive(t, res.Recomputes)
+	_, err = checkpointPlan(g, "features:31")
+	assert.ErrorContains(t, err, "expected PREFIX:MODULES:K")
+	_, err = checkpointPlan(g, "nothere:31:4")
+	assert.ErrorContains(t, err, "no forward op name contains")
+}
+
+// TestExportTorch runs tools/export_torch.py on a tiny model and decodes
+// the native JSON it writes.
+func TestExportTorch(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found: skipping the PyTorch exporter test")
+	}
+	if out, err := exec.Command(py, "-c", "import torch").CombinedOutput(); err != nil {
+		t.Skipf("torch is not importable by %s (%v: %s): skipping the PyTorch exporter test", py, err, out)
+	}
+	dir := t.TempDir()
+	src := `import torch.nn as nn
+def Net():
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(inplace=True),
+                         nn.Flatten(), nn.Linear(4 * 8 * 8, 5))
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tinynet.py"), []byte(src), 0o644))
+	out := filepath.Join(dir, "step.json")
+	cmd := exec.Command(py, filepath.Join("..", "export_torch.py"), "--model", "tinynet:Net",
+		"--input-shape", "2,3,8,8", "--measure", "--out", out)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+dir)
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	g, err := graph.ReadFile(out)
+	require.NoError(t, err)
+	// conv 4x3x3x3+4, batch norm 4+4, linear 5x256+5.
+	assert.Equal(t, int64(4*3*3*3+4+4+4+5*256+5), g.ParamCount())
+	assert.NotEqual(t, graph.NoTensor, g.Loss)
+	assert.Positive(t, g.OpsInPhase(graph.Forward))
+	assert.Positive(t, g.OpsInPhase(graph.Backward))
+	assert.Positive(t, g.OpsInPhase(graph.Update))
+	types := map[string]bool{}
+	inplace := false
+	for i := range g.Ops {
+		types[g.Ops[i].Type] = true
+		assert.Positive(t, g.Ops[i].TimeNs, "op %s has no time", g.Ops[i].Name)
+		inplace = inplace || g.Ops[i].Flags.Has(graph.InPlace)
+	}
+	assert.True(t, types["convolution"], "types: %v", types)
+	assert.True(t, types["convolution_backward"], "types: %v", types)
+	assert.True(t, inplace, "relu_ and the SGD update are in place")
+	res, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
+	require.NoError(t, err)
+	assert.Positive(t, res.PeakAllocated)
+}
