@@ -33,12 +33,17 @@ const (
 	// neighbour cost) / (m(s) * distance to the next use), evicting storages
 	// never needed again first. It needs an Oracle.
 	Lookahead
+	// LookaheadMSPS is (c(s) + cost of the evicted ancestors) / (m(s) *
+	// distance to the next use): MSPS's rematerialization cost (what
+	// recomputing s really takes) with Belady's next-use distance in place
+	// of staleness. It needs an Oracle.
+	LookaheadMSPS
 )
 
-var heuristicNames = [...]string{"", "dtr", "dtr-eqclass", "dtr-local", "msps", "lru", "size", "megengine", "lookahead"}
+var heuristicNames = [...]string{"", "dtr", "dtr-eqclass", "dtr-local", "msps", "lru", "size", "megengine", "lookahead", "lookahead-msps"}
 
 // Heuristics lists every heuristic in a fixed order.
-var Heuristics = []Heuristic{HDTR, HDTREqClass, HDTRLocal, MSPS, LRU, Size, MegEngine, Lookahead}
+var Heuristics = []Heuristic{HDTR, HDTREqClass, HDTRLocal, MSPS, LRU, Size, MegEngine, Lookahead, LookaheadMSPS}
 
 // ReferenceHeuristics are the six heuristics of the reference simulator's
 // tables.
@@ -46,11 +51,15 @@ var ReferenceHeuristics = []Heuristic{HDTR, HDTREqClass, HDTRLocal, MSPS, LRU, S
 
 // String returns the heuristic's name.
 func (h Heuristic) String() string {
-	if h < HDTR || h > Lookahead {
+	if h < HDTR || h > LookaheadMSPS {
 		return fmt.Sprintf("heuristic(%d)", uint8(h))
 	}
 	return heuristicNames[h]
 }
+
+// NeedsOracle reports whether the heuristic scores with next-use distances
+// (an Oracle: Replay and RunOnMachine build one from the known schedule).
+func (h Heuristic) NeedsOracle() bool { return h == Lookahead || h == LookaheadMSPS }
 
 // ParseHeuristic parses a heuristic name (aliases: "full", "eqclass",
 // "eq-class", "local", "largest", "megengine").
@@ -72,6 +81,8 @@ func ParseHeuristic(s string) (Heuristic, error) {
 		return MegEngine, nil
 	case "lookahead", "belady":
 		return Lookahead, nil
+	case "lookahead-msps", "belady-msps":
+		return LookaheadMSPS, nil
 	}
 	return 0, fmt.Errorf("heuristic %q: expected one of %s", s, strings.Join(heuristicNames[1:], ", "))
 }
@@ -177,7 +188,7 @@ func (c *Config) Validate() error {
 	if c.EvicteeMinSize < 0 {
 		return fmt.Errorf("dtr config: EvicteeMinSize %d: expected >= 0 bytes", c.EvicteeMinSize)
 	}
-	if c.Heuristic < HDTR || c.Heuristic > Lookahead {
+	if c.Heuristic < HDTR || c.Heuristic > LookaheadMSPS {
 		return fmt.Errorf("dtr config: Heuristic %d: expected one of %s", c.Heuristic, strings.Join(heuristicNames[1:], ", "))
 	}
 	if c.AutoDrop && !c.Drop && !c.Swap {

@@ -195,6 +195,13 @@ func (r *Runtime) evaluate(s int32) score {
 			d = 1
 		}
 		return mkScore(st.compute+r.eqNeighbours(s), r.sizeTerm(s), d)
+	case LookaheadMSPS:
+		n := r.nextUse(s)
+		if n == math.MaxInt64 {
+			return mkScore(0, 1, 1)
+		}
+		d := max(n-r.step, 1)
+		return mkScore(st.compute+r.region(s, true), r.sizeTerm(s), d)
 	}
 	return mkScore(0, 1, 1)
 }

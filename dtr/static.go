@@ -28,7 +28,7 @@ func newDriver(g *graph.Graph, rt *Runtime) *graphDriver {
 	for i := range d.toRT {
 		d.toRT[i] = -1
 	}
-	if rt.cfg.Heuristic == Lookahead {
+	if rt.cfg.Heuristic.NeedsOracle() {
 		rt.SetOracle(newGraphOracle(g, d.rec))
 	}
 	return d

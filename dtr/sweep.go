@@ -65,7 +65,7 @@ func Replay(ctx context.Context, tr *dtrlog.Trace, cfg Config, host Host) (*Runt
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Heuristic == Lookahead {
+	if cfg.Heuristic.NeedsOracle() {
 		rt.SetOracle(newTraceOracle(tr))
 	}
 	return rt, rt.replay(ctx, tr)

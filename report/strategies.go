@@ -53,7 +53,7 @@ func Strategies() []Strategy {
 		{"chen-sqrt", "Chen et al. 2016: keep every sqrt(n)-th stage output", runChenSqrt},
 		{"chen-greedy", "Chen et al. 2016: greedy budget planner with the sqrt(x*y) search", runChenGreedy},
 		{"optimal-chain", "Rotor-style optimal checkpointing over the graph's chain of stages", runOptimalChain},
-		{"dtr", "DTR runtime eviction (h_DTR eq-class) within the budget", runDTR},
+		{"dtr", "DTR runtime eviction within the budget (lookahead heuristic: the op sequence is known)", runDTR},
 	}
 }
 
@@ -215,6 +215,10 @@ func runDTR(ctx context.Context, env *Env) (*Outcome, error) {
 		return nil, err
 	}
 	cfg := dtr.DefaultConfig()
+	// The graph's op sequence is known, so the next-use distance is available:
+	// lookahead was the best or within 1% of the best on resnet50, gpt and
+	// vgg19 at half their peak (dtr's TestGraphHeuristics).
+	cfg.Heuristic = dtr.Lookahead
 	s := env.Settings
 	if v := s.Size(config.DTREvicteeMinimumSize); v >= 0 {
 		cfg.EvicteeMinSize = v

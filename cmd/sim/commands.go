@@ -481,6 +481,7 @@ be applied in another framework or replayed with 'sim report --graph'.`,
 
 func dtrConfig(env *report.Env) dtr.Config {
 	cfg := dtr.DefaultConfig()
+	cfg.Heuristic = dtr.Lookahead
 	cfg.Budget = env.Limit()
 	return cfg
 }

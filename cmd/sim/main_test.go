@@ -62,6 +62,7 @@ func TestGolden(t *testing.T) {
 		{"validate", []string{"validate", "testdata/chain4.json"}},
 		{"report_chain", []string{"report", "--model", "chain", "--depth", "8", "--device", "none", "--budget", "0.5"}},
 		{"report_resnet18", []string{"report", "--model", "resnet18", "--batch", "2", "--device", "t4"}},
+		{"report_resnet50_b32_a100_baseline", []string{"report", "--model", "resnet50", "--batch", "32", "--device", "a100-40gb", "--strategies", "none"}},
 		{"sweep_chain", []string{"sweep", "--model", "chain", "--depth", "8", "--device", "none", "--ratios", "1,0.6,0.4", "--strategies", "chen-greedy,sublinear-budget,optimal-chain,dtr"}},
 		{"maxbatch_mlp", []string{"maxbatch", "--model", "mlp", "--device", "t4", "--budget", "64MiB", "--strategies", "none,mirror,sublinear-budget"}},
 	}

@@ -113,7 +113,7 @@ func TestTransformerMapping(t *testing.T) {
 	}
 	// Per layer: in_proj, out_proj (Gemm), linear1, linear2; plus the head.
 	assert.Equal(t, 2*4+1, count[graph.OpLinear])
-	assert.Equal(t, 2*2, count[graph.OpMatMul]) // q@k^T and attn@v per layer
+	assert.Equal(t, 2*2, count[graph.OpMatMul])  // q@k^T and attn@v per layer
 	assert.Equal(t, 2*4, count[graph.OpDropout]) // attention, dropout1, dropout, dropout2
 	assert.Equal(t, 2*2+1, count[graph.OpLayerNorm])
 	assert.Equal(t, 1, count[graph.OpEmbedding])

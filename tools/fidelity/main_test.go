@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,12 +48,24 @@ func TestCheckpointPlan(t *testing.T) {
 // TestExportTorch runs tools/export_torch.py on a tiny model and decodes
 // the native JSON it writes.
 func TestExportTorch(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found: skipping the PyTorch exporter test")
+	// REMAT_PYTHON, else the first of /usr/bin/python3 and python3 on PATH
+	// that imports torch.
+	cands := []string{os.Getenv("REMAT_PYTHON"), "/usr/bin/python3", "python3"}
+	py := ""
+	var tried []string
+	for _, c := range cands {
+		if c == "" {
+			continue
+		}
+		if out, err := exec.Command(c, "-c", "import torch").CombinedOutput(); err == nil {
+			py = c
+			break
+		} else {
+			tried = append(tried, fmt.Sprintf("%s: %v %s", c, err, out))
+		}
 	}
-	if out, err := exec.Command(py, "-c", "import torch").CombinedOutput(); err != nil {
-		t.Skipf("torch is not importable by %s (%v: %s): skipping the PyTorch exporter test", py, err, out)
+	if py == "" {
+		t.Skipf("no python3 with torch (set REMAT_PYTHON): skipping the PyTorch exporter test; tried %v", tried)
 	}
 	dir := t.TempDir()
 	src := `import torch.nn as nn
