@@ -26,6 +26,8 @@ type Env struct {
 	Seed uint64
 	// Trace makes the simulator record trace events (for a Chrome trace).
 	Trace bool
+
+	planningLimit int64 // set by RunStrategy when a plan overshot the device
 }
 
 // NewEnv validates the pieces of an Env. A nil settings snapshot means the

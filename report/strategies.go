@@ -39,21 +39,26 @@ type Strategy struct {
 	Description string
 	// Run plans (or runs) the step in env.
 	Run func(ctx context.Context, env *Env) (*Outcome, error)
+	// PlansForLimit marks static strategies that plan for env.Limit() in
+	// allocated bytes; the runner lowers their planning limit when the
+	// allocator's overhead (rounding, fragmentation) makes the plan
+	// overshoot the device.
+	PlansForLimit bool
 }
 
 // Strategies returns every strategy, in report order.
 func Strategies() []Strategy {
 	return []Strategy{
-		{"none", "no recomputation: free each tensor after its last use (PyTorch's default)", runNone},
-		{"mirror", "MXNet 1.x mirror pass (MXNET_BACKWARD_DO_MIRROR=1, BatchNorm mirrored as in 1.7+)", runMirror},
-		{"mirror-cost", "cost-aware mirror judged by the simulator: never raises the peak", runMirrorCost},
-		{"sublinear", "MegEngine sublinear search, threshold presets only (MegEngine defaults)", runSublinear(false)},
-		{"sublinear-ga", "MegEngine sublinear search with the genetic algorithm", runSublinear(true)},
-		{"sublinear-budget", "sublinear search minimizing recompute time within the budget", runSublinearBudget},
-		{"chen-sqrt", "Chen et al. 2016: keep every sqrt(n)-th stage output", runChenSqrt},
-		{"chen-greedy", "Chen et al. 2016: greedy budget planner with the sqrt(x*y) search", runChenGreedy},
-		{"optimal-chain", "Rotor-style optimal checkpointing over the graph's chain of stages", runOptimalChain},
-		{"dtr", "DTR runtime eviction within the budget (lookahead heuristic: the op sequence is known)", runDTR},
+		{"none", "no recomputation: free each tensor after its last use (PyTorch's default)", runNone, false},
+		{"mirror", "MXNet 1.x mirror pass (MXNET_BACKWARD_DO_MIRROR=1, BatchNorm mirrored as in 1.7+)", runMirror, false},
+		{"mirror-cost", "cost-aware mirror judged by the simulator: never raises the peak", runMirrorCost, false},
+		{"sublinear", "MegEngine sublinear search, threshold presets only (MegEngine defaults)", runSublinear(false), false},
+		{"sublinear-ga", "MegEngine sublinear search with the genetic algorithm", runSublinear(true), false},
+		{"sublinear-budget", "sublinear search minimizing recompute time within the budget", runSublinearBudget, true},
+		{"chen-sqrt", "Chen et al. 2016: keep every sqrt(n)-th stage output", runChenSqrt, false},
+		{"chen-greedy", "Chen et al. 2016: greedy budget planner with the sqrt(x*y) search", runChenGreedy, false},
+		{"optimal-chain", "Rotor-style optimal checkpointing over the graph's chain of stages", runOptimalChain, true},
+		{"dtr", "DTR runtime eviction within the budget (lookahead heuristic: the op sequence is known)", runDTR, false},
 	}
 }
 
@@ -115,6 +120,15 @@ func runMirrorCost(ctx context.Context, env *Env) (*Outcome, error) {
 	return &Outcome{Plan: res.Plan, Detail: fmt.Sprintf("%d ops mirrored", res.Mirrored)}, nil
 }
 
+// planLimit is the limit static planners aim at: Limit, or the lowered
+// limit the runner set after an overshoot.
+func (e *Env) planLimit() int64 {
+	if e.planningLimit > 0 {
+		return e.planningLimit
+	}
+	return e.Limit()
+}
+
 func (e *Env) searchOptions() (sublinear.SearchOptions, error) {
 	s := e.Settings
 	o := sublinear.DefaultSearchOptions()
@@ -158,7 +172,7 @@ func runSublinear(ga bool) func(ctx context.Context, env *Env) (*Outcome, error)
 }
 
 func runSublinearBudget(ctx context.Context, env *Env) (*Outcome, error) {
-	limit := env.Limit()
+	limit := env.planLimit()
 	if limit <= 0 {
 		return &Outcome{Status: StatusInfeasible, Reason: "needs a budget (--budget) or a device with a capacity"}, nil
 	}
@@ -191,7 +205,7 @@ func (e *Env) optimalOptions() (sublinear.OptimalOptions, error) {
 }
 
 func runOptimalChain(ctx context.Context, env *Env) (*Outcome, error) {
-	limit := env.Limit()
+	limit := env.planLimit()
 	if limit <= 0 {
 		return &Outcome{Status: StatusInfeasible, Reason: "needs a budget (--budget) or a device with a capacity"}, nil
 	}

@@ -40,6 +40,7 @@ import json
 import os
 import sys
 import time
+import weakref
 
 import torch
 import torch.nn.functional as F
@@ -64,8 +65,12 @@ class _Recorder(TorchDispatchMode):
         super().__init__()
         self.tensors = []  # dicts in the JSON layout
         self.ops = []
-        self.ids = {}  # id(python tensor) -> tensor id
-        self.keep = []  # strong references: ids and storages stay unique while tracing
+        # id(python tensor) -> (weak reference, tensor id). Only weak
+        # references: a strong one would raise the tensors' use counts and
+        # change what PyTorch does (AccumulateGrad steals a gradient only when
+        # nothing else holds it, else it copies it).
+        self.ids = {}
+        self.keep = []  # the storages: data pointers stay unique while tracing
         self.roots = {}  # storage data_ptr -> root tensor id
         self.phase = "forward"
         self.measure = measure
@@ -90,12 +95,19 @@ class _Recorder(TorchDispatchMode):
         if producer is not None:
             rec["producer"] = producer
         self.tensors.append(rec)
-        self.ids[id(t)] = tid
-        self.keep.append(t)
+        self.ids[id(t)] = (weakref.ref(t), tid)
+        self.keep.append(t.storage())
         return tid
 
+    def lookup(self, t):
+        """The tensor id of a live python tensor, or None."""
+        e = self.ids.get(id(t))
+        if e is None or e[0]() is not t:
+            return None
+        return e[1]
+
     def tensor_id(self, t):
-        tid = self.ids.get(id(t))
+        tid = self.lookup(t)
         if tid is None:  # created outside the step: a constant
             tid = self.add_tensor(t, "const%d" % len(self.tensors), "constant")
         return tid
@@ -123,7 +135,7 @@ class _Recorder(TorchDispatchMode):
         inplace = False
         for j, o in enumerate(outs):
             kind = {"forward": "activation", "backward": "gradient", "update": "parameter"}[self.phase]
-            prev = self.ids.get(id(o))
+            prev = self.lookup(o)
             if prev is not None:
                 # The op returned one of its arguments: an in-place write.
                 inplace = inplace or writes
@@ -174,10 +186,10 @@ def trace_step(model, inputs, labels, loss_fn=F.cross_entropy, optimizer=None, m
             loss.backward()
             rec.phase = "update"
             optimizer.step()
-        loss_id = rec.ids.get(id(loss))
+        loss_id = rec.lookup(loss)
         for n, p in model.named_parameters():
-            if p.grad is not None and id(p.grad) in rec.ids:
-                g = rec.tensors[rec.ids[id(p.grad)]]
+            if p.grad is not None and rec.lookup(p.grad) is not None:
+                g = rec.tensors[rec.lookup(p.grad)]
                 if g["kind"] == "gradient":
                     g["kind"] = "param_gradient"
                     g["name"] = n + ".grad"
