@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/remat-dev/remat/config"
 	"github.com/remat-dev/remat/graph/models"
 	"github.com/remat-dev/remat/sim"
 )
@@ -49,4 +50,24 @@ func TestCompareEveryStrategyOnResNet18(t *testing.T) {
 	}
 	assert.Equal(t, "none", rep.Rows[0].Strategy)
 	assert.InDelta(t, 1.0, rep.Rows[0].Overhead, 1e-12)
+}
+
+func TestMirrorStrategyFollowsTheGlobalSwitch(t *testing.T) {
+	g, err := models.Build("resnet18", models.Options{Batch: 2})
+	require.NoError(t, err)
+	mirrorOnly, err := LookupStrategies([]string{"mirror"})
+	require.NoError(t, err)
+	run := func(env map[string]string) Row {
+		s, _, err := config.Load(config.MapEnv(env))
+		require.NoError(t, err)
+		e, err := NewEnv(g, sim.Profile{}, "ideal", 0, s)
+		require.NoError(t, err)
+		return RunStrategy(context.Background(), e, mirrorOnly[0])
+	}
+	def := run(nil)
+	assert.Greater(t, def.Recomputes, 0, "choosing the strategy turns mirroring on")
+	off := run(map[string]string{"MXNET_BACKWARD_DO_MIRROR": "0"})
+	assert.Equal(t, 0, off.Recomputes, "an explicit 0 is MXNet's global switch")
+	on := run(map[string]string{"MXNET_BACKWARD_DO_MIRROR": "1"})
+	assert.Equal(t, def.Recomputes, on.Recomputes)
 }

@@ -98,8 +98,20 @@ func runNone(_ context.Context, env *Env) (*Outcome, error) {
 	return &Outcome{Plan: sim.DefaultPlan(env.Graph)}, nil
 }
 
+// mirrorSwitch is MXNET_BACKWARD_DO_MIRROR for the mirror strategy: an
+// explicit value (environment, option or flag) is the global switch, so
+// MXNET_BACKWARD_DO_MIRROR=0 leaves only ops with force_mirroring=1 mirrored,
+// as in MXNet; left at its default, choosing the strategy turns it on.
+func (e *Env) mirrorSwitch() bool {
+	v := e.Settings.Value(config.BackwardDoMirror)
+	if v.Source.Kind == config.SourceDefault {
+		return true
+	}
+	return e.Settings.Bool(config.BackwardDoMirror)
+}
+
 func runMirror(_ context.Context, env *Env) (*Outcome, error) {
-	res, err := mirror.Classic(env.Graph, mirror.Predicate{DoMirror: true, Variant: mirror.MXNet17})
+	res, err := mirror.Classic(env.Graph, mirror.Predicate{DoMirror: env.mirrorSwitch(), Variant: mirror.MXNet17})
 	if err != nil {
 		return nil, err
 	}
