@@ -452,9 +452,14 @@ be applied in another framework or replayed with 'sim report --graph'.`,
 			return usagef("--strategy is required (one of %s)", strings.Join(report.StrategyNames(), ", "))
 		}
 		c.strategies = strategy
-		env, sts, _, err := a.env(cmd.Context(), &c)
+		env, sts, s, err := a.env(cmd.Context(), &c)
 		if err != nil {
 			return err
+		}
+		// A plan is what one training run applies: MegEngine refuses
+		// sublinear planning with DTR enabled, and so does remat.
+		if err := config.CheckExclusive(strings.HasPrefix(strategy, "sublinear"), s.DTREnabled()); err != nil {
+			return usageError{err}
 		}
 		row := report.RunStrategy(cmd.Context(), env, sts[0])
 		if row.Plan == nil {

@@ -102,6 +102,10 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"report", "--model", "chain", "--mirror", "maybe"}, exitUsage, "--mirror"},
 		{[]string{"report", "--model", "chain", "--depth", "8", "--device", "none", "--strategies", "none", "--fail-over", "1MiB"}, exitFailOver, "fail-over"},
 	}
+	// Sublinear planning and DTR cannot be enabled together.
+	_, errOut, code := run(t, map[string]string{"MEGENGINE_ENABLE_DROP": "1"}, "plan", "--model", "chain", "--strategy", "sublinear")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, "DTR")
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			out, errOut, code := run(t, fixedEnv, c.args...)
