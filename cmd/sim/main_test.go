@@ -184,3 +184,29 @@ func TestPlotFiles(t *testing.T) {
 	assert.Equal(t, exitError, code)
 	assert.Contains(t, errOut, ".svg or .png")
 }
+
+// Every committed ONNX model reports at batch 32 (issue acceptance:
+// `sim report --onnx testdata/onnx/X.onnx --batch 32`).
+func TestReportONNX(t *testing.T) {
+	files, err := filepath.Glob("../../testdata/onnx/*.onnx")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			out, errOut, code := run(t, fixedEnv, "report", "--onnx", f, "--batch", "32", "--strategies", "none,mirror-cost,sublinear", "--format", "json")
+			require.Equal(t, 0, code, errOut)
+			var rep struct {
+				Rows []struct {
+					Status        string `json:"status"`
+					PeakAllocated int64  `json:"peak_allocated"`
+				} `json:"rows"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(out), &rep))
+			require.Len(t, rep.Rows, 3)
+			for _, r := range rep.Rows {
+				assert.Equal(t, "ok", r.Status)
+				assert.Greater(t, r.PeakAllocated, int64(0))
+			}
+		})
+	}
+}
