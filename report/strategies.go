@@ -250,6 +250,15 @@ func runDTR(ctx context.Context, env *Env) (*Outcome, error) {
 		cfg.EvicteeMinSize = v
 	}
 	cfg.Swap = s.Bool(config.DTREnableSwap)
+	// Choosing the strategy enables dropping; an explicit
+	// MEGENGINE_ENABLE_DROP or MEGENGINE_DTR_AUTO_DROP (environment or flag)
+	// is honoured, so DROP=0 with SWAP=1 gives a swap-only run.
+	if v := s.Value(config.DTREnableDrop); v.Source.Kind != config.SourceDefault {
+		cfg.Drop = s.Bool(config.DTREnableDrop)
+	}
+	if v := s.Value(config.DTRAutoDrop); v.Source.Kind != config.SourceDefault {
+		cfg.AutoDrop = s.Bool(config.DTRAutoDrop)
+	}
 	cfg.Threshold = s.Size(config.DTREvictionThreshold)
 	cfg.Budget = env.Limit()
 	if cfg.Budget <= 0 && cfg.Threshold <= 0 {

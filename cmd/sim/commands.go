@@ -516,7 +516,7 @@ not fit). With --dtr-log and --strategies dtr it follows the DTR paper's protoco
 log: budget = ratio x baseline peak, thrash past 1x extra compute, overhead = clock /
 baseline compute, for each --heuristic; --parity follows the reference simulator exactly.`,
 		Example: `  sim sweep --model resnet50 --batch 32 --ratios 1,0.8,0.6,0.4 --plot sweep.svg
-  sim sweep --dtr-log resnet32.log --strategies dtr --heuristic eq-class --ratios 1.0,0.9,0.8,0.7,0.6,0.5,0.4,0.3,0.2,0.1 --format json
+  sim sweep --dtr-log resnet32.log --strategy dtr --heuristic eq-class --ratios 1.0,0.9,0.8,0.7,0.6,0.5,0.4,0.3,0.2,0.1 --format json
   sim sweep --dtr-log unet.log --strategies dtr --heuristic all --parity`,
 		Args: cobra.NoArgs,
 	}
@@ -527,10 +527,18 @@ baseline compute, for each --heuristic; --parity follows the reference simulator
 	f.StringVar(&heuristics, "heuristic", "eq-class", "DTR heuristics for --dtr-log sweeps (comma-separated, or 'all')")
 	f.BoolVar(&parity, "parity", false, "DTR log sweeps: follow the reference simulator's semantics exactly")
 	f.StringVar(&plot, "plot", "", "draw overhead vs budget (FILE.svg or FILE.png)")
+	var one string
+	f.StringVar(&one, "strategy", "", "one strategy (same as --strategies with one name)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		format, err := a.outFormat()
 		if err != nil {
 			return err
+		}
+		if one != "" {
+			if cmd.Flags().Changed("strategies") {
+				return usagef("give --strategy or --strategies, not both")
+			}
+			c.strategies = one
 		}
 		rs, err := parseRatios(ratios)
 		if err != nil {

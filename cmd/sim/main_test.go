@@ -210,3 +210,43 @@ func TestReportONNX(t *testing.T) {
 		})
 	}
 }
+
+func TestConvertRoundTripAndDTRLogSweep(t *testing.T) {
+	in, err := os.ReadFile("testdata/chain4.json")
+	require.NoError(t, err)
+	out, errOut, code := run(t, fixedEnv, "convert", "testdata/chain4.json", "-")
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, string(in), out, "remat JSON converts to itself byte for byte")
+	p := filepath.Join(t.TempDir(), "x.json")
+	_, errOut, code = run(t, fixedEnv, "convert", "testdata/chain4.json", p)
+	require.Equal(t, 0, code, errOut)
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	assert.Equal(t, in, b)
+	_, errOut, code = run(t, fixedEnv, "convert", "testdata/chain4.json", filepath.Join(t.TempDir(), "x.txt"))
+	assert.Equal(t, exitUsage, code, errOut)
+
+	// A DTR log (graph/dtrlog's small hand-written one) converts and sweeps;
+	// a malformed one is an error naming the line.
+	_, errOut, code = run(t, fixedEnv, "validate", "../../graph/dtrlog/testdata/bad_negative.log")
+	assert.Equal(t, exitError, code)
+	assert.Contains(t, errOut, "line")
+	logs := []string{"../../graph/dtrlog/testdata/small.log"}
+	_, errOut, code = run(t, fixedEnv, "convert", logs[0], "-")
+	require.Equal(t, 0, code, errOut)
+	out, errOut, code = run(t, fixedEnv, "sweep", "--dtr-log", logs[0], "--strategy", "dtr", "--heuristic", "eq-class,lru", "--ratios", "1,0.5", "--format", "json")
+	require.Equal(t, 0, code, errOut)
+	var sw struct {
+		Kind string `json:"kind"`
+		Runs []struct {
+			Heuristic string `json:"heuristic"`
+			Results   []struct {
+				Status string `json:"status"`
+			} `json:"results"`
+		} `json:"runs"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &sw))
+	assert.Equal(t, "dtr-sweep", sw.Kind)
+	require.Len(t, sw.Runs, 2)
+	assert.Len(t, sw.Runs[0].Results, 2)
+}
