@@ -283,8 +283,9 @@ func opSoftmax(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 	return imp.emit1(n, typ, []*value{x}, imp.newOut(n, 0, x.et, x.shape), 5*numel(x.shape), "dim", strconv.Itoa(axis))
 }
 
-// opDropout: training-mode dropout becomes dropout (y, mask); inference
-// dropout is the identity.
+// opDropout: training-mode dropout becomes dropout (y, mask), the mask's
+// element type set by Options.DropoutMask; inference dropout is the
+// identity.
 func opDropout(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 	x, err := input(in, 0, "data")
 	if err != nil {
@@ -337,7 +338,14 @@ func opDropout(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 		return outs, nil
 	}
 	y := imp.newOut(n, 0, x.et, x.shape)
-	mask := imp.newOut(n, 1, int32(TensorProto_UINT8), x.shape)
+	// The mask the backward reads: one byte per element, or the scaled
+	// noise of the input's type that PyTorch's unfused (CPU) dropout saves
+	// (see DropoutMask).
+	met := int32(TensorProto_UINT8)
+	if imp.opts.DropoutMask == DropoutMaskLikeInput {
+		met = x.et
+	}
+	mask := imp.newOut(n, 1, met, x.shape)
 	ob, err := imp.emit(n, graph.OpDropout, []*value{x}, []*value{y, mask}, 2*numel(x.shape), "p", ftoa(ratio))
 	if err != nil {
 		return nil, err
