@@ -265,6 +265,7 @@ func runDTR(ctx context.Context, env *Env) (*Outcome, error) {
 		return &Outcome{Status: StatusInfeasible, Reason: "needs a budget (--budget), a device with a capacity or MEGENGINE_DTR_EVICTION_THRESHOLD"}, nil
 	}
 	so.Capacity = -1
+	so.Timeline = true
 	m, err := sim.NewMachine(env.Graph, so)
 	if err != nil {
 		return nil, err

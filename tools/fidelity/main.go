@@ -10,6 +10,10 @@
 // the segment inputs, and each such segment is recomputed right before the
 // first backward op that differentiates one of its ops.
 //
+// The ONNX import models PyTorch on CPU by default (-dropout-mask
+// like-input: dropout saves a mask of the input's type, see
+// onnx.DropoutMaskLikeInput), since the harness measures CPU steps.
+//
 // Output: one JSON object {"graph", "ops", "params", "peak_allocated"}.
 //
 //	go run ./tools/fidelity -onnx testdata/onnx/resnet18.onnx -batch 2
@@ -54,6 +58,7 @@ func run(args []string) error {
 	dims := fs.String("dims", "", "other symbolic dimensions, name=size,...")
 	optim := fs.String("optimizer", "sgd", "optimizer appended to the ONNX import (updates in place)")
 	ckpt := fs.String("checkpoint", "", "PREFIX:MODULES:K: plan of checkpoint_sequential over module PREFIX (ONNX only)")
+	mask := fs.String("dropout-mask", "like-input", "mask each training-mode Dropout saves (ONNX only): like-input (PyTorch on CPU, what the harness measures) or byte (PyTorch on CUDA)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -66,7 +71,11 @@ func run(args []string) error {
 			return err
 		}
 		defer f.Close()
-		opts := onnx.Options{Batch: *batch, Optimizer: graph.Optimizer(*optim), InPlaceUpdate: true}
+		dm, err := onnx.ParseDropoutMask(*mask)
+		if err != nil {
+			return fmt.Errorf("-dropout-mask: %w", err)
+		}
+		opts := onnx.Options{Batch: *batch, Optimizer: graph.Optimizer(*optim), InPlaceUpdate: true, DropoutMask: dm}
 		if *dims != "" {
 			opts.Dims = map[string]int64{}
 			for _, kv := range strings.Split(*dims, ",") {

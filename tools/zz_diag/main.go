@@ -18,7 +18,11 @@ func main() {
 	if mode == "onnx" {
 		f, _ := os.Open(os.Args[2])
 		b, _ := strconv.Atoi(os.Args[3])
-		g, err = onnx.Import(f, onnx.Options{Batch: int64(b), Optimizer: graph.OptSGD, InPlaceUpdate: true})
+		dm := onnx.DropoutMaskLikeInput
+		if os.Getenv("BYTE") != "" {
+			dm = onnx.DropoutMaskByte
+		}
+		g, err = onnx.Import(f, onnx.Options{Batch: int64(b), Optimizer: graph.OptSGD, InPlaceUpdate: true, DropoutMask: dm})
 	} else {
 		g, err = graph.ReadFile(os.Args[2])
 	}
