@@ -2,7 +2,11 @@ package dtr
 
 import (
 	"context"
+	"math/rand/v2"
+	"os"
 	"testing"
+
+	"github.com/remat-dev/remat/graph/dtrlog"
 )
 
 func benchSweep(b *testing.B, h Heuristic, parity bool) {
@@ -48,3 +52,145 @@ func BenchmarkSweepEqClassSqrt(b *testing.B) {
 	}
 	b.ReportMetric(float64(evals), "evals/op")
 }
+
+// benchSweepDefault runs the default-mode sweep (DefaultConfig with
+// EvicteeMinSize 0) of both logs with the candidate index or with the
+// linear scan (Config.Scan).
+func benchSweepDefault(b *testing.B, h Heuristic, scan bool) {
+	base := DefaultConfig()
+	base.EvicteeMinSize = 0
+	base.Scan = scan
+	var evals, evictions int64
+	trs := []*dtrlog.Trace{loadTrace(b, "resnet32"), loadTrace(b, "unet")}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		evals, evictions = 0, 0
+		for _, tr := range trs {
+			res, err := Sweep(context.Background(), tr, SweepOptions{Heuristic: h, Base: &base})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, rr := range res.Results {
+				evals += rr.HeuristicEvals
+				evictions += rr.Evictions
+			}
+		}
+	}
+	b.ReportMetric(float64(evals), "evals/op")
+	b.ReportMetric(float64(evictions), "evictions/op")
+}
+
+// Default mode: candidate index vs linear scan, same choices.
+func BenchmarkSweepDefaultEqClassIndex(b *testing.B) { benchSweepDefault(b, HDTREqClass, false) }
+func BenchmarkSweepDefaultEqClassScan(b *testing.B)  { benchSweepDefault(b, HDTREqClass, true) }
+func BenchmarkSweepDefaultDTRIndex(b *testing.B)     { benchSweepDefault(b, HDTR, false) }
+func BenchmarkSweepDefaultDTRScan(b *testing.B)      { benchSweepDefault(b, HDTR, true) }
+func BenchmarkSweepDefaultLocalIndex(b *testing.B)   { benchSweepDefault(b, HDTRLocal, false) }
+func BenchmarkSweepDefaultLocalScan(b *testing.B)    { benchSweepDefault(b, HDTRLocal, true) }
+func BenchmarkSweepDefaultMSPSIndex(b *testing.B)    { benchSweepDefault(b, MSPS, false) }
+func BenchmarkSweepDefaultMSPSScan(b *testing.B)     { benchSweepDefault(b, MSPS, true) }
+
+// lstmProgram drives rt with an unrolled LSTM-like training step of n time
+// steps: per step an input x_t, gates g_t (from x_t, h_{t-1} and the
+// weights) and state h_t, all kept for the backward pass, so the forward pass
+// ends with about 3n live eviction candidates; the backward pass walks the
+// steps in reverse, reading g_t, h_{t-1}, x_t and releasing them. Sizes and
+// costs are drawn from rng. It returns the peak bytes the program would need
+// without eviction (for choosing budgets) and the first error.
+func lstmProgram(rt *Runtime, n int, rng *rand.Rand) (int64, error) {
+	w, err := rt.Constant(1 << 20)
+	if err != nil {
+		return 0, err
+	}
+	peak := int64(1 << 20)
+	_, h0, err := rt.Compute(nil, 1000, []Output{{Bytes: 4096, AliasOf: -1}})
+	if err != nil {
+		return 0, err
+	}
+	xs := make([]TensorID, n+1)
+	gs := make([]TensorID, n+1)
+	hs := make([]TensorID, n+1)
+	hs[0] = h0[0]
+	peak += 4096
+	for t := 1; t <= n; t++ {
+		sx := 1024 + int64(rng.IntN(4096))
+		sh := 2048 + int64(rng.IntN(4096))
+		_, x, err := rt.Compute([]TensorID{w}, 500+int64(rng.IntN(2000)), []Output{{Bytes: sx, AliasOf: -1}})
+		if err != nil {
+			return peak, err
+		}
+		_, g, err := rt.Compute([]TensorID{x[0], hs[t-1], w}, 5000+int64(rng.IntN(20000)), []Output{{Bytes: 4 * sh, AliasOf: -1}})
+		if err != nil {
+			return peak, err
+		}
+		_, h, err := rt.Compute([]TensorID{g[0], hs[t-1]}, 1000+int64(rng.IntN(4000)), []Output{{Bytes: sh, AliasOf: -1}})
+		if err != nil {
+			return peak, err
+		}
+		xs[t], gs[t], hs[t] = x[0], g[0], h[0]
+		peak += sx + 5*sh
+	}
+	_, dh, err := rt.Compute([]TensorID{hs[n]}, 1000, []Output{{Bytes: 4096, AliasOf: -1}})
+	if err != nil {
+		return peak, err
+	}
+	cur := dh[0]
+	for t := n; t >= 1; t-- {
+		_, d, err := rt.Compute([]TensorID{cur, gs[t], hs[t-1], xs[t], w}, 10000+int64(rng.IntN(30000)), []Output{{Bytes: 4096, AliasOf: -1}})
+		if err != nil {
+			return peak, err
+		}
+		for _, r := range []TensorID{cur, gs[t], xs[t], hs[t]} {
+			if err := rt.Release(r); err != nil {
+				return peak, err
+			}
+		}
+		cur = d[0]
+	}
+	return peak, nil
+}
+
+// benchLSTM runs lstmProgram with n steps at the given fraction of its
+// no-eviction peak, with the index or the scan.
+func benchLSTM(b *testing.B, h Heuristic, n int, frac float64, scan bool) {
+	if scan && os.Getenv("DTR_BENCH_SCAN") == "" {
+		b.Skip("the linear scan takes about 16 s per run here; set DTR_BENCH_SCAN=1 to run it")
+	}
+	probe, err := New(DefaultConfig(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	peak, err := lstmProgram(probe, n, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var st Stats
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		cfg := DefaultConfig()
+		cfg.EvicteeMinSize = 0
+		cfg.Heuristic = h
+		cfg.Scan = scan
+		cfg.Budget = int64(float64(peak) * frac)
+		rt, err := New(cfg, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := lstmProgram(rt, n, rand.New(rand.NewPCG(1, 2))); err != nil {
+			b.Fatal(err)
+		}
+		st = rt.Stats()
+	}
+	b.ReportMetric(float64(st.HeuristicEvals), "evals/op")
+	b.ReportMetric(float64(st.Evictions), "evictions/op")
+	b.ReportMetric(float64(st.HeuristicEvals)/float64(max(st.Evictions, 1)), "evals/eviction")
+}
+
+// Long synthetic trace: 40,000 LSTM steps, about 120,000 live candidates at
+// the end of the forward pass, budget 99% of the peak (about 2,000
+// evictions, each scanning ~118,000 candidates without the index). The scan
+// variants run only with DTR_BENCH_SCAN=1.
+func BenchmarkLSTM40kEqClassIndex(b *testing.B) { benchLSTM(b, HDTREqClass, 40000, 0.99, false) }
+func BenchmarkLSTM40kEqClassScan(b *testing.B)  { benchLSTM(b, HDTREqClass, 40000, 0.99, true) }
+func BenchmarkLSTM40kLocalIndex(b *testing.B)   { benchLSTM(b, HDTRLocal, 40000, 0.99, false) }
+func BenchmarkLSTM40kLocalScan(b *testing.B)    { benchLSTM(b, HDTRLocal, 40000, 0.99, true) }

@@ -145,6 +145,12 @@ type Config struct {
 	// RematLimit: once the rematerialization compute exceeds this many ns
 	// the run fails with ErrThrashing. 0 = no limit.
 	RematLimit int64
+	// Scan forces the linear scan of the candidate pool on every eviction.
+	// By default (outside parity mode, without sqrt sampling) dtr,
+	// dtr-eqclass, dtr-local, msps, lru and size search an index instead,
+	// which returns the same candidate with fewer score evaluations (see
+	// docs/dtr.md); Scan is for measurement and cross-checking.
+	Scan bool
 	// Parity follows the reference simulator simrd exactly: exact score
 	// comparison with ties to the later candidate in pool order, a linear
 	// scan of the pool that stops at a zero score, no size filter.

@@ -48,6 +48,26 @@ func cmpScore(a, b score) int {
 	return x.Cmp(&y)
 }
 
+// cmp compares scores for the runtime: outside parity mode an infinite
+// score (zero size or zero staleness) is above every finite one even when
+// its numerator is 0 (0/0, which the exact comparison of cmpScore would
+// call a tie with anything and so make the order intransitive); parity mode
+// keeps cmpScore as it is.
+func (r *Runtime) cmp(a, b score) int {
+	if !r.cfg.Parity {
+		ai, bi := math.IsInf(a.f, 1), math.IsInf(b.f, 1)
+		switch {
+		case ai && bi:
+			return 0
+		case ai:
+			return 1
+		case bi:
+			return -1
+		}
+	}
+	return cmpScore(a, b)
+}
+
 func (r *Runtime) staleness(s int32) int64 {
 	return r.stats.Clock - r.storages[s].lastAccess
 }
@@ -210,6 +230,23 @@ func (r *Runtime) evaluate(s int32) score {
 // the reference, ties go to the later candidate in pool order and a zero
 // score stops the scan.
 func (r *Runtime) choose() int32 {
+	if r.idx != nil && !r.fragMode {
+		if s := r.chooseIndexed(); s >= 0 {
+			if r.idxCheck {
+				evals := r.stats.HeuristicEvals
+				if r.scan() != s {
+					r.idxMismatch++
+				}
+				r.stats.HeuristicEvals = evals
+			}
+			return s
+		}
+	}
+	return r.scan()
+}
+
+// scan is the linear candidate search over the pool.
+func (r *Runtime) scan() int32 {
 	n := len(r.pool)
 	if n-r.holes <= 0 {
 		return -1
@@ -221,7 +258,12 @@ func (r *Runtime) choose() int32 {
 			return false
 		}
 		sc := r.evaluate(s)
-		if best < 0 || cmpScore(sc, bs) <= 0 {
+		if r.noise != nil && sc.f > 0 && !math.IsInf(sc.f, 1) {
+			// offline search: multiplicative log-normal perturbation
+			sc.mul *= math.Exp(r.noiseSigma * r.noise.NormFloat64())
+			sc.f *= sc.mul
+		}
+		if best < 0 || r.cmp(sc, bs) <= 0 {
 			best, bs = s, sc
 		}
 		return sc.f == 0

@@ -106,6 +106,7 @@ type storage struct {
 	lastAccess int64
 	poolPos    int32
 	ecn        int32
+	ecv        int64 // cost added to the eq-class at eviction
 	refInt     int32
 	refExt     int32
 	remats     int32
@@ -117,6 +118,13 @@ type storage struct {
 	// RNG state, impure): never dropped, only swapped.
 	fixed       bool
 	pendingFree bool // unrecomputable, released, kept resident for dependents
+
+	// candidate index (index.go): heap key, bucket (-1 = not indexed),
+	// position in the bucket's heap, and pool sequence number (pool order).
+	ikey    float64
+	ibucket int16
+	ipos    int32
+	seq     int64
 }
 
 type tensor struct {
@@ -149,8 +157,20 @@ type Runtime struct {
 	tensors  []tensor
 	storages []storage
 
-	pool  []int32 // storage ids in pool order, -1 = hole
-	holes int
+	pool    []int32 // storage ids in pool order, -1 = hole
+	holes   int
+	poolSeq int64 // sequence numbers given to pool entries (pool order)
+
+	// idx is the candidate index of the default mode (nil: scan the pool).
+	idx *candIndex
+	// idxCheck (tests) runs the scan after every indexed choice and counts
+	// disagreements in idxMismatch.
+	idxCheck    bool
+	idxMismatch int64
+
+	// noise (OfflineSearch) perturbs every score by exp(noiseSigma * N(0,1)).
+	noise      *rand.Rand
+	noiseSigma float64
 
 	// union-find for eq-class (value = summed cost of the class)
 	ufParent []int32
@@ -201,6 +221,9 @@ func New(cfg Config, host Host) (*Runtime, error) {
 		r.limit = math.MaxInt64
 	}
 	r.stats.Clock = 1
+	if k := indexKind(&cfg); k != idxNone {
+		r.idx = newCandIndex(k)
+	}
 	return r, nil
 }
 
@@ -272,8 +295,8 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 		return -1, nil, fmt.Errorf("dtr: compute with 0 outputs: expected at least one")
 	}
 	for i, t := range inputs {
-		if err := r.checkTensor(fmt.Sprintf("compute input %d", i), t); err != nil {
-			return -1, nil, err
+		if t < 0 || int(t) >= len(r.tensors) {
+			return -1, nil, r.checkTensor(fmt.Sprintf("compute input %d", i), t)
 		}
 	}
 	for i, o := range outs {
@@ -300,7 +323,7 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 			o.sizes[i] = out.Bytes
 			o.total += out.Bytes
 			st = int32(len(r.storages))
-			r.storages = append(r.storages, storage{size: out.Bytes, root: t, lastAccess: negInf, poolPos: -1, ecn: -1})
+			r.storages = append(r.storages, storage{size: out.Bytes, root: t, lastAccess: negInf, poolPos: -1, ecn: -1, ibucket: -1, ipos: -1})
 		}
 		r.tensors = append(r.tensors, tensor{op: id, index: int32(i), st: st, refExt: 1})
 	}
@@ -321,6 +344,9 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 		if !seen {
 			s.compute += cost
 			s.est += o.est
+			if cost != 0 && s.ibucket >= 0 {
+				r.idxRekey(r.tensors[t].st) // a view op added to its cost
+			}
 		}
 	}
 	for _, p := range o.args {
@@ -334,7 +360,7 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 		return -1, nil, err
 	}
 	for _, t := range o.results {
-		r.storages[r.tensors[t].st].lastAccess = r.stats.Clock
+		r.touch(r.tensors[t].st, r.stats.Clock)
 	}
 	r.step++
 	if len(r.pending) > 0 {
@@ -560,12 +586,20 @@ func (r *Runtime) makeEvictable(s int32) {
 	}
 	st.poolPos = int32(len(r.pool))
 	r.pool = append(r.pool, s)
+	st.seq = r.poolSeq
+	r.poolSeq++
+	if r.idx != nil {
+		r.idxInsert(s)
+	}
 }
 
 func (r *Runtime) makeUnevictable(s int32) {
 	st := &r.storages[s]
 	if st.poolPos < 0 {
 		return
+	}
+	if st.ibucket >= 0 {
+		r.idxRemove(s)
 	}
 	r.pool[st.poolPos] = -1
 	st.poolPos = -1
@@ -645,7 +679,8 @@ func (r *Runtime) evict(s int32, byHeuristic bool) {
 	if r.usesEqClass() {
 		n := int32(len(r.ufParent))
 		r.ufParent = append(r.ufParent, -1)
-		r.ufValue = append(r.ufValue, r.hcost(s))
+		st.ecv = r.hcost(s)
+		r.ufValue = append(r.ufValue, st.ecv)
 		r.ufMark = append(r.ufMark, 0)
 		st.ecn = n
 		for _, t := range st.tensors {
@@ -885,7 +920,7 @@ func (r *Runtime) materialize(t int32, remat bool) error {
 	o := &r.ops[tt.op]
 	clock := r.stats.Clock
 	for _, p := range o.args {
-		r.storages[r.tensors[p].st].lastAccess = clock
+		r.touch(r.tensors[p].st, clock)
 	}
 	if r.cfg.LazyLock {
 		if err := r.acquireLazy(o.args); err != nil {
@@ -992,7 +1027,14 @@ func (r *Runtime) compute(t int32, remat bool) error {
 		}
 		if eq && st.ecn >= 0 {
 			root := r.ufFind(st.ecn)
-			r.ufValue[root] -= r.hcost(s)
+			if r.cfg.Parity {
+				r.ufValue[root] -= r.hcost(s) // as the reference
+			} else {
+				// what eviction added: a view op created on s while it was
+				// evicted has raised hcost(s) since, and subtracting the
+				// new value would drive the class value negative
+				r.ufValue[root] -= st.ecv
+			}
 			st.ecn = -1
 		}
 	}

@@ -13,7 +13,8 @@ It then predicts the same peak twice, with the ideal allocator and no
 strategy (sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})), through
 tools/fidelity (go run ./tools/fidelity):
   * ONNX route: testdata/onnx/<model>.onnx imported with graph/onnx.Import
-    (batch set, loss cross_entropy, SGD updating in place);
+    (batch set, loss cross_entropy, SGD updating in place, dropout saving a
+    mask of the input's type as PyTorch does on CPU);
   * exporter route: tools/export_torch.py's trace of the same step.
 
 Checkpoint rows run torch.utils.checkpoint.checkpoint_sequential over
@@ -136,7 +137,16 @@ def measure(model, x, y):
     return resident_bytes(model, x, y) + peak
 
 
+# What PyTorch's CPU dropout saves for backward: a noise tensor of the input's
+# type (F.dropout is fused into native_dropout, with a bool mask, only on
+# CUDA); the ONNX import must model it to predict a CPU step (see
+# graph/onnx.DropoutMaskLikeInput).
+DROPOUT_MASK = "like-input"
+
+
 def predict(args):
+    if "-onnx" in args:
+        args = args + ["-dropout-mask", DROPOUT_MASK]
     out = subprocess.run(["go", "run", "./tools/fidelity"] + args, cwd=ROOT, check=True,
                          capture_output=True, text=True)
     return json.loads(out.stdout)["peak_allocated"]

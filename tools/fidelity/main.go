@@ -16,9 +16,15 @@
 //
 // Output: one JSON object {"graph", "ops", "params", "peak_allocated"}.
 //
+// With -compare TRACE.json (and -onnx) it prints instead a tensor-by-tensor
+// comparison of the import with tools/export_torch.py's trace of the same
+// step: the saved forward tensors of each by type and size, each graph's
+// peak, the op it is reached at and what is live there.
+//
 //	go run ./tools/fidelity -onnx testdata/onnx/resnet18.onnx -batch 2
 //	go run ./tools/fidelity -json step.json
 //	go run ./tools/fidelity -onnx vgg16.onnx -batch 2 -checkpoint features:31:4
+//	go run ./tools/fidelity -onnx transformer.onnx -batch 2 -compare step.json
 package main
 
 import (
@@ -58,9 +64,13 @@ func run(args []string) error {
 	dims := fs.String("dims", "", "other symbolic dimensions, name=size,...")
 	optim := fs.String("optimizer", "sgd", "optimizer appended to the ONNX import (updates in place)")
 	ckpt := fs.String("checkpoint", "", "PREFIX:MODULES:K: plan of checkpoint_sequential over module PREFIX (ONNX only)")
+	cmp := fs.String("compare", "", "with -onnx: print a tensor-by-tensor comparison with this exporter trace (native JSON) instead of the JSON result")
 	mask := fs.String("dropout-mask", "like-input", "mask each training-mode Dropout saves (ONNX only): like-input (PyTorch on CPU, what the harness measures) or byte (PyTorch on CUDA)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cmp != "" && *onnxPath == "" {
+		return errors.New("-compare needs -onnx")
 	}
 	var g *graph.Graph
 	var err error
@@ -96,6 +106,13 @@ func run(args []string) error {
 		}
 	default:
 		return errors.New("give exactly one of -onnx and -json")
+	}
+	if *cmp != "" {
+		trace, err := graph.ReadFile(*cmp)
+		if err != nil {
+			return err
+		}
+		return compare(os.Stdout, g, trace)
 	}
 	plan := sim.DefaultPlan(g)
 	if *ckpt != "" {

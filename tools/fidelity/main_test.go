@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -101,4 +104,58 @@ def Net():
 	res, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
 	require.NoError(t, err)
 	assert.Positive(t, res.PeakAllocated)
+}
+
+// readTrace decodes graph/onnx's gzipped exporter trace of the transformer
+// step (tools/export_torch.py --model transformer --batch 2).
+func readTrace(t *testing.T) *graph.Graph {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "..", "graph", "onnx", "testdata", "transformer_torch_b2.json.gz"))
+	require.NoError(t, err)
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	require.NoError(t, err)
+	g, err := graph.Decode(zr)
+	require.NoError(t, err)
+	return g
+}
+
+// compare lists, by type and size, the saved tensors and the activations
+// live at the peak of both graphs: with the CPU dropout mask the only saved
+// tensors that differ are the loss's two scalars, and the activations live
+// at the peaks agree; with the one-byte mask the u8 masks are what differs.
+func TestCompareTransformer(t *testing.T) {
+	trace := readTrace(t)
+	f, err := os.Open(filepath.Join("..", "..", "testdata", "onnx", "transformer.onnx"))
+	require.NoError(t, err)
+	defer f.Close()
+	m, err := onnx.ReadModel(f)
+	require.NoError(t, err)
+	for _, mask := range []onnx.DropoutMask{onnx.DropoutMaskLikeInput, onnx.DropoutMaskByte} {
+		g, err := onnx.FromModel(m, onnx.Options{Batch: 2, Optimizer: graph.OptSGD, InPlaceUpdate: true, DropoutMask: mask})
+		require.NoError(t, err)
+		var buf bytes.Buffer
+		require.NoError(t, compare(&buf, g, trace))
+		out := buf.String()
+		var differs []string
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasSuffix(line, "differs") {
+				differs = append(differs, strings.Fields(line)[0])
+			}
+		}
+		if mask == onnx.DropoutMaskLikeInput {
+			assert.Equal(t, []string{"f32"}, differs, "%s", out)
+			assert.Contains(t, out, "trace: nll_loss_forward nll_loss_forward#128:0 []")
+			assert.Contains(t, out, "total: onnx 3542016 B, trace 3542016 B, difference +0 B", "%s", out)
+		} else {
+			assert.Contains(t, differs, "u8", "%s", out)
+			assert.Contains(t, out, "onnx:  dropout /encoder/layers.0/dropout/Dropout_output_1 [2 64 512]")
+		}
+	}
+}
+
+func TestRunFlagErrors(t *testing.T) {
+	assert.ErrorContains(t, run([]string{"-json", "x.json", "-compare", "y.json"}), "-compare needs -onnx")
+	onnxPath := filepath.Join("..", "..", "testdata", "onnx", "transformer.onnx")
+	assert.ErrorContains(t, run([]string{"-onnx", onnxPath, "-dropout-mask", "bool"}), `-dropout-mask: onnx: dropout mask "bool"`)
 }

@@ -1,0 +1,327 @@
+package dtr
+
+import (
+	"math"
+	mathbits "math/bits"
+)
+
+// Candidate index (default mode). The linear scan of the pool evaluates
+// every candidate's exact score on every eviction: O(pool) evaluations, which
+// dominates when the pool is large. The index keeps the candidates in binary
+// min-heaps ordered by a key from which a lower bound of the exact score
+// follows, and evaluates exactly only the candidates whose bound does not
+// exceed the best exact score found so far (branch and bound over the heap
+// trees). It returns the same candidate as the scan:
+//
+//   - the scan keeps the last candidate in pool order among those with the
+//     lowest exact score (cmpScore compares as exact rationals, so this is
+//     a total preorder), and stops at the first zero score, which is then the
+//     first zero in pool order (scores are never negative);
+//   - the index compares (score, pool sequence number) with the same rule:
+//     lower score wins, a tie goes to the later candidate, except between
+//     two zero scores where the earlier one wins;
+//   - a candidate is skipped only when its lower bound is strictly above the
+//     best exact score already found, hence strictly above the final best.
+//
+// Kinds of index, by heuristic:
+//
+//   - staleness family (dtr, dtr-eqclass, dtr-local): score = num / (m *
+//     (clock - lastAccess)) with num >= c (the e* and eq-class neighbour
+//     costs are non-negative). Candidates are bucketed by k = floor(log2(c /
+//     m)); within a bucket the heap is ordered by last access (oldest at the
+//     root), and the bound 2^k / (clock - lastAccess) grows from the root
+//     down. The clock moves every candidate's staleness but not the order
+//     within a bucket, so nothing has to be re-keyed when time passes; a
+//     candidate is re-keyed only when its own last access or cost changes.
+//     c = 0 goes to a bucket with bound 0, m = 0 to one with bound +Inf.
+//   - static (msps: c / m <= (c + ancestors) / m; size: 1 / m exact): one
+//     heap on the static key.
+//   - lru: one heap on the last access, which is the exact score.
+//
+// Lookahead, lookahead-msps and megengine (next-use distances move with the
+// step, MegEngine's est and recompute penalty) keep the scan, as do parity
+// mode (the reference's order of evaluation and its evaluation counts),
+// sqrt sampling and the host-retry scoring with adjacent free bytes.
+
+type idxKind uint8
+
+const (
+	idxNone idxKind = iota
+	idxStale
+	idxStatic
+	idxLRU
+)
+
+const (
+	// idxPerOctave buckets per factor of 2 of c/m: a candidate's bound is
+	// at most 2^(1/16) = 4.4% below its local score.
+	idxPerOctave = 16
+	idxOctaves   = 64 // c/m from 2^-64 to 2^64, clamped beyond
+	idxZero      = 0  // c = 0: bound 0
+	idxLow       = 1  // c/m below 2^-64: bound 0
+	idxFirst     = 2  // first log bucket
+	idxInfB      = idxFirst + 2*idxOctaves*idxPerOctave
+	idxBuckets   = idxInfB + 1 // idxInfB: m = 0, bound +Inf
+	idxSlack     = 1e-9        // relative slack on bounds, far above float rounding
+)
+
+type candIndex struct {
+	kind  idxKind
+	heaps [][]int32 // per bucket: storage ids, min-heap on storage.ikey
+	lo    []float64 // staleness family: lower bound of c/m in the bucket
+	full  []uint64  // bitset of non-empty buckets
+	stack []int32   // scratch: DFS over a heap
+}
+
+func indexKind(cfg *Config) idxKind {
+	if cfg.Parity || cfg.SqrtSampling || cfg.Scan {
+		return idxNone
+	}
+	switch cfg.Heuristic {
+	case HDTR, HDTREqClass, HDTRLocal:
+		return idxStale
+	case MSPS, Size:
+		return idxStatic
+	case LRU:
+		return idxLRU
+	}
+	return idxNone
+}
+
+func newCandIndex(k idxKind) *candIndex {
+	x := &candIndex{kind: k, heaps: make([][]int32, idxBuckets), lo: make([]float64, idxBuckets), full: make([]uint64, (idxBuckets+63)/64)}
+	for b := idxFirst; b < idxInfB; b++ {
+		x.lo[b] = math.Exp2(float64(b-idxFirst-idxOctaves*idxPerOctave)/idxPerOctave) * (1 - idxSlack)
+	}
+	x.lo[idxInfB] = math.Inf(1)
+	return x
+}
+
+// bucketOf returns the bucket of storage s and sets its heap key.
+func (r *Runtime) bucketOf(s int32) int {
+	st := &r.storages[s]
+	switch r.idx.kind {
+	case idxStale:
+		st.ikey = float64(st.lastAccess)
+		switch {
+		case st.size == 0:
+			return idxInfB
+		case st.compute == 0:
+			return idxZero
+		}
+		j := math.Floor(math.Log2(float64(st.compute)/float64(st.size)) * idxPerOctave)
+		switch {
+		case j < -idxOctaves*idxPerOctave:
+			return idxLow
+		case j >= idxOctaves*idxPerOctave:
+			return idxInfB - 1
+		}
+		return idxFirst + idxOctaves*idxPerOctave + int(j)
+	case idxStatic:
+		if r.cfg.Heuristic == Size {
+			st.ikey = 1 / float64(st.size)
+		} else {
+			st.ikey = float64(st.compute) / float64(st.size)
+		}
+		if st.size == 0 {
+			st.ikey = math.Inf(1)
+		}
+		return 0
+	default: // idxLRU
+		st.ikey = float64(st.lastAccess)
+		return 0
+	}
+}
+
+// idxInsert adds pool member s to the index (if it passes the size filter).
+func (r *Runtime) idxInsert(s int32) {
+	st := &r.storages[s]
+	if st.ibucket >= 0 || st.size < r.cfg.EvicteeMinSize {
+		return
+	}
+	b := r.bucketOf(s)
+	h := r.idx.heaps[b]
+	st.ibucket = int16(b)
+	st.ipos = int32(len(h))
+	r.idx.heaps[b] = append(h, s)
+	r.idx.full[b>>6] |= 1 << (b & 63)
+	r.idxUp(b, int(st.ipos))
+}
+
+// idxRemove takes s out of the index.
+func (r *Runtime) idxRemove(s int32) {
+	st := &r.storages[s]
+	b := int(st.ibucket)
+	if b < 0 {
+		return
+	}
+	h := r.idx.heaps[b]
+	i := int(st.ipos)
+	last := len(h) - 1
+	st.ibucket, st.ipos = -1, -1
+	if i != last {
+		h[i] = h[last]
+		r.storages[h[i]].ipos = int32(i)
+	}
+	r.idx.heaps[b] = h[:last]
+	if last == 0 {
+		r.idx.full[b>>6] &^= 1 << (b & 63)
+	}
+	if i != last {
+		r.idxDown(b, i)
+		r.idxUp(b, i)
+	}
+}
+
+// idxRekey re-files s after its last access or cost changed.
+func (r *Runtime) idxRekey(s int32) {
+	if r.idx == nil || r.storages[s].ibucket < 0 {
+		return
+	}
+	r.idxRemove(s)
+	r.idxInsert(s)
+}
+
+// touch sets s's last access (re-keying it in the index).
+func (r *Runtime) touch(s int32, clock int64) {
+	st := &r.storages[s]
+	if st.lastAccess == clock {
+		return
+	}
+	st.lastAccess = clock
+	if r.idx != nil && st.ibucket >= 0 && r.idx.kind != idxStatic {
+		// the key only grows: sift down in place
+		st.ikey = float64(clock)
+		r.idxDown(int(st.ibucket), int(st.ipos))
+	}
+}
+
+func (r *Runtime) idxLess(a, b int32) bool {
+	return r.storages[a].ikey < r.storages[b].ikey
+}
+
+func (r *Runtime) idxUp(b, i int) {
+	h := r.idx.heaps[b]
+	for i > 0 {
+		p := (i - 1) / 2
+		if !r.idxLess(h[i], h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		r.storages[h[i]].ipos = int32(i)
+		r.storages[h[p]].ipos = int32(p)
+		i = p
+	}
+}
+
+func (r *Runtime) idxDown(b, i int) {
+	h := r.idx.heaps[b]
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		c := l
+		if l+1 < n && r.idxLess(h[l+1], h[l]) {
+			c = l + 1
+		}
+		if !r.idxLess(h[c], h[i]) {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		r.storages[h[i]].ipos = int32(i)
+		r.storages[h[c]].ipos = int32(c)
+		i = c
+	}
+}
+
+// bound is a lower bound of s's exact score in bucket b at the current clock.
+func (r *Runtime) bound(b int, s int32) float64 {
+	st := &r.storages[s]
+	if r.idx.kind == idxStale {
+		d := r.stats.Clock - st.lastAccess
+		if d <= 0 {
+			return math.Inf(1)
+		}
+		return r.idx.lo[b] / float64(d)
+	}
+	return st.ikey - math.Abs(st.ikey)*idxSlack
+}
+
+// idxBetter reports whether (sc, seq) beats the best so far under the scan's
+// rule: lower score, ties to the later candidate, the first of two zeros.
+func (r *Runtime) idxBetter(sc score, seq int64, bs score, bseq int64) bool {
+	if sc.f == 0 && bs.f == 0 {
+		return seq < bseq
+	}
+	c := r.cmp(sc, bs)
+	return c < 0 || (c == 0 && seq > bseq)
+}
+
+// chooseIndexed returns the candidate the scan would choose, or -1 if the
+// index is empty. It searches the bucket with the lowest head bound first
+// (to find a good best early), then every other bucket whose head bound
+// does not exceed the best.
+func (r *Runtime) chooseIndexed() int32 {
+	x := r.idx
+	first, fb := -1, math.Inf(1)
+	for w, bits := range x.full {
+		for bits != 0 {
+			b := w<<6 | mathbits.TrailingZeros64(bits)
+			bits &= bits - 1
+			if hb := r.bound(b, x.heaps[b][0]); first < 0 || hb < fb {
+				first, fb = b, hb
+			}
+		}
+	}
+	if first < 0 {
+		return -1
+	}
+	c := idxChoice{best: -1}
+	r.idxSearch(first, &c)
+	for w, bits := range x.full {
+		for bits != 0 {
+			b := w<<6 | mathbits.TrailingZeros64(bits)
+			bits &= bits - 1
+			if b != first {
+				r.idxSearch(b, &c)
+			}
+		}
+	}
+	return c.best
+}
+
+// idxChoice is the best candidate found so far.
+type idxChoice struct {
+	best int32
+	bs   score
+	bseq int64
+}
+
+// idxSearch evaluates the candidates of bucket b whose bound does not exceed
+// the best so far (a pruned DFS over the heap: a node's descendants have
+// keys, hence bounds, at least its own).
+func (r *Runtime) idxSearch(b int, c *idxChoice) {
+	h := r.idx.heaps[b]
+	stack := append(r.idx.stack[:0], 0)
+	for len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		s := h[i]
+		if c.best >= 0 && r.bound(b, s) > c.bs.f {
+			continue // the whole subtree is bounded above the best
+		}
+		sc := r.evaluate(s)
+		if seq := r.storages[s].seq; c.best < 0 || r.idxBetter(sc, seq, c.bs, c.bseq) {
+			c.best, c.bs, c.bseq = s, sc, seq
+		}
+		if l := 2*i + 1; int(l) < len(h) {
+			stack = append(stack, l)
+			if l+1 < int32(len(h)) {
+				stack = append(stack, l+1)
+			}
+		}
+	}
+	r.idx.stack = stack
+}

@@ -1,0 +1,146 @@
+package dtr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// indexedHeuristics are the heuristics the default mode searches with the
+// candidate index.
+var indexedHeuristics = []Heuristic{HDTR, HDTREqClass, HDTRLocal, MSPS, LRU, Size}
+
+// TestIndexMatchesScanOnLogs replays both logs at every ratio with every
+// indexed heuristic, eager and lazy locking, and checks at every eviction
+// that the index chose exactly the candidate the linear scan chooses in the
+// same state, and that the whole run equals a run with Config.Scan.
+func TestIndexMatchesScanOnLogs(t *testing.T) {
+	for _, m := range []string{"resnet32", "unet"} {
+		tr := loadTrace(t, m)
+		base, err := MeasureBaseline(tr)
+		require.NoError(t, err)
+		var evIdx, evScan, choices int64
+		for _, h := range indexedHeuristics {
+			for _, lazy := range []bool{false, true} {
+				for _, ratio := range DefaultRatios {
+					cfg := DefaultConfig()
+					cfg.EvicteeMinSize = 0
+					cfg.Heuristic = h
+					cfg.LazyLock = lazy
+					cfg.Budget = int64(float64(base.PeakBytes) * ratio)
+					cfg.RematLimit = base.ComputeNs
+					rt, err := New(cfg, nil)
+					require.NoError(t, err)
+					require.NotNil(t, rt.idx, h.String())
+					rt.idxCheck = true
+					errI := rt.replay(context.Background(), tr)
+					sc := cfg
+					sc.Scan = true
+					rs, err := New(sc, nil)
+					require.NoError(t, err)
+					require.Nil(t, rs.idx)
+					errS := rs.replay(context.Background(), tr)
+					name := fmt.Sprintf("%s %s lazy=%v ratio %.1f", m, h, lazy, ratio)
+					require.Zero(t, rt.idxMismatch, name)
+					require.Equal(t, errS == nil, errI == nil, name)
+					if errS != nil {
+						require.Equal(t, errors.Is(errS, ErrThrashing), errors.Is(errI, ErrThrashing), name)
+					}
+					a, b := rt.Stats(), rs.Stats()
+					// the check re-runs the scan without counting it
+					require.Equal(t, b.Evictions, a.Evictions, name)
+					require.Equal(t, b.Clock, a.Clock, name)
+					require.Equal(t, b.RematCompute, a.RematCompute, name)
+					require.Equal(t, b.PeakMemory, a.PeakMemory, name)
+					evIdx += a.HeuristicEvals
+					evScan += b.HeuristicEvals
+					choices += a.Evictions
+				}
+			}
+		}
+		t.Logf("%s: %d evictions, %d score evaluations with the index, %d with the scan", m, choices, evIdx, evScan)
+	}
+}
+
+// randomProgram drives rt with a random program of n ops: random inputs
+// among the live tensors, random sizes and costs (zeros included), views,
+// multi-output ops, random releases and pins. It returns the first error.
+func randomProgram(rt *Runtime, rng *rand.Rand, n int) error {
+	var live []TensorID
+	for i := 0; i < 4; i++ {
+		c, err := rt.Constant(int64(rng.IntN(1000)))
+		if err != nil {
+			return err
+		}
+		live = append(live, c)
+	}
+	sizes := []int64{0, 1, 7, 100, 1000, 1 << 12, 1 << 16}
+	for i := 0; i < n; i++ {
+		k := 1 + rng.IntN(3)
+		ins := make([]TensorID, 0, k)
+		for j := 0; j < k && len(live) > 0; j++ {
+			ins = append(ins, live[len(live)-1-rng.IntN(min(len(live), 12))])
+		}
+		nout := 1 + rng.IntN(2)
+		outs := make([]Output, nout)
+		for j := range outs {
+			outs[j] = Output{Bytes: sizes[rng.IntN(len(sizes))] + int64(rng.IntN(50)), AliasOf: -1}
+			if len(ins) > 0 && rng.IntN(8) == 0 {
+				outs[j] = Output{AliasOf: rng.IntN(len(ins))}
+			}
+		}
+		cost := []int64{0, 1, 10, 1000, 12345}[rng.IntN(5)] + int64(rng.IntN(3))
+		_, res, err := rt.Compute(ins, cost, outs)
+		if err != nil {
+			return err
+		}
+		live = append(live, res...)
+		if rng.IntN(40) == 0 {
+			if err := rt.Pin(res[0]); err != nil {
+				return err
+			}
+		}
+		for len(live) > 24 || (len(live) > 4 && rng.IntN(3) == 0) {
+			j := 4 + rng.IntN(len(live)-4)
+			if err := rt.Release(live[j]); err != nil {
+				return err
+			}
+			live = append(live[:j], live[j+1:]...)
+		}
+	}
+	return nil
+}
+
+// TestIndexMatchesScanRandom checks the index against the scan at every
+// eviction on random programs (zero costs, zero sizes, views, ties), with
+// and without a minimum evictee size.
+func TestIndexMatchesScanRandom(t *testing.T) {
+	var evictions int64
+	for seed := uint64(1); seed <= 16; seed++ {
+		for _, h := range indexedHeuristics {
+			for _, minSize := range []int64{0, 1000} {
+				cfg := DefaultConfig()
+				cfg.Heuristic = h
+				cfg.EvicteeMinSize = minSize
+				cfg.LazyLock = seed%2 == 0
+				cfg.Budget = 150_000 + int64(seed%12)*20_000
+				rt, err := New(cfg, nil)
+				require.NoError(t, err)
+				rt.idxCheck = true
+				err = randomProgram(rt, rand.New(rand.NewPCG(seed, 7)), 400)
+				if err != nil {
+					require.ErrorIs(t, err, ErrOutOfMemory)
+				}
+				name := fmt.Sprintf("seed %d %s min %d", seed, h, minSize)
+				require.Zero(t, rt.idxMismatch, name)
+				evictions += rt.Stats().Evictions
+			}
+		}
+	}
+	t.Logf("%d evictions checked", evictions)
+	require.Greater(t, evictions, int64(1000))
+}
