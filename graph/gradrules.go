@@ -213,7 +213,7 @@ func builtinRules() map[string]GradRule {
 		OpMaskedFill:      {Saves: []Saved{SaveIn(1)}, NoGradInputs: []int{1}, Factor: 1},
 		OpDropout:         {Saves: []Saved{SaveOut(1)}, NoGradOutputs: []int{1}, Factor: 0.5},
 		OpMaxPool2d:       {Saves: []Saved{SaveIn(0), SaveOut(1)}, NoGradOutputs: []int{1}, Factor: 0.2},
-		OpAvgPool2d:       {Factor: 1},
+		OpAvgPool2d:       {Saves: []Saved{SaveIn(0)}, Factor: 1},
 		OpAdaptiveAvgPool: {Factor: 1},
 		OpUpsample:        {Factor: 1},
 		OpFlatten:         view,

@@ -42,18 +42,9 @@ const (
 	OpNot             = "not"                // x -> bool; no gradient
 )
 
-// extraRules lists the gradient rules of the importer's own op types, and
-// the built-in rules it overrides to predict what PyTorch keeps alive:
-//
-//   - avgpool2d saves its input. graph's built-in rule saves nothing, since
-//     the backward kernel reads only the input's sizes, but autograd holds a
-//     reference to the whole input until the backward runs (derivatives.yaml:
-//     avg_pool2d's self: avg_pool2d_backward(grad, self, ...)), so its memory
-//     stays allocated; the PyTorch trace of densenet121
-//     (tools/export_torch.py) shows avg_pool2d_backward reading each
-//     transition's convolution output. adaptive_avgpool2d keeps the built-in
-//     rule: the importer emits it for GlobalAveragePool only, which PyTorch
-//     computes as a mean over the spatial dimensions, saving no tensor.
+// extraRules lists the gradient rules of the importer's own op types. (The
+// built-in avgpool2d rule saves its input, as PyTorch's autograd does; the
+// PyTorch trace of densenet121 from tools/export_torch.py showed it.)
 func extraRules() map[string]graph.GradRule {
 	saveIn := graph.GradRule{Saves: []graph.Saved{graph.SaveIn(0)}, Factor: 1}
 	saveOut := graph.GradRule{Saves: []graph.Saved{graph.SaveOut(0)}, Factor: 1}
@@ -86,7 +77,6 @@ func extraRules() map[string]graph.GradRule {
 		OpReduceSum:       {Factor: 1},
 		OpReduceMax:       {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveOut(0)}, Factor: 1},
 		OpAdaptiveMaxPool: {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveOut(1)}, NoGradOutputs: []int{1}, Factor: 0.2},
-		graph.OpAvgPool2d: saveIn,
 		OpLSTM: {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveIn(1), graph.SaveIn(2), graph.SaveOut(0), graph.SaveOut(3)},
 			NoGradOutputs: []int{3}, Factor: 2},
 	}
