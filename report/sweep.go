@@ -154,20 +154,61 @@ type DTRSweep struct {
 	Runs    []*dtr.SweepResult `json:"runs"`
 }
 
+// SearchHeuristic is the name SweepDTRLog gives the offline search
+// (dtr.OfflineSearch): randomized replays of the known trace, keeping the
+// completed run with the least rematerialization.
+const SearchHeuristic = "search"
+
+// DTRSweepOptions configures SweepDTRLog.
+type DTRSweepOptions struct {
+	Heuristics []dtr.Heuristic
+	// Search adds a row for the offline search with SearchRuns replays per
+	// ratio (0: 60) and seed SearchSeed.
+	Search     bool
+	SearchRuns int
+	SearchSeed uint64
+	Ratios     []float64 // default dtr.DefaultRatios
+	Parity     bool
+}
+
 // SweepDTRLog runs the paper's protocol (budget = ratio x baseline peak,
 // thrash past 1x extra compute, overhead = clock / baseline compute) for
-// each heuristic on a DTR log.
-func SweepDTRLog(ctx context.Context, name string, tr *dtrlog.Trace, heuristics []dtr.Heuristic, ratios []float64, parity bool) (*DTRSweep, error) {
+// each heuristic on a DTR log, and optionally the offline search.
+func SweepDTRLog(ctx context.Context, name string, tr *dtrlog.Trace, o DTRSweepOptions) (*DTRSweep, error) {
+	ratios := o.Ratios
 	if len(ratios) == 0 {
 		ratios = dtr.DefaultRatios
 	}
-	out := &DTRSweep{Version: SchemaVersion, Kind: "dtr-sweep", Log: name, Parity: parity, Ratios: ratios}
-	for _, h := range heuristics {
-		res, err := dtr.Sweep(ctx, tr, dtr.SweepOptions{Heuristic: h, Ratios: ratios, Parity: parity})
+	out := &DTRSweep{Version: SchemaVersion, Kind: "dtr-sweep", Log: name, Parity: o.Parity, Ratios: ratios}
+	for _, h := range o.Heuristics {
+		res, err := dtr.Sweep(ctx, tr, dtr.SweepOptions{Heuristic: h, Ratios: ratios, Parity: o.Parity})
 		if err != nil {
 			return nil, fmt.Errorf("sweep %s: %w", h, err)
 		}
 		out.Runs = append(out.Runs, res)
+	}
+	if o.Search {
+		if o.Parity {
+			return nil, fmt.Errorf("sweep: the offline search has no parity mode")
+		}
+		runs := o.SearchRuns
+		if runs == 0 {
+			runs = 60
+		}
+		row := &dtr.SweepResult{Heuristic: SearchHeuristic}
+		for _, r := range ratios {
+			sr, err := dtr.OfflineSearch(ctx, tr, dtr.SearchOptions{Ratio: r, Runs: runs, Seed: o.SearchSeed})
+			if err != nil {
+				return nil, fmt.Errorf("search at ratio %g: %w", r, err)
+			}
+			row.Baseline = sr.Baseline
+			best := sr.Best
+			if sr.Completed == 0 {
+				best = dtr.RatioResult{Ratio: r, BudgetBytes: sr.BudgetBytes, Status: "oom"}
+			}
+			row.Results = append(row.Results, best)
+		}
+		out.Runs = append(out.Runs, row)
 	}
 	return out, nil
 }

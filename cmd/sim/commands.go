@@ -517,14 +517,15 @@ log: budget = ratio x baseline peak, thrash past 1x extra compute, overhead = cl
 baseline compute, for each --heuristic; --parity follows the reference simulator exactly.`,
 		Example: `  sim sweep --model resnet50 --batch 32 --ratios 1,0.8,0.6,0.4 --plot sweep.svg
   sim sweep --dtr-log resnet32.log --strategy dtr --heuristic eq-class --ratios 1.0,0.9,0.8,0.7,0.6,0.5,0.4,0.3,0.2,0.1 --format json
-  sim sweep --dtr-log unet.log --strategies dtr --heuristic all --parity`,
+  sim sweep --dtr-log unet.log --strategies dtr --heuristic all --parity
+  sim sweep --dtr-log resnet32.log --strategy dtr --heuristic lookahead-msps,search --ratios 0.3,0.2,0.1`,
 		Args: cobra.NoArgs,
 	}
 	c.register(cmd, "mirror,mirror-cost,sublinear,sublinear-budget,chen-greedy,optimal-chain,dtr")
 	f := cmd.Flags()
 	f.StringVar(&ratios, "ratios", "", "budgets as ratios of the baseline peak (default 1.0,0.9,...,0.1)")
 	f.StringVar(&budgets, "budgets", "", "budgets as sizes (8GiB,6GiB,...)")
-	f.StringVar(&heuristics, "heuristic", "eq-class", "DTR heuristics for --dtr-log sweeps (comma-separated, or 'all')")
+	f.StringVar(&heuristics, "heuristic", "eq-class", "DTR heuristics for --dtr-log sweeps (comma-separated, or 'all'); 'search' adds the offline search over eviction orders")
 	f.BoolVar(&parity, "parity", false, "DTR log sweeps: follow the reference simulator's semantics exactly")
 	f.StringVar(&plot, "plot", "", "draw overhead vs budget (FILE.svg or FILE.png)")
 	var one string
@@ -549,7 +550,7 @@ baseline compute, for each --heuristic; --parity follows the reference simulator
 		}
 		ctx := cmd.Context()
 		if c.in.dtrLog != "" && c.strategies == "dtr" {
-			return a.sweepLog(ctx, c.in.dtrLog, heuristics, rs, parity, format)
+			return a.sweepLog(ctx, c.in.dtrLog, heuristics, rs, parity, c.seed, format)
 		}
 		var bs []int64
 		for _, p := range splitList(budgets) {
@@ -582,8 +583,9 @@ baseline compute, for each --heuristic; --parity follows the reference simulator
 	return cmd
 }
 
-func (a *app) sweepLog(ctx context.Context, path, heuristics string, ratios []float64, parity bool, format report.Format) error {
+func (a *app) sweepLog(ctx context.Context, path, heuristics string, ratios []float64, parity bool, seed uint64, format report.Format) error {
 	var hs []dtr.Heuristic
+	search := false
 	names := splitList(heuristics)
 	if len(names) == 1 && names[0] == "all" {
 		names = nil
@@ -592,6 +594,10 @@ func (a *app) sweepLog(ctx context.Context, path, heuristics string, ratios []fl
 		}
 	}
 	for _, n := range names {
+		if n == report.SearchHeuristic {
+			search = true
+			continue
+		}
 		h, err := dtr.ParseHeuristic(n)
 		if err != nil {
 			return usageError{fmt.Errorf("--heuristic: %w", err)}
@@ -607,7 +613,7 @@ func (a *app) sweepLog(ctx context.Context, path, heuristics string, ratios []fl
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	sw, err := report.SweepDTRLog(ctx, path, tr, hs, ratios, parity)
+	sw, err := report.SweepDTRLog(ctx, path, tr, report.DTRSweepOptions{Heuristics: hs, Search: search, Ratios: ratios, Parity: parity, SearchSeed: seed})
 	if err != nil {
 		return err
 	}

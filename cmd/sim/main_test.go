@@ -249,4 +249,14 @@ func TestConvertRoundTripAndDTRLogSweep(t *testing.T) {
 	assert.Equal(t, "dtr-sweep", sw.Kind)
 	require.Len(t, sw.Runs, 2)
 	assert.Len(t, sw.Runs[0].Results, 2)
+
+	out, errOut, code = run(t, fixedEnv, "sweep", "--dtr-log", logs[0], "--strategy", "dtr", "--heuristic", "search", "--ratios", "1,0.6", "--format", "json")
+	require.Equal(t, 0, code, errOut)
+	require.NoError(t, json.Unmarshal([]byte(out), &sw))
+	require.Len(t, sw.Runs, 1)
+	assert.Equal(t, "search", sw.Runs[0].Heuristic)
+	assert.Equal(t, "ok", sw.Runs[0].Results[0].Status)
+	_, errOut, code = run(t, fixedEnv, "sweep", "--dtr-log", logs[0], "--strategy", "dtr", "--heuristic", "search", "--parity")
+	assert.Equal(t, exitError, code)
+	assert.Contains(t, errOut, "parity")
 }
