@@ -4,8 +4,9 @@ import "github.com/remat-dev/remat/graph"
 
 // DefaultPlan is the plan without any strategy (Strategy "none"): compute
 // every op in graph order and free each storage right after its last use,
-// which keeps exactly what backward reads, as PyTorch does. The rules (the
-// same as PlanFromSchedule's on the graph order):
+// which keeps exactly what backward reads, as PyTorch does. It is
+// PlanFromSchedule on the graph order, so baseline and strategy plans free
+// memory by one rule:
 //
 //   - tensors without a producer (inputs, parameters, constants, initial
 //     optimizer state) and persistent kinds (parameters, optimizer state,
@@ -16,64 +17,14 @@ import "github.com/remat-dev/remat/graph"
 //     storage;
 //   - frees after one op are ordered by tensor ID.
 //
-// The work is O(ops + edges) (a bucket sort by free position); g must be
-// valid.
+// g must be valid.
 func DefaultPlan(g *graph.Graph) *Plan {
-	nt, no := len(g.Tensors), len(g.Ops)
-	// freeAt[r]: op after which storage r is freed; -1 = never.
-	freeAt := make([]int32, nt)
-	for i := range g.Tensors {
-		t := &g.Tensors[i]
-		switch {
-		case t.AliasOf != graph.NoTensor, t.Producer == graph.NoOp, t.Kind.Persistent():
-			freeAt[i] = -1
-		default:
-			freeAt[i] = int32(t.Producer)
-		}
+	order := make([]graph.OpID, len(g.Ops))
+	for i := range order {
+		order[i] = graph.OpID(i)
 	}
-	root := func(t graph.TensorID) graph.TensorID {
-		for n := 0; g.Tensors[t].AliasOf != graph.NoTensor && n <= nt; n++ {
-			t = g.Tensors[t].AliasOf
-		}
-		return t
-	}
-	for i := range g.Ops {
-		for _, t := range g.Ops[i].Inputs {
-			r := t
-			if g.Tensors[t].AliasOf != graph.NoTensor {
-				r = root(t)
-			}
-			if freeAt[r] >= 0 && int32(i) > freeAt[r] {
-				freeAt[r] = int32(i)
-			}
-		}
-	}
-	// Bucket the frees by op, tensors ascending within a bucket.
-	start := make([]int32, no+1)
-	nf := 0
-	for i := range freeAt {
-		if f := freeAt[i]; f >= 0 {
-			start[f+1]++
-			nf++
-		}
-	}
-	for i := 0; i < no; i++ {
-		start[i+1] += start[i]
-	}
-	list := make([]graph.TensorID, nf)
-	fill := append([]int32(nil), start[:no]...)
-	for i := range freeAt {
-		if f := freeAt[i]; f >= 0 {
-			list[fill[f]] = graph.TensorID(i)
-			fill[f]++
-		}
-	}
-	steps := make([]Step, 0, no+nf)
-	for i := 0; i < no; i++ {
-		steps = append(steps, ComputeStep(graph.OpID(i)))
-		for _, t := range list[start[i]:start[i+1]] {
-			steps = append(steps, FreeStep(t))
-		}
-	}
-	return &Plan{Strategy: "none", Steps: steps}
+	// Every op of the identity order is in range, so PlanFromSchedule
+	// cannot fail here.
+	p, _ := PlanFromSchedule(g, "none", order)
+	return p
 }

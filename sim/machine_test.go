@@ -97,18 +97,6 @@ func TestDefaultPlanChainPeak(t *testing.T) {
 	assert.Len(t, res.TopTensorsAtPeak(2), 2)
 }
 
-func TestDefaultPlanMatchesPlanFromSchedule(t *testing.T) {
-	for _, g := range []*graph.Graph{chain(t), resnetLike(t, 20, 64), viewGraph(t)} {
-		order := make([]graph.OpID, len(g.Ops))
-		for i := range order {
-			order[i] = graph.OpID(i)
-		}
-		ps, err := PlanFromSchedule(g, "none", order)
-		require.NoError(t, err)
-		assert.Equal(t, ps.Steps, DefaultPlan(g).Steps, g.Name)
-	}
-}
-
 // TestDefaultPlanFreesAfterLastUse checks on a larger graph that each free
 // comes right after the last reader of the storage (or its producer) and
 // that the plan replays.

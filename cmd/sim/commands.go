@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -671,10 +670,6 @@ batch: the table Checkmate and DTR publish.`,
 		}
 		rep, err := report.MaxBatch(cmd.Context(), c.in.model, o, dev, c.allocator, size, s, sts, a.progress("maxbatch"))
 		if err != nil {
-			var ue usageError
-			if errors.As(err, &ue) {
-				return err
-			}
 			return err
 		}
 		return rep.Write(a.stdout, format)
