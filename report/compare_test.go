@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/remat-dev/remat/config"
 	"github.com/remat-dev/remat/graph/models"
 	"github.com/remat-dev/remat/sim"
+	"github.com/remat-dev/remat/strategy"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -34,13 +34,13 @@ func golden(t *testing.T, name string, got []byte) {
 func TestCompareEveryStrategyOnResNet18(t *testing.T) {
 	g, err := models.Build("resnet18", models.Options{Batch: 2})
 	require.NoError(t, err)
-	dev, err := sim.Device("a100-40gb")
+	o, err := strategy.OptionsFrom(nil)
 	require.NoError(t, err)
-	env, err := NewEnv(g, dev, "caching", 0, nil)
+	o.Device, err = sim.Device("a100-40gb")
 	require.NoError(t, err)
-	rep, err := Compare(context.Background(), env, nil, nil)
+	rep, err := Compare(context.Background(), g, o, nil, nil)
 	require.NoError(t, err)
-	require.Len(t, rep.Rows, len(Strategies()))
+	require.Len(t, rep.Rows, len(strategy.All()))
 	for _, r := range rep.Rows {
 		assert.NotEqual(t, StatusError, r.Status, "%s: %s", r.Strategy, r.Reason)
 		if r.Plan != nil && r.Strategy != "dtr" {
@@ -48,26 +48,34 @@ func TestCompareEveryStrategyOnResNet18(t *testing.T) {
 			assert.NoError(t, err, r.Strategy)
 		}
 	}
-	assert.Equal(t, "none", rep.Rows[0].Strategy)
+	assert.Equal(t, strategy.Baseline, rep.Rows[0].Strategy)
 	assert.InDelta(t, 1.0, rep.Rows[0].Overhead, 1e-12)
 }
 
-func TestMirrorStrategyFollowsTheGlobalSwitch(t *testing.T) {
-	g, err := models.Build("resnet18", models.Options{Batch: 2})
+func TestCompareAddsTheBaselineFirst(t *testing.T) {
+	g, err := models.Build("chain", models.Options{Depth: 8})
 	require.NoError(t, err)
-	mirrorOnly, err := LookupStrategies([]string{"mirror"})
+	o, err := strategy.OptionsFrom(nil)
 	require.NoError(t, err)
-	run := func(env map[string]string) Row {
-		s, _, err := config.Load(config.MapEnv(env))
-		require.NoError(t, err)
-		e, err := NewEnv(g, sim.Profile{}, "ideal", 0, s)
-		require.NoError(t, err)
-		return RunStrategy(context.Background(), e, mirrorOnly[0])
-	}
-	def := run(nil)
-	assert.Greater(t, def.Recomputes, 0, "choosing the strategy turns mirroring on")
-	off := run(map[string]string{"MXNET_BACKWARD_DO_MIRROR": "0"})
-	assert.Equal(t, 0, off.Recomputes, "an explicit 0 is MXNet's global switch")
-	on := run(map[string]string{"MXNET_BACKWARD_DO_MIRROR": "1"})
-	assert.Equal(t, def.Recomputes, on.Recomputes)
+	sts, err := strategy.Resolve([]string{"chen-sqrt"})
+	require.NoError(t, err)
+	rep, err := Compare(context.Background(), g, o, sts, nil)
+	require.NoError(t, err)
+	require.Len(t, rep.Rows, 2)
+	assert.Equal(t, strategy.Baseline, rep.Rows[0].Strategy)
+	assert.Equal(t, "chen-sqrt", rep.Rows[1].Strategy)
+}
+
+func TestCompareCanceled(t *testing.T) {
+	g, err := models.Build("chain", models.Options{Depth: 8})
+	require.NoError(t, err)
+	o, err := strategy.OptionsFrom(nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rep, err := Compare(ctx, g, o, nil, nil)
+	assert.Nil(t, rep)
+	assert.ErrorIs(t, err, sim.ErrCanceled)
+	_, err = SweepBudgets(ctx, g, o, nil, []float64{0.5}, nil, nil)
+	assert.ErrorIs(t, err, sim.ErrCanceled)
 }

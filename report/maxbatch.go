@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/remat-dev/remat/config"
 	"github.com/remat-dev/remat/graph/models"
 	"github.com/remat-dev/remat/sim"
+	"github.com/remat-dev/remat/strategy"
 )
 
 // MaxBatchRow is one strategy's largest batch.
@@ -38,43 +38,40 @@ type MaxBatchReport struct {
 // MaxBatchLimit caps the batch search.
 const MaxBatchLimit = 1 << 16
 
-// MaxBatch searches, for each strategy, the largest batch size of a zoo model
-// whose step fits the device (or budget, if > 0): doubling from 1 until a
-// batch does not fit, then bisection. It assumes memory grows with the
-// batch, which holds for every zoo model.
-func MaxBatch(ctx context.Context, model string, o models.Options, device sim.Profile, allocator string, budget int64, s *config.Settings, strategies []Strategy, progress Progress) (*MaxBatchReport, error) {
+// MaxBatch searches, for each strategy (nil: all), the largest batch size
+// of a zoo model whose step fits the device (or o.Budget, if > 0): doubling
+// from 1 until a batch does not fit, then bisection. It assumes memory grows
+// with the batch, which holds for every zoo model. Cancelling ctx returns an
+// error matching sim.ErrCanceled and no report.
+func MaxBatch(ctx context.Context, model string, mo models.Options, o strategy.Options, strategies []strategy.Strategy, progress sim.Progress) (*MaxBatchReport, error) {
 	if _, err := models.Lookup(model); err != nil {
 		return nil, err
 	}
 	if len(strategies) == 0 {
-		strategies = Strategies()
+		strategies = strategy.All()
 	}
-	if budget <= 0 && device.Capacity <= 0 {
+	if o.Limit() <= 0 {
 		return nil, fmt.Errorf("maxbatch: needs a device with a capacity or a budget")
 	}
-	rep := &MaxBatchReport{Version: SchemaVersion, Kind: "maxbatch", Model: model, Device: device.Name, Allocator: allocator}
-	fits := func(st Strategy, batch int) (Row, error) {
-		oo := o
+	if o.Allocator == "" {
+		o.Allocator = strategy.DefaultAllocator
+	}
+	rep := &MaxBatchReport{Version: SchemaVersion, Kind: "maxbatch", Model: model, Device: o.Device.Name, Allocator: o.Allocator, Limit: o.Limit()}
+	fits := func(st strategy.Strategy, batch int) (Row, error) {
+		oo := mo
 		oo.Batch = batch
 		g, err := models.Build(model, oo)
 		if err != nil {
 			return Row{}, err
 		}
-		env, err := NewEnv(g, device, allocator, budget, s)
-		if err != nil {
-			return Row{}, err
-		}
-		rep.Limit = env.Limit()
-		return RunStrategy(ctx, env, st), nil
+		return RunStrategy(ctx, g, o, st)
 	}
 	for i, st := range strategies {
-		if progress != nil {
-			progress(i, len(strategies), st.Name)
-		}
+		progress.Report(i, len(strategies), st.Name)
 		row := MaxBatchRow{Strategy: st.Name}
 		var best Row
 		ok := func(b int) (bool, error) {
-			if err := ctx.Err(); err != nil {
+			if err := sim.Canceled(ctx, "maxbatch"); err != nil {
 				return false, err
 			}
 			r, err := fits(st, b)
@@ -126,9 +123,7 @@ func MaxBatch(ctx context.Context, model string, o models.Options, device sim.Pr
 		}
 		rep.Rows = append(rep.Rows, row)
 	}
-	if progress != nil {
-		progress(len(strategies), len(strategies), "")
-	}
+	progress.Report(len(strategies), len(strategies), "")
 	return rep, nil
 }
 

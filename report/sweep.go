@@ -6,7 +6,10 @@ import (
 	"strconv"
 
 	"github.com/remat-dev/remat/dtr"
+	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/graph/dtrlog"
+	"github.com/remat-dev/remat/sim"
+	"github.com/remat-dev/remat/strategy"
 )
 
 // SweepPoint is one strategy at one budget.
@@ -39,15 +42,20 @@ type Sweep struct {
 	Points         []SweepPoint `json:"points"`
 }
 
-// SweepBudgets runs every strategy at every budget. Give either ratios (of
-// the baseline's allocated peak) or absolute budgets in bytes.
-func SweepBudgets(ctx context.Context, env *Env, strategies []Strategy, ratios []float64, budgets []int64, progress Progress) (*Sweep, error) {
+// SweepBudgets runs every strategy (nil: all but the baseline) at every
+// budget. Give either ratios (of the baseline's allocated peak) or absolute
+// budgets in bytes; o.Budget is ignored. Cancelling ctx returns an error
+// matching sim.ErrCanceled and no sweep.
+func SweepBudgets(ctx context.Context, g *graph.Graph, o strategy.Options, strategies []strategy.Strategy, ratios []float64, budgets []int64, progress sim.Progress) (*Sweep, error) {
+	if g == nil {
+		return nil, fmt.Errorf("sweep: graph is nil")
+	}
 	if (len(ratios) == 0) == (len(budgets) == 0) {
 		return nil, fmt.Errorf("sweep: give either ratios or budgets")
 	}
 	for _, r := range ratios {
-		if !(r > 0) || r > 100 {
-			return nil, fmt.Errorf("sweep: ratio %g: expected a number in (0, 100]", r)
+		if !(r > 0) || r > 1 {
+			return nil, fmt.Errorf("sweep: ratio %g: expected a number in (0, 1]", r)
 		}
 	}
 	for _, b := range budgets {
@@ -56,37 +64,51 @@ func SweepBudgets(ctx context.Context, env *Env, strategies []Strategy, ratios [
 		}
 	}
 	if len(strategies) == 0 {
-		strategies = Strategies()[1:]
+		for _, s := range strategy.All() {
+			if s.Name != strategy.Baseline {
+				strategies = append(strategies, s)
+			}
+		}
 	}
-	baseEnv := *env
-	baseEnv.Budget = 0
-	base := RunStrategy(ctx, &baseEnv, Strategies()[0])
+	baseline, err := strategy.Lookup(strategy.Baseline)
+	if err != nil {
+		return nil, err
+	}
+	if o.Allocator == "" {
+		o.Allocator = strategy.DefaultAllocator
+	}
+	bo := o
+	bo.Budget = 0
+	base, err := RunStrategy(ctx, g, bo, baseline)
+	if err != nil {
+		return nil, err
+	}
 	if base.Result == nil {
 		return nil, fmt.Errorf("sweep: baseline: %s", base.Reason)
 	}
-	sw := &Sweep{Version: SchemaVersion, Kind: "sweep", Graph: env.Graph.Name, Device: env.Device.Name, Allocator: env.Allocator,
+	sw := &Sweep{Version: SchemaVersion, Kind: "sweep", Graph: g.Name, Device: o.Device.Name, Allocator: o.Allocator,
 		BaselinePeak: base.PeakAllocated, BaselineTimeNs: base.TimeNs, Ratios: ratios}
 	for _, s := range strategies {
 		sw.Strategies = append(sw.Strategies, s.Name)
 	}
-	if len(ratios) > 0 {
-		for _, r := range ratios {
-			budgets = append(budgets, int64(r*float64(base.PeakAllocated)))
+	for _, r := range ratios {
+		b := int64(r * float64(base.PeakAllocated))
+		if b <= 0 {
+			return nil, fmt.Errorf("sweep: ratio %g of the baseline peak %d bytes is below one byte", r, base.PeakAllocated)
 		}
+		budgets = append(budgets, b)
 	}
 	sw.Budgets = budgets
 	total, done := len(budgets)*len(strategies), 0
 	for i, b := range budgets {
-		e := *env
+		e := o
 		e.Budget = b
 		for _, s := range strategies {
-			if progress != nil {
-				progress(done, total, s.Name)
-			}
-			if err := ctx.Err(); err != nil {
+			progress.Report(done, total, s.Name)
+			row, err := RunStrategy(ctx, g, e, s)
+			if err != nil {
 				return nil, err
 			}
-			row := RunStrategy(ctx, &e, s)
 			p := SweepPoint{Strategy: s.Name, Budget: b, Status: row.Status, Reason: row.Reason, PeakAllocated: row.PeakAllocated,
 				TimeNs: row.TimeNs, Recomputes: row.Recomputes, Evictions: row.Evictions}
 			if len(ratios) > 0 {
@@ -99,9 +121,7 @@ func SweepBudgets(ctx context.Context, env *Env, strategies []Strategy, ratios [
 			done++
 		}
 	}
-	if progress != nil {
-		progress(total, total, "")
-	}
+	progress.Report(total, total, "")
 	return sw, nil
 }
 

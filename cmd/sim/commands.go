@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/remat-dev/remat/graph/models"
 	"github.com/remat-dev/remat/report"
 	"github.com/remat-dev/remat/sim"
+	"github.com/remat-dev/remat/strategy"
 )
 
 func (a *app) addCommands(root *cobra.Command) {
@@ -270,72 +273,100 @@ type commonRun struct {
 	seed       uint64
 }
 
-func (c *commonRun) register(cmd *cobra.Command, defaultStrategies string) {
+// register adds the shared flags. A command that runs several strategies
+// takes them as --strategies (defaultStrategies: its default list); plan
+// takes one --strategy and registers no list.
+func (c *commonRun) register(cmd *cobra.Command, list bool, defaultStrategies string) {
 	c.in.register(cmd)
 	f := cmd.Flags()
 	f.StringVarP(&c.device, "device", "d", "a100-40gb", "device profile name, a profile JSON file, or 'none' for unlimited memory")
-	f.StringVar(&c.allocator, "allocator", "caching", "allocator model: ideal, caching (PyTorch's) or static (MXNet's planner)")
-	f.StringVarP(&c.strategies, "strategies", "s", defaultStrategies, "comma-separated strategies ("+strings.Join(report.StrategyNames(), ", ")+"); empty: all")
-	f.StringVar(&c.budget, "budget", "", "memory budget: a size (8GiB) or a ratio of the baseline peak (0.5 or 50%)")
-	f.Uint64Var(&c.seed, "seed", 2333, "seed of the randomized searches")
+	f.StringVar(&c.allocator, "allocator", strategy.DefaultAllocator, "allocator model: ideal, caching (PyTorch's) or static (MXNet's planner)")
+	if list {
+		f.StringVarP(&c.strategies, "strategies", "s", defaultStrategies, "comma-separated strategies ("+strings.Join(strategy.Names(), ", ")+"); empty: all; each name once")
+		_ = cmd.RegisterFlagCompletionFunc("strategies", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			return strategy.Names(), cobra.ShellCompDirectiveNoFileComp
+		})
+	}
+	f.StringVar(&c.budget, "budget", "", "memory budget: a size with a unit (8GiB, 512MB) or a ratio of the baseline peak in (0, 1] (0.5) or a percentage (50%)")
+	f.Uint64Var(&c.seed, "seed", strategy.DefaultSeed, "seed of the randomized searches")
 	c.sf = registerSettings(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("device", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return sim.DeviceNames(), cobra.ShellCompDirectiveNoFileComp
 	})
 	_ = cmd.RegisterFlagCompletionFunc("allocator", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		return report.Allocators, cobra.ShellCompDirectiveNoFileComp
-	})
-	_ = cmd.RegisterFlagCompletionFunc("strategies", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		return report.StrategyNames(), cobra.ShellCompDirectiveNoFileComp
+		return strategy.Allocators, cobra.ShellCompDirectiveNoFileComp
 	})
 }
 
+// splitList splits a comma-separated list, keeping empty entries so that
+// they can be rejected; the empty string is the empty list.
 func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
+	out := strings.Split(s, ",")
+	for i := range out {
+		out[i] = strings.TrimSpace(out[i])
 	}
 	return out
 }
 
-// env builds the report environment from the flags; a ratio budget is
-// resolved against the baseline peak.
-func (a *app) env(ctx context.Context, c *commonRun) (*report.Env, []report.Strategy, *config.Settings, error) {
+// parseStrategies resolves a --strategies list (empty: all).
+func parseStrategies(flag, s string) ([]strategy.Strategy, error) {
+	sts, err := strategy.Resolve(splitList(s))
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--%s: %w", flag, err)}
+	}
+	return sts, nil
+}
+
+// runSetup is what a run of strategies needs: the graph, the options (one
+// path: strategy.OptionsFrom) and the strategies.
+type runSetup struct {
+	g        *graph.Graph
+	o        strategy.Options
+	sts      []strategy.Strategy
+	settings *config.Settings
+}
+
+// setup builds the run from the flags, in the order the user would fix
+// them: flags first, then the input. A ratio budget is resolved against the
+// baseline peak.
+func (a *app) setup(ctx context.Context, c *commonRun, list string) (*runSetup, error) {
 	s, err := a.settings(c.sf)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	dev, err := device(c.device)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	sts, err := report.LookupStrategies(splitList(c.strategies))
+	if !slices.Contains(strategy.Allocators, c.allocator) {
+		return nil, usagef("--allocator %q: expected one of %s", c.allocator, strings.Join(strategy.Allocators, ", "))
+	}
+	sts, err := parseStrategies(list, c.strategies)
 	if err != nil {
-		return nil, nil, nil, usageError{fmt.Errorf("--strategies: %w", err)}
+		return nil, err
 	}
 	size, ratio, err := parseBudget(c.budget)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
+	o, err := strategy.OptionsFrom(s)
+	if err != nil {
+		return nil, err
+	}
+	o.Device, o.Allocator, o.Budget, o.Seed = dev, c.allocator, size, c.seed
 	g, err := c.in.load(s)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	env, err := report.NewEnv(g, dev, c.allocator, size, s)
-	if err != nil {
-		return nil, nil, nil, usageError{err}
-	}
-	env.Seed = c.seed
 	if ratio > 0 {
-		base := report.RunStrategy(ctx, env, report.Strategies()[0])
-		if base.Result == nil {
-			return nil, nil, nil, fmt.Errorf("baseline: %s", base.Reason)
+		if o, err = strategy.WithBudgetRatio(ctx, g, o, ratio); err != nil {
+			return nil, err
 		}
-		env.Budget = int64(ratio * float64(base.PeakAllocated))
 	}
-	return env, sts, s, nil
+	return &runSetup{g: g, o: o, sts: sts, settings: s}, nil
 }
 
 func (a *app) reportCmd() *cobra.Command {
@@ -352,15 +383,15 @@ strategy's peak.`,
 		Example: `  sim report --model resnet50 --batch 32 --device a100-40gb
   sim report --model gpt --batch 8 --budget 12GiB --strategies none,mirror-cost,sublinear-budget,dtr
   sim report --graph model.json --device v100-16gb --plot memory.svg --format markdown
-  sim report --model vgg19 --batch 128 --device v100-16gb --fail-over 16GB --strategy optimal-chain`,
+  sim report --model vgg19 --batch 128 --device v100-16gb --fail-over 16GB --pick optimal-chain`,
 		Args: cobra.NoArgs,
 	}
-	c.register(cmd, "")
+	c.register(cmd, true, "")
 	f := cmd.Flags()
 	f.StringVar(&plot, "plot", "", "write the memory-over-time plot (FILE.svg or FILE.png)")
-	f.StringVar(&trace, "trace", "", "write a Chrome trace (profile.json) of the chosen strategy")
-	f.StringVar(&failOver, "fail-over", "", "exit 3 if the chosen strategy's peak exceeds this size")
-	f.StringVar(&chosen, "strategy", "", "the strategy --trace and --fail-over look at (default: the best)")
+	f.StringVar(&trace, "trace", "", "write a Chrome trace (profile.json) of the picked strategy")
+	f.StringVar(&failOver, "fail-over", "", "exit 3 if the picked strategy's peak exceeds this size")
+	f.StringVar(&chosen, "pick", "", "the strategy --trace and --fail-over look at (default: the best)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		format, err := a.outFormat()
 		if err != nil {
@@ -373,11 +404,11 @@ strategy's peak.`,
 			}
 		}
 		ctx := cmd.Context()
-		env, sts, s, err := a.env(ctx, &c)
+		r, err := a.setup(ctx, &c, "strategies")
 		if err != nil {
 			return err
 		}
-		rep, err := report.Compare(ctx, env, sts, a.progress("report"))
+		rep, err := report.Compare(ctx, r.g, r.o, r.sts, a.progress("report"))
 		if err != nil {
 			return err
 		}
@@ -385,7 +416,7 @@ strategy's peak.`,
 			return err
 		}
 		if plot != "" {
-			if err := report.PlotTimeline(rep, plot); err != nil {
+			if err := PlotTimeline(rep, plot); err != nil {
 				return err
 			}
 		}
@@ -400,13 +431,13 @@ strategy's peak.`,
 			}
 		}
 		if row == nil {
-			return usagef("--strategy %q was not part of this report", pick)
+			return usagef("--pick %q was not part of this report", pick)
 		}
-		if trace == "" && s.Bool(config.ProfilerAutostart) {
+		if trace == "" && r.settings.Bool(config.ProfilerAutostart) {
 			trace = "profile.json" // MXNET_PROFILER_AUTOSTART=1, as MXNet does
 		}
 		if trace != "" {
-			if err := writeTrace(ctx, env, pick, trace); err != nil {
+			if err := writeTrace(ctx, r, pick, trace); err != nil {
 				return err
 			}
 		}
@@ -418,84 +449,84 @@ strategy's peak.`,
 	return cmd
 }
 
-func writeTrace(ctx context.Context, env *report.Env, strategy, path string) error {
-	sts, err := report.LookupStrategies([]string{strategy})
+func writeTrace(ctx context.Context, r *runSetup, name, path string) error {
+	st, err := strategy.Lookup(name)
 	if err != nil {
 		return err
 	}
-	e := *env
-	e.Trace = true
-	row := report.RunStrategy(ctx, &e, sts[0])
-	if row.Result == nil {
-		return fmt.Errorf("trace of %s: %s", strategy, row.Reason)
+	o := r.o
+	o.Trace = true
+	res, err := st.Plan(ctx, r.g, o)
+	if err != nil {
+		return err
 	}
-	return writeFileAtomic(path, func(w io.Writer) error { return sim.WriteTrace(w, env.Graph, row.Result) })
+	if res.Sim == nil {
+		return fmt.Errorf("trace of %s: %s", name, res.Reason)
+	}
+	return writeFileAtomic(path, func(w io.Writer) error { return sim.WriteTrace(w, r.g, res.Sim) })
 }
 
 func (a *app) planCmd() *cobra.Command {
 	var c commonRun
-	var strategy, out string
+	var name, out string
 	cmd := &cobra.Command{
 		Use:   "plan",
 		Short: "Write a strategy's plan (compute, free, swap steps) as JSON",
 		Long: `plan runs one strategy and writes its plan (docs/simulator.md, "Plan JSON") so that it can
-be applied in another framework or replayed with 'sim report --graph'.`,
+be applied in another framework (python/remat_torch applies it to a PyTorch model) or
+replayed with 'sim report --graph'.`,
 		Example: "  sim plan --model resnet50 --batch 64 --strategy sublinear > plan.json\n  sim plan --model gpt --strategy optimal-chain --budget 10GiB --out plan.json",
 		Args:    cobra.NoArgs,
 	}
-	c.register(cmd, "")
-	cmd.Flags().StringVar(&strategy, "strategy", "", "the strategy (required)")
+	c.register(cmd, false, "")
+	cmd.Flags().StringVar(&name, "strategy", "", "the strategy (required): "+strings.Join(strategy.Names(), ", "))
 	cmd.Flags().StringVarP(&out, "out", "o", "", "output file (default stdout)")
+	_ = cmd.RegisterFlagCompletionFunc("strategy", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return strategy.Names(), cobra.ShellCompDirectiveNoFileComp
+	})
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if strategy == "" {
-			return usagef("--strategy is required (one of %s)", strings.Join(report.StrategyNames(), ", "))
+		if name == "" {
+			return usagef("--strategy is required (one of %s)", strings.Join(strategy.Names(), ", "))
 		}
-		c.strategies = strategy
-		env, sts, s, err := a.env(cmd.Context(), &c)
+		c.strategies = name
+		r, err := a.setup(cmd.Context(), &c, "strategy")
 		if err != nil {
 			return err
 		}
-		// A plan is what one training run applies: MegEngine refuses
-		// sublinear planning with DTR enabled, and so does remat.
-		if err := config.CheckExclusive(strings.HasPrefix(strategy, "sublinear"), s.DTREnabled()); err != nil {
+		o := r.o
+		o.DTRPlan = true
+		res, err := r.sts[0].Plan(cmd.Context(), r.g, o)
+		if errors.Is(err, config.ErrConflict) {
+			// MegEngine refuses sublinear planning with DTR enabled, and
+			// so does remat.
 			return usageError{err}
 		}
-		row := report.RunStrategy(cmd.Context(), env, sts[0])
-		if row.Plan == nil {
-			if row.Strategy == "dtr" && row.Result != nil {
-				p, _, err := dtr.Static(cmd.Context(), env.Graph, dtrConfig(env))
-				if err != nil {
-					return err
-				}
-				row.Plan = p
-			} else {
-				return fmt.Errorf("strategy %s gave no plan: %s: %s", strategy, row.Status, row.Reason)
-			}
+		if err != nil {
+			return err
 		}
-		if row.Status != report.StatusOK {
-			fmt.Fprintf(a.stderr, "sim: warning: %s: %s: %s\n", strategy, row.Status, row.Reason)
+		if res.Plan == nil {
+			return fmt.Errorf("strategy %s gave no plan: %s: %s", name, res.Status, res.Reason)
+		}
+		if res.Status != strategy.StatusOK {
+			fmt.Fprintf(a.stderr, "sim: warning: %s: %s: %s\n", name, res.Status, res.Reason)
 		}
 		if out == "" {
-			return sim.EncodePlan(a.stdout, row.Plan)
+			return sim.EncodePlan(a.stdout, res.Plan)
 		}
-		return writeFileAtomic(out, func(w io.Writer) error { return sim.EncodePlan(w, row.Plan) })
+		return writeFileAtomic(out, func(w io.Writer) error { return sim.EncodePlan(w, res.Plan) })
 	}
 	return cmd
-}
-
-func dtrConfig(env *report.Env) dtr.Config {
-	cfg := dtr.DefaultConfig()
-	cfg.Heuristic = dtr.Lookahead
-	cfg.Budget = env.Limit()
-	return cfg
 }
 
 func parseRatios(s string) ([]float64, error) {
 	var out []float64
 	for _, p := range splitList(s) {
 		r, err := strconv.ParseFloat(p, 64)
-		if err != nil || !(r > 0) || r > 100 {
-			return nil, usagef("--ratios: %q is not a ratio in (0, 100]", p)
+		if err != nil || !(r > 0) || r > 1 {
+			return nil, usagef("--ratios: %q is not a ratio in (0, 1]", p)
+		}
+		if slices.Contains(out, r) {
+			return nil, usagef("--ratios: %g is given twice", r)
 		}
 		out = append(out, r)
 	}
@@ -515,30 +546,22 @@ not fit). With --dtr-log and --strategies dtr it follows the DTR paper's protoco
 log: budget = ratio x baseline peak, thrash past 1x extra compute, overhead = clock /
 baseline compute, for each --heuristic; --parity follows the reference simulator exactly.`,
 		Example: `  sim sweep --model resnet50 --batch 32 --ratios 1,0.8,0.6,0.4 --plot sweep.svg
-  sim sweep --dtr-log resnet32.log --strategy dtr --heuristic eq-class --ratios 1.0,0.9,0.8,0.7,0.6,0.5,0.4,0.3,0.2,0.1 --format json
+  sim sweep --dtr-log resnet32.log --strategies dtr --heuristic eq-class --ratios 1.0,0.9,0.8,0.7,0.6,0.5,0.4,0.3,0.2,0.1 --format json
   sim sweep --dtr-log unet.log --strategies dtr --heuristic all --parity
-  sim sweep --dtr-log resnet32.log --strategy dtr --heuristic lookahead-msps,search --ratios 0.3,0.2,0.1`,
+  sim sweep --dtr-log resnet32.log --strategies dtr --heuristic lookahead-msps,search --ratios 0.3,0.2,0.1`,
 		Args: cobra.NoArgs,
 	}
-	c.register(cmd, "mirror,mirror-cost,sublinear,sublinear-budget,chen-greedy,optimal-chain,dtr")
+	c.register(cmd, true, "mirror,mirror-cost,sublinear,sublinear-budget,chen-greedy,optimal-chain,dtr")
 	f := cmd.Flags()
 	f.StringVar(&ratios, "ratios", "", "budgets as ratios of the baseline peak (default 1.0,0.9,...,0.1)")
 	f.StringVar(&budgets, "budgets", "", "budgets as sizes (8GiB,6GiB,...)")
 	f.StringVar(&heuristics, "heuristic", "eq-class", "DTR heuristics for --dtr-log sweeps (comma-separated, or 'all'); 'search' adds the offline search over eviction orders")
 	f.BoolVar(&parity, "parity", false, "DTR log sweeps: follow the reference simulator's semantics exactly")
 	f.StringVar(&plot, "plot", "", "draw overhead vs budget (FILE.svg or FILE.png)")
-	var one string
-	f.StringVar(&one, "strategy", "", "one strategy (same as --strategies with one name)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		format, err := a.outFormat()
 		if err != nil {
 			return err
-		}
-		if one != "" {
-			if cmd.Flags().Changed("strategies") {
-				return usagef("give --strategy or --strategies, not both")
-			}
-			c.strategies = one
 		}
 		rs, err := parseRatios(ratios)
 		if err != nil {
@@ -553,21 +576,23 @@ baseline compute, for each --heuristic; --parity follows the reference simulator
 		}
 		var bs []int64
 		for _, p := range splitList(budgets) {
-			v, err := config.ParseSize(p)
-			if err != nil || v <= 0 {
-				return usagef("--budgets: %q is not a size", p)
+			v, r, err := parseBudget(p)
+			if err != nil || r > 0 || v <= 0 {
+				return usagef("--budgets: %q is not a size with a unit such as 8GiB", p)
 			}
 			bs = append(bs, v)
 		}
 		if len(rs) == 0 && len(bs) == 0 {
 			rs = dtr.DefaultRatios
 		}
-		c.budget = ""
-		env, sts, _, err := a.env(ctx, &c)
+		if c.budget != "" {
+			return usagef("sweep takes its budgets from --ratios or --budgets, not --budget")
+		}
+		r, err := a.setup(ctx, &c, "strategies")
 		if err != nil {
 			return err
 		}
-		sw, err := report.SweepBudgets(ctx, env, sts, rs, bs, a.progress("sweep"))
+		sw, err := report.SweepBudgets(ctx, r.g, r.o, r.sts, rs, bs, a.progress("sweep"))
 		if err != nil {
 			return err
 		}
@@ -575,7 +600,7 @@ baseline compute, for each --heuristic; --parity follows the reference simulator
 			return err
 		}
 		if plot != "" {
-			return report.PlotSweep(sw, plot)
+			return PlotSweep(sw, plot)
 		}
 		return nil
 	}
@@ -630,7 +655,7 @@ batch: the table Checkmate and DTR publish.`,
 		Example: "  sim maxbatch --model vgg19 --device v100-16gb\n  sim maxbatch --model gpt --seq 512 --device a100-40gb --strategies none,sublinear-budget,dtr",
 		Args:    cobra.NoArgs,
 	}
-	c.register(cmd, "none,mirror,mirror-cost,sublinear,chen-sqrt,chen-greedy,optimal-chain,sublinear-budget,dtr")
+	c.register(cmd, true, "none,mirror,mirror-cost,sublinear,chen-sqrt,chen-greedy,optimal-chain,sublinear-budget,dtr")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		format, err := a.outFormat()
 		if err != nil {
@@ -650,9 +675,12 @@ batch: the table Checkmate and DTR publish.`,
 		if err != nil {
 			return err
 		}
-		sts, err := report.LookupStrategies(splitList(c.strategies))
+		sts, err := parseStrategies("strategies", c.strategies)
 		if err != nil {
-			return usageError{fmt.Errorf("--strategies: %w", err)}
+			return err
+		}
+		if !slices.Contains(strategy.Allocators, c.allocator) {
+			return usagef("--allocator %q: expected one of %s", c.allocator, strings.Join(strategy.Allocators, ", "))
 		}
 		size, ratio, err := parseBudget(c.budget)
 		if err != nil {
@@ -668,7 +696,12 @@ batch: the table Checkmate and DTR publish.`,
 		if _, err := models.Lookup(c.in.model); err != nil {
 			return usageError{err}
 		}
-		rep, err := report.MaxBatch(cmd.Context(), c.in.model, o, dev, c.allocator, size, s, sts, a.progress("maxbatch"))
+		so, err := strategy.OptionsFrom(s)
+		if err != nil {
+			return err
+		}
+		so.Device, so.Allocator, so.Budget, so.Seed = dev, c.allocator, size, c.seed
+		rep, err := report.MaxBatch(cmd.Context(), c.in.model, o, so, sts, a.progress("maxbatch"))
 		if err != nil {
 			return err
 		}

@@ -3,9 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,7 +19,6 @@ import (
 	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/graph/dtrlog"
 	"github.com/remat-dev/remat/graph/models"
-	"github.com/remat-dev/remat/report"
 	"github.com/remat-dev/remat/sim"
 )
 
@@ -200,34 +201,54 @@ func device(name string) (sim.Profile, error) {
 	return p, nil
 }
 
-// parseBudget reads --budget: a size (bytes or units) or a ratio of the
-// baseline peak (a plain number <= 100 with a fraction, or a percentage).
+// budgetSyntax is the --budget grammar, quoted in its errors.
+const budgetSyntax = "expected a size with a unit such as 8GiB or 512MB, a ratio of the baseline peak in (0, 1] such as 0.5, or a percentage in (0, 100] such as 50%"
+
+// parseBudget reads --budget. The grammar has no ambiguous form: a number
+// with a unit is a size; a plain number is a ratio of the baseline peak and
+// must lie in (0, 1]; a number followed by % is a percentage in (0, 100].
+// A plain number above 1 is refused (a size needs its unit), as are NaN,
+// infinities and zero.
 func parseBudget(s string) (size int64, ratio float64, err error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return 0, 0, nil
 	}
-	if strings.HasSuffix(s, "%") {
-		var r float64
-		if _, err := fmt.Sscanf(strings.TrimSuffix(s, "%"), "%g", &r); err != nil || r <= 0 || r > 10000 {
-			return 0, 0, usagef("--budget %q: expected a size such as 8GiB, a ratio such as 0.5, or a percentage such as 50%%", s)
+	bad := func(why string) error {
+		if why != "" {
+			return usagef("--budget %q: %s; %s", s, why, budgetSyntax)
+		}
+		return usagef("--budget %q: %s", s, budgetSyntax)
+	}
+	if num, ok := strings.CutSuffix(s, "%"); ok {
+		r, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+		if err != nil || math.IsNaN(r) || r <= 0 || r > 100 {
+			return 0, 0, bad("")
 		}
 		return 0, r / 100, nil
 	}
-	var r float64
-	if n, err := fmt.Sscanf(s, "%g", &r); err == nil && n == 1 && strings.ContainsAny(s, ".") && r > 0 && r <= 100 && !strings.ContainsAny(s, "BbKkMmGgTt") {
+	if r, err := strconv.ParseFloat(s, 64); err == nil {
+		switch {
+		case math.IsNaN(r) || math.IsInf(r, 0) || r <= 0:
+			return 0, 0, bad("")
+		case r > 1:
+			return 0, 0, bad("a plain number is a ratio, and a size needs a unit")
+		}
 		return 0, r, nil
 	}
 	v, err := config.ParseSize(s)
-	if err != nil || v <= 0 {
-		return 0, 0, usagef("--budget %q: expected a size such as 8GiB, a ratio such as 0.5, or a percentage such as 50%%", s)
+	if err != nil {
+		return 0, 0, bad(err.Error())
+	}
+	if v <= 0 {
+		return 0, 0, bad("the size is zero")
 	}
 	return v, 0, nil
 }
 
 // progress returns a progress callback drawing a bar on stderr once the work
 // has taken a second, only when stderr is a terminal and --quiet is off.
-func (a *app) progress(what string) report.Progress {
+func (a *app) progress(what string) sim.Progress {
 	f, ok := a.stderr.(*os.File)
 	if a.quiet || !ok || !term.IsTerminal(int(f.Fd())) {
 		return nil

@@ -234,7 +234,7 @@ func TestConvertRoundTripAndDTRLogSweep(t *testing.T) {
 	logs := []string{"../../graph/dtrlog/testdata/small.log"}
 	_, errOut, code = run(t, fixedEnv, "convert", logs[0], "-")
 	require.Equal(t, 0, code, errOut)
-	out, errOut, code = run(t, fixedEnv, "sweep", "--dtr-log", logs[0], "--strategy", "dtr", "--heuristic", "eq-class,lru", "--ratios", "1,0.5", "--format", "json")
+	out, errOut, code = run(t, fixedEnv, "sweep", "--dtr-log", logs[0], "--strategies", "dtr", "--heuristic", "eq-class,lru", "--ratios", "1,0.5", "--format", "json")
 	require.Equal(t, 0, code, errOut)
 	var sw struct {
 		Kind string `json:"kind"`
@@ -250,13 +250,13 @@ func TestConvertRoundTripAndDTRLogSweep(t *testing.T) {
 	require.Len(t, sw.Runs, 2)
 	assert.Len(t, sw.Runs[0].Results, 2)
 
-	out, errOut, code = run(t, fixedEnv, "sweep", "--dtr-log", logs[0], "--strategy", "dtr", "--heuristic", "search", "--ratios", "1,0.6", "--format", "json")
+	out, errOut, code = run(t, fixedEnv, "sweep", "--dtr-log", logs[0], "--strategies", "dtr", "--heuristic", "search", "--ratios", "1,0.6", "--format", "json")
 	require.Equal(t, 0, code, errOut)
 	require.NoError(t, json.Unmarshal([]byte(out), &sw))
 	require.Len(t, sw.Runs, 1)
 	assert.Equal(t, "search", sw.Runs[0].Heuristic)
 	assert.Equal(t, "ok", sw.Runs[0].Results[0].Status)
-	_, errOut, code = run(t, fixedEnv, "sweep", "--dtr-log", logs[0], "--strategy", "dtr", "--heuristic", "search", "--parity")
+	_, errOut, code = run(t, fixedEnv, "sweep", "--dtr-log", logs[0], "--strategies", "dtr", "--heuristic", "search", "--parity")
 	assert.Equal(t, exitError, code)
 	assert.Contains(t, errOut, "parity")
 }

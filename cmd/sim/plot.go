@@ -1,4 +1,4 @@
-package report
+package main
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/remat-dev/remat/report"
 )
 
 // maxPlotPoints bounds the points of one line (timelines are downsampled by
@@ -25,7 +27,7 @@ func checkPlotPath(path string) error {
 
 // PlotTimeline draws allocated memory over time, one line per strategy that
 // has a timeline, and saves it as SVG or PNG by the file's extension.
-func PlotTimeline(r *Report, path string) error {
+func PlotTimeline(r *report.Report, path string) error {
 	if err := checkPlotPath(path); err != nil {
 		return err
 	}
@@ -70,7 +72,7 @@ func PlotTimeline(r *Report, path string) error {
 
 // PlotSweep draws overhead against budget, one line per strategy (points
 // where the strategy did not fit are left out), like the DTR paper's figure.
-func PlotSweep(sw *Sweep, path string) error {
+func PlotSweep(sw *report.Sweep, path string) error {
 	if err := checkPlotPath(path); err != nil {
 		return err
 	}
@@ -83,7 +85,7 @@ func PlotSweep(sw *Sweep, path string) error {
 		var xys plotter.XYs
 		for j, b := range sw.Budgets {
 			pt := sw.Points[j*len(sw.Strategies)+i]
-			if pt.Status == StatusOK {
+			if pt.Status == report.StatusOK {
 				xys = append(xys, plotter.XY{X: float64(b) / (1 << 30), Y: pt.Overhead})
 			}
 		}

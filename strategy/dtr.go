@@ -1,0 +1,70 @@
+package strategy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/remat-dev/remat/dtr"
+	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/sim"
+)
+
+var dtrRuntime = Strategy{
+	Name: "dtr",
+	Doc:  "DTR runtime eviction within the budget (lookahead heuristic: the op sequence is known)",
+	Reads: []string{"dtr.swap", "dtr.drop", "dtr.auto_drop", "dtr.eviction_threshold",
+		"dtr.evictee_minimum_size"},
+	Planner: planDTR,
+}
+
+func planDTR(ctx context.Context, g *graph.Graph, o Options) (Result, error) {
+	so, err := o.SimOptions()
+	if err != nil {
+		return Result{}, err
+	}
+	cfg := o.DTR
+	cfg.Budget = o.Limit()
+	if cfg.Budget <= 0 && cfg.Threshold <= 0 {
+		return Result{Status: StatusInfeasible, Reason: "needs a budget (--budget), a device with a capacity or MEGENGINE_DTR_EVICTION_THRESHOLD"}, nil
+	}
+	so.Capacity = -1
+	so.Timeline = true
+	m, err := sim.NewMachine(g, so)
+	if err != nil {
+		return Result{}, err
+	}
+	res, st, err := dtr.RunOnMachine(ctx, m, cfg)
+	// The runtime counts tensor bytes; the allocator counts its rounded
+	// blocks, which can sum to more. When that difference breaks the budget,
+	// run again with the runtime's budget lowered, by 0.5% of the budget and
+	// then twice as much each time.
+	want, step := cfg.Budget, cfg.Budget/200
+	for i := 0; i < 5 && err == nil && want > 0 && res.PeakAllocated > want; i++ {
+		cfg.Budget -= max(step, res.PeakAllocated-want)
+		step *= 2
+		if err = m.Reset(); err != nil {
+			return Result{}, err
+		}
+		res, st, err = dtr.RunOnMachine(ctx, m, cfg)
+	}
+	stats := Stats{Detail: fmt.Sprintf("%d evictions, %d remats", st.Evictions, st.Remats), Evaluations: int(st.HeuristicEvals)}
+	switch {
+	case errors.Is(err, dtr.ErrThrashing):
+		return Result{Sim: res, Status: StatusThrash, Reason: "rematerialization exceeded the limit", Stats: stats}, nil
+	case errors.Is(err, dtr.ErrOutOfMemory), errors.Is(err, sim.ErrOutOfMemory):
+		return Result{Sim: res, Status: StatusInfeasible, Reason: err.Error(), Stats: stats}, nil
+	case err != nil:
+		return Result{Stats: stats}, err
+	}
+	out := Result{Sim: res, Stats: stats}
+	if o.DTRPlan {
+		// The same run, recorded as a plan of compute, free and swap steps.
+		p, _, err := dtr.Static(ctx, g, cfg)
+		if err != nil {
+			return out, err
+		}
+		out.Plan = p
+	}
+	return out, nil
+}

@@ -1,0 +1,179 @@
+package strategy
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/remat-dev/remat/config"
+	"github.com/remat-dev/remat/graph/models"
+	"github.com/remat-dev/remat/sim"
+)
+
+func TestTableNamesAreUniqueAndDocumented(t *testing.T) {
+	seen := map[string]bool{}
+	specs := map[string]bool{}
+	for _, sp := range config.Specs() {
+		specs[sp.Name] = true
+	}
+	for _, s := range All() {
+		assert.False(t, seen[s.Name], "duplicate %s", s.Name)
+		seen[s.Name] = true
+		assert.NotEmpty(t, s.Doc, s.Name)
+		assert.NotNil(t, s.Planner, s.Name)
+		for _, r := range s.Reads {
+			assert.True(t, specs[r], "%s reads unknown setting %q", s.Name, r)
+		}
+	}
+	assert.True(t, seen[Baseline])
+}
+
+func TestResolve(t *testing.T) {
+	all, err := Resolve(nil)
+	require.NoError(t, err)
+	assert.Equal(t, Names(), namesOf(all))
+	two, err := Resolve([]string{"dtr", "none"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"dtr", "none"}, namesOf(two))
+	for _, bad := range [][]string{{""}, {"none", ""}, {"none", "none"}, {"nope"}} {
+		_, err := Resolve(bad)
+		assert.Error(t, err, "%q", bad)
+	}
+	_, err = Resolve([]string{"nope"})
+	assert.ErrorContains(t, err, `strategy "nope": expected one of none, mirror`)
+}
+
+func namesOf(sts []Strategy) []string {
+	var out []string
+	for _, s := range sts {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func TestAllIsACopy(t *testing.T) {
+	a := All()
+	a[0].Name = "changed"
+	assert.Equal(t, Baseline, All()[0].Name)
+}
+
+func TestEveryStrategyPlansAChain(t *testing.T) {
+	g, err := models.Build("chain", models.Options{Depth: 16})
+	require.NoError(t, err)
+	o, err := OptionsFrom(nil)
+	require.NoError(t, err)
+	o.Allocator = AllocIdeal
+	base, err := mustLookup(t, Baseline).Plan(context.Background(), g, o)
+	require.NoError(t, err)
+	require.Equal(t, StatusOK, base.Status)
+	o.Budget = base.PeakAllocated() * 6 / 10
+	for _, s := range All() {
+		res, err := s.Plan(context.Background(), g, o)
+		require.NoError(t, err, s.Name)
+		assert.Equal(t, s.Name, res.Strategy)
+		require.NotNil(t, res.Sim, "%s: %s %s", s.Name, res.Status, res.Reason)
+		if s.Name == Baseline {
+			assert.Equal(t, StatusInfeasible, res.Status)
+			continue
+		}
+		if s.PlansForLimit || s.Name == "dtr" {
+			assert.Equal(t, StatusOK, res.Status, "%s: %s", s.Name, res.Reason)
+			assert.LessOrEqual(t, res.PeakAllocated(), o.Budget, s.Name)
+		}
+		if s.Name == "mirror" || s.Name == "mirror-cost" {
+			// MXNet never mirrors FullyConnected, the chain's only op type.
+			assert.Equal(t, base.PeakAllocated(), res.PeakAllocated(), s.Name)
+			continue
+		}
+		assert.Less(t, res.PeakAllocated(), base.PeakAllocated(), "%s reduces the peak of a chain", s.Name)
+	}
+}
+
+func mustLookup(t *testing.T, name string) Strategy {
+	t.Helper()
+	s, err := Lookup(name)
+	require.NoError(t, err)
+	return s
+}
+
+func TestMirrorFollowsTheGlobalSwitch(t *testing.T) {
+	g, err := models.Build("resnet18", models.Options{Batch: 2})
+	require.NoError(t, err)
+	run := func(env map[string]string) Result {
+		s, _, err := config.Load(config.MapEnv(env))
+		require.NoError(t, err)
+		o, err := OptionsFrom(s)
+		require.NoError(t, err)
+		o.Allocator = AllocIdeal
+		res, err := mustLookup(t, "mirror").Plan(context.Background(), g, o)
+		require.NoError(t, err)
+		return res
+	}
+	def := run(nil)
+	assert.Greater(t, def.Sim.Recomputes, 0, "choosing the strategy turns mirroring on")
+	off := run(map[string]string{"MXNET_BACKWARD_DO_MIRROR": "0"})
+	assert.Equal(t, 0, off.Sim.Recomputes, "an explicit 0 is MXNet's global switch")
+	on := run(map[string]string{"MXNET_BACKWARD_DO_MIRROR": "1"})
+	assert.Equal(t, def.Sim.Recomputes, on.Sim.Recomputes)
+}
+
+func TestSublinearRefusesDTR(t *testing.T) {
+	g, err := models.Build("chain", models.Options{Depth: 4})
+	require.NoError(t, err)
+	s, _, err := config.Load(config.MapEnv{"MEGENGINE_ENABLE_DROP": "1"})
+	require.NoError(t, err)
+	o, err := OptionsFrom(s)
+	require.NoError(t, err)
+	for _, st := range All() {
+		_, err := st.Plan(context.Background(), g, o)
+		if st.ExcludesDTR {
+			assert.ErrorIs(t, err, config.ErrConflict, st.Name)
+		} else {
+			assert.NoError(t, err, st.Name)
+		}
+	}
+}
+
+func TestCanceledContext(t *testing.T) {
+	g, err := models.Build("chain", models.Options{Depth: 8})
+	require.NoError(t, err)
+	o, err := OptionsFrom(nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, s := range All() {
+		_, err := s.Plan(ctx, g, o)
+		assert.ErrorIs(t, err, sim.ErrCanceled, s.Name)
+		assert.ErrorIs(t, err, context.Canceled, s.Name)
+	}
+}
+
+func TestMisuse(t *testing.T) {
+	o, err := OptionsFrom(nil)
+	require.NoError(t, err)
+	g, err := models.Build("chain", models.Options{Depth: 4})
+	require.NoError(t, err)
+	cases := map[string]func() error{
+		"nil graph":       func() error { _, err := All()[0].Plan(context.Background(), nil, o); return err },
+		"zero options":    func() error { _, err := All()[0].Plan(context.Background(), g, Options{}); return err },
+		"bad allocator":   func() error { oo := o; oo.Allocator = "buddy"; _, err := All()[0].Plan(context.Background(), g, oo); return err },
+		"negative budget": func() error { oo := o; oo.Budget = -1; _, err := All()[0].Plan(context.Background(), g, oo); return err },
+		"no planner":      func() error { _, err := Strategy{Name: "x"}.Plan(context.Background(), g, o); return err },
+		"nil context": func() error {
+			//lint:ignore SA1012 a nil context is a misuse the API must survive
+			_, err := All()[0].Plan(nil, g, o) //nolint:staticcheck
+			return err
+		},
+	}
+	for name, call := range cases {
+		t.Run(name, func(t *testing.T) {
+			var err error
+			assert.NotPanics(t, func() { err = call() })
+			if name != "nil context" {
+				assert.Error(t, err)
+			}
+		})
+	}
+}
