@@ -156,11 +156,21 @@ func TestMisuse(t *testing.T) {
 	g, err := models.Build("chain", models.Options{Depth: 4})
 	require.NoError(t, err)
 	cases := map[string]func() error{
-		"nil graph":       func() error { _, err := All()[0].Plan(context.Background(), nil, o); return err },
-		"zero options":    func() error { _, err := All()[0].Plan(context.Background(), g, Options{}); return err },
-		"bad allocator":   func() error { oo := o; oo.Allocator = "buddy"; _, err := All()[0].Plan(context.Background(), g, oo); return err },
-		"negative budget": func() error { oo := o; oo.Budget = -1; _, err := All()[0].Plan(context.Background(), g, oo); return err },
-		"no planner":      func() error { _, err := Strategy{Name: "x"}.Plan(context.Background(), g, o); return err },
+		"nil graph":    func() error { _, err := All()[0].Plan(context.Background(), nil, o); return err },
+		"zero options": func() error { _, err := All()[0].Plan(context.Background(), g, Options{}); return err },
+		"bad allocator": func() error {
+			oo := o
+			oo.Allocator = "buddy"
+			_, err := All()[0].Plan(context.Background(), g, oo)
+			return err
+		},
+		"negative budget": func() error {
+			oo := o
+			oo.Budget = -1
+			_, err := All()[0].Plan(context.Background(), g, oo)
+			return err
+		},
+		"no planner": func() error { _, err := Strategy{Name: "x"}.Plan(context.Background(), g, o); return err },
 		"nil context": func() error {
 			//lint:ignore SA1012 a nil context is a misuse the API must survive
 			_, err := All()[0].Plan(nil, g, o) //nolint:staticcheck
