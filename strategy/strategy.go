@@ -104,8 +104,9 @@ const maxReplans = 6
 // under o's device and allocator. A plan that runs out of memory on the
 // device is measured again on an unlimited device (Result.Sim shows what it
 // needs) and gets status oom. Strategies that plan for a limit are made
-// again, up to six times with the limit lowered by 10% each time, while the
-// allocator's overhead makes their plan reserve more than the device has.
+// again, up to six times with a lower limit, while the allocator's overhead
+// (rounding, fragmentation) makes their plan allocate more than the budget
+// or reserve more than the device has.
 //
 // A strategy that finds no plan returns a Result with a status and reason
 // and a nil error; the error is for misuse (nil graph, bad options) and for
@@ -133,27 +134,40 @@ func (s Strategy) Plan(ctx context.Context, g *graph.Graph, o Options) (Result, 
 	}
 	start := time.Now()
 	defer func() { res.Stats.PlanningNs += time.Since(start).Nanoseconds() }()
-	res, err := s.once(ctx, g, o)
+	res, gaveUp, err := s.once(ctx, g, o)
 	if err != nil {
 		return res, err
 	}
-	capacity := o.Capacity()
-	if !s.PlansForLimit || capacity <= 0 || res.Sim == nil || res.FitsDevice {
+	if !s.PlansForLimit {
 		return res, nil
 	}
-	limit := o.Limit()
-	for i := 0; i < maxReplans && res.Sim != nil && !res.FitsDevice && res.Sim.PeakReserved > capacity; i++ {
-		limit -= limit / 10
+	// The planners count bytes as the ideal allocator does; the chosen
+	// allocator's rounding and fragmentation can make the plan overshoot
+	// the budget (allocated) or the device (reserved). Plan again for a
+	// limit lowered by the overshoot (at least 1% of the limit, doubling
+	// each time) while it does.
+	limit, step := o.Limit(), int64(0)
+	for i := 0; i < maxReplans && !gaveUp; i++ {
+		over := overshoot(res, o)
+		if over <= 0 {
+			break
+		}
+		step = max(2*step, over, limit/100)
+		limit -= step
+		if limit <= 0 {
+			break
+		}
 		oo := o
 		oo.planLimit = limit
-		next, err := s.once(ctx, g, oo)
+		next, nextGaveUp, err := s.once(ctx, g, oo)
 		if err != nil {
 			if errors.Is(err, sim.ErrCanceled) {
 				return res, err
 			}
 			return next, err
 		}
-		if next.Sim == nil {
+		if next.Sim == nil || nextGaveUp {
+			// No plan for the lower limit: keep the one that overshoots.
 			break
 		}
 		next.Stats.Replans = res.Stats.Replans + 1
@@ -163,22 +177,42 @@ func (s Strategy) Plan(ctx context.Context, g *graph.Graph, o Options) (Result, 
 	return res, nil
 }
 
-// once plans and measures one time.
-func (s Strategy) once(ctx context.Context, g *graph.Graph, o Options) (Result, error) {
+// overshoot is how many bytes a measured plan is over its budget
+// (allocated) or its device (reserved), whichever is more; <= 0 when it
+// fits or was not measured.
+func overshoot(res Result, o Options) int64 {
+	if res.Sim == nil {
+		return 0
+	}
+	var over int64
+	if o.Budget > 0 {
+		over = res.Sim.PeakAllocated - o.Budget
+	}
+	if c := o.Capacity(); c > 0 {
+		over = max(over, res.Sim.PeakReserved-c)
+	}
+	return over
+}
+
+// once plans and measures one time. gaveUp reports that the planner itself
+// found no plan within its limit (it set a status).
+func (s Strategy) once(ctx context.Context, g *graph.Graph, o Options) (res Result, gaveUp bool, err error) {
 	out, err := s.Planner(ctx, g, o)
 	out.Strategy = s.Name
+	gaveUp = out.Status != "" && out.Status != StatusOK
 	if err != nil {
 		if errors.Is(err, sim.ErrCanceled) && (out.Plan != nil || out.Sim != nil) {
 			// The best plan found before the cancellation: measure it.
 			m, merr := measureInto(g, o, out)
 			if merr != nil {
-				return out, err
+				return out, gaveUp, err
 			}
-			return m, err
+			return m, gaveUp, err
 		}
-		return out, err
+		return out, gaveUp, err
 	}
-	return measureInto(g, o, out)
+	res, err = measureInto(g, o, out)
+	return res, gaveUp, err
 }
 
 // measureInto measures out.Plan (when the planner did not simulate it) and
