@@ -188,6 +188,11 @@ writes OUT in remat's native JSON format (docs/format.md). Use '-' as OUT for st
 		Example: "  sim convert resnet32.log resnet32.json\n  sim convert model.onnx -",
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[1] != "-" {
+				if err := checkOutput("OUT", args[1], ".json"); err != nil {
+					return err
+				}
+			}
 			s, err := a.settings(nil)
 			if err != nil {
 				return err
@@ -196,13 +201,18 @@ writes OUT in remat's native JSON format (docs/format.md). Use '-' as OUT for st
 			if err != nil {
 				return err
 			}
+			o, err := render("OUT", args[1], func(w io.Writer) error { return graph.Encode(w, g) })
+			if err != nil {
+				return err
+			}
 			if args[1] == "-" {
-				return graph.Encode(a.stdout, g)
+				if err := sim.Canceled(cmd.Context(), "sim convert"); err != nil {
+					return err
+				}
+				_, err := a.stdout.Write(o.data)
+				return err
 			}
-			if !strings.HasSuffix(args[1], ".json") {
-				return usagef("convert: output %q: remat writes its JSON format; name the file *.json", args[1])
-			}
-			return graph.WriteFile(args[1], g)
+			return commit(cmd.Context(), o)
 		},
 	}
 }
@@ -403,22 +413,38 @@ strategy's peak.`,
 				return usagef("--fail-over %q: expected a size such as 40GB", failOver)
 			}
 		}
+		if plot != "" {
+			if err := checkOutput("--plot", plot, plotExts...); err != nil {
+				return err
+			}
+		}
 		ctx := cmd.Context()
 		r, err := a.setup(ctx, &c, "strategies")
 		if err != nil {
 			return err
 		}
+		if chosen != "" && chosen != strategy.Baseline && !slices.ContainsFunc(r.sts, func(s strategy.Strategy) bool { return s.Name == chosen }) {
+			return usagef("--pick %q: expected one of the strategies of this report (%s)", chosen, c.strategies)
+		}
+		if trace == "" && r.settings.Bool(config.ProfilerAutostart) {
+			trace = "profile.json" // MXNET_PROFILER_AUTOSTART=1, as MXNet does
+		}
+		if trace != "" {
+			if err := checkOutput("--trace", trace); err != nil {
+				return err
+			}
+		}
 		rep, err := report.Compare(ctx, r.g, r.o, r.sts, a.progress("report"))
 		if err != nil {
 			return err
 		}
-		if err := rep.Write(a.stdout, format); err != nil {
-			return err
-		}
+		var outs []output
 		if plot != "" {
-			if err := PlotTimeline(rep, plot); err != nil {
+			o, err := PlotTimeline(rep, plot)
+			if err != nil {
 				return err
 			}
+			outs = append(outs, o)
 		}
 		pick := chosen
 		if pick == "" {
@@ -431,15 +457,20 @@ strategy's peak.`,
 			}
 		}
 		if row == nil {
-			return usagef("--pick %q was not part of this report", pick)
-		}
-		if trace == "" && r.settings.Bool(config.ProfilerAutostart) {
-			trace = "profile.json" // MXNET_PROFILER_AUTOSTART=1, as MXNet does
+			return fmt.Errorf("no strategy of this report has a result to look at")
 		}
 		if trace != "" {
-			if err := writeTrace(ctx, r, pick, trace); err != nil {
+			o, err := renderTrace(ctx, r, pick, trace)
+			if err != nil {
 				return err
 			}
+			outs = append(outs, o)
+		}
+		if err := commit(ctx, outs...); err != nil {
+			return err
+		}
+		if err := rep.Write(a.stdout, format); err != nil {
+			return err
 		}
 		if limit > 0 && row.PeakAllocated > limit {
 			return failOverError{fmt.Sprintf("strategy %s peaks at %d bytes, over the --fail-over limit of %d", pick, row.PeakAllocated, limit)}
@@ -449,21 +480,23 @@ strategy's peak.`,
 	return cmd
 }
 
-func writeTrace(ctx context.Context, r *runSetup, name, path string) error {
+// renderTrace runs the picked strategy again with trace events on and
+// renders its Chrome trace.
+func renderTrace(ctx context.Context, r *runSetup, name, path string) (output, error) {
 	st, err := strategy.Lookup(name)
 	if err != nil {
-		return err
+		return output{}, err
 	}
 	o := r.o
 	o.Trace = true
 	res, err := st.Plan(ctx, r.g, o)
 	if err != nil {
-		return err
+		return output{}, err
 	}
 	if res.Sim == nil {
-		return fmt.Errorf("trace of %s: %s", name, res.Reason)
+		return output{}, fmt.Errorf("trace of %s: %s", name, res.Reason)
 	}
-	return writeFileAtomic(path, func(w io.Writer) error { return sim.WriteTrace(w, r.g, res.Sim) })
+	return render("--trace", path, func(w io.Writer) error { return sim.WriteTrace(w, r.g, res.Sim) })
 }
 
 func (a *app) planCmd() *cobra.Command {
@@ -488,6 +521,11 @@ replayed with 'sim report --graph'.`,
 		if name == "" {
 			return usagef("--strategy is required (one of %s)", strings.Join(strategy.Names(), ", "))
 		}
+		if out != "" {
+			if err := checkOutput("--out", out); err != nil {
+				return err
+			}
+		}
 		c.strategies = name
 		r, err := a.setup(cmd.Context(), &c, "strategy")
 		if err != nil {
@@ -510,10 +548,18 @@ replayed with 'sim report --graph'.`,
 		if res.Status != strategy.StatusOK {
 			fmt.Fprintf(a.stderr, "sim: warning: %s: %s: %s\n", name, res.Status, res.Reason)
 		}
-		if out == "" {
-			return sim.EncodePlan(a.stdout, res.Plan)
+		o2, err := render("--out", out, func(w io.Writer) error { return sim.EncodePlan(w, res.Plan) })
+		if err != nil {
+			return err
 		}
-		return writeFileAtomic(out, func(w io.Writer) error { return sim.EncodePlan(w, res.Plan) })
+		if out == "" {
+			if err := sim.Canceled(cmd.Context(), "sim plan"); err != nil {
+				return err
+			}
+			_, err = a.stdout.Write(o2.data)
+			return err
+		}
+		return commit(cmd.Context(), o2)
 	}
 	return cmd
 }
@@ -570,8 +616,16 @@ baseline compute, for each --heuristic; --parity follows the reference simulator
 		if ratios != "" && budgets != "" {
 			return usagef("give --ratios or --budgets, not both")
 		}
+		if plot != "" {
+			if err := checkOutput("--plot", plot, plotExts...); err != nil {
+				return err
+			}
+		}
 		ctx := cmd.Context()
 		if c.in.dtrLog != "" && c.strategies == "dtr" {
+			if plot != "" {
+				return usagef("--plot draws budget sweeps of graphs; a --dtr-log sweep prints its table only")
+			}
 			return a.sweepLog(ctx, c.in.dtrLog, heuristics, rs, parity, c.seed, format)
 		}
 		var bs []int64
@@ -596,13 +650,18 @@ baseline compute, for each --heuristic; --parity follows the reference simulator
 		if err != nil {
 			return err
 		}
-		if err := sw.Write(a.stdout, format); err != nil {
+		var outs []output
+		if plot != "" {
+			o, err := PlotSweep(sw, plot)
+			if err != nil {
+				return err
+			}
+			outs = append(outs, o)
+		}
+		if err := commit(ctx, outs...); err != nil {
 			return err
 		}
-		if plot != "" {
-			return PlotSweep(sw, plot)
-		}
-		return nil
+		return sw.Write(a.stdout, format)
 	}
 	return cmd
 }

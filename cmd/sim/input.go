@@ -2,10 +2,8 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/remat-dev/remat"
 	"github.com/remat-dev/remat/config"
 	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/graph/dtrlog"
@@ -186,17 +185,15 @@ func (a *app) settings(sf *settingsFlags) (*config.Settings, error) {
 	return s, nil
 }
 
-// device resolves --device: a built-in name or a JSON profile file.
+// device resolves --device: a built-in name, a JSON profile file, or
+// none for an unlimited device (remat.Device).
 func device(name string) (sim.Profile, error) {
-	if name == "" || name == "none" || name == "unlimited" {
-		return sim.Profile{}, nil
-	}
-	if strings.HasSuffix(name, ".json") {
-		return sim.LoadProfile(name)
-	}
-	p, err := sim.Device(name)
-	if err != nil {
+	p, err := remat.Device(name)
+	if err != nil && !strings.HasSuffix(name, ".json") {
 		return p, usageError{fmt.Errorf("--device: %w", err)}
+	}
+	if err != nil {
+		return p, fmt.Errorf("--device: %w", err)
 	}
 	return p, nil
 }
@@ -269,23 +266,4 @@ func (a *app) progress(what string) sim.Progress {
 			_ = bar.Finish()
 		}
 	}
-}
-
-// writeFileAtomic writes a file through a temporary name.
-func writeFileAtomic(path string, write func(io.Writer) error) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".sim-*")
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -17,20 +19,26 @@ import (
 // keeping the maximum of each bucket, so peaks survive).
 const maxPlotPoints = 1500
 
-func checkPlotPath(path string) error {
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".svg", ".png":
-		return nil
+// plotExts are the plot formats, chosen by the file's extension.
+var plotExts = []string{".svg", ".png"}
+
+// savePlot renders p into an output for path (its extension picks the
+// format).
+func savePlot(p *plot.Plot, path string) (output, error) {
+	ext := strings.ToLower(filepath.Ext(path))
+	if !slices.Contains(plotExts, ext) {
+		return output{}, usagef("--plot %q: expected a name ending in .svg or .png", path)
 	}
-	return fmt.Errorf("plot file %q: expected a name ending in .svg or .png", path)
+	wt, err := p.WriterTo(8*vg.Inch, 5*vg.Inch, ext[1:])
+	if err != nil {
+		return output{}, err
+	}
+	return render("--plot", path, func(w io.Writer) error { _, err := wt.WriteTo(w); return err })
 }
 
 // PlotTimeline draws allocated memory over time, one line per strategy that
-// has a timeline, and saves it as SVG or PNG by the file's extension.
-func PlotTimeline(r *report.Report, path string) error {
-	if err := checkPlotPath(path); err != nil {
-		return err
-	}
+// has a timeline, as SVG or PNG by the file's extension.
+func PlotTimeline(r *report.Report, path string) (output, error) {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s on %s: memory over one training step", r.Graph, orUnlimited(r.Device))
 	p.X.Label.Text = "time (ms)"
@@ -56,7 +64,7 @@ func PlotTimeline(r *report.Report, path string) error {
 		}
 		l, err := plotter.NewLine(xys)
 		if err != nil {
-			return fmt.Errorf("plot %s: %w", row.Strategy, err)
+			return output{}, fmt.Errorf("plot %s: %w", row.Strategy, err)
 		}
 		l.Color = plotutil.Color(i)
 		l.Dashes = plotutil.Dashes(i / 7)
@@ -65,17 +73,14 @@ func PlotTimeline(r *report.Report, path string) error {
 		i++
 	}
 	if i == 0 {
-		return fmt.Errorf("plot: no strategy has a memory timeline")
+		return output{}, fmt.Errorf("plot: no strategy has a memory timeline")
 	}
-	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+	return savePlot(p, path)
 }
 
 // PlotSweep draws overhead against budget, one line per strategy (points
 // where the strategy did not fit are left out), like the DTR paper's figure.
-func PlotSweep(sw *report.Sweep, path string) error {
-	if err := checkPlotPath(path); err != nil {
-		return err
-	}
+func PlotSweep(sw *report.Sweep, path string) (output, error) {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s on %s: overhead vs memory budget", sw.Graph, orUnlimited(sw.Device))
 	p.X.Label.Text = "budget (GiB)"
@@ -94,7 +99,7 @@ func PlotSweep(sw *report.Sweep, path string) error {
 		}
 		l, pts, err := plotter.NewLinePoints(xys)
 		if err != nil {
-			return fmt.Errorf("plot %s: %w", s, err)
+			return output{}, fmt.Errorf("plot %s: %w", s, err)
 		}
 		l.Color = plotutil.Color(i)
 		pts.Color = plotutil.Color(i)
@@ -102,7 +107,7 @@ func PlotSweep(sw *report.Sweep, path string) error {
 		p.Add(l, pts)
 		p.Legend.Add(s, l, pts)
 	}
-	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+	return savePlot(p, path)
 }
 
 func orUnlimited(d string) string {

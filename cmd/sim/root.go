@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/remat-dev/remat/report"
+	"github.com/remat-dev/remat/sim"
 )
 
 // Exit codes.
@@ -18,6 +19,9 @@ const (
 	exitError    = 1 // any error; one line on stderr
 	exitUsage    = 2 // bad flags or arguments
 	exitFailOver = 3 // --fail-over: the chosen strategy's peak exceeds the limit
+	// exitInterrupted is the shell's code for a run ended by SIGINT
+	// (128 + 2): nothing was printed as a result and no file written.
+	exitInterrupted = 130
 )
 
 // usageError marks errors caused by the command line itself.
@@ -62,6 +66,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEn
 	if err == nil {
 		return exitOK
 	}
+	if errors.Is(err, sim.ErrCanceled) || errors.Is(err, context.Canceled) || ctx.Err() != nil {
+		// Ctrl-C: no result was printed and no file written.
+		fmt.Fprintln(stderr, "sim: interrupted")
+		return exitInterrupted
+	}
 	msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")
 	var fo failOverError
 	if errors.As(err, &fo) {
@@ -70,8 +79,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEn
 	}
 	var ue usageError
 	if errors.As(err, &ue) || isCobraUsage(err) {
-		fmt.Fprintln(stderr, "sim:", msg)
-		fmt.Fprintln(stderr, "Run 'sim --help' for usage.")
+		// One line: the cause, then where to look.
+		fmt.Fprintf(stderr, "sim: %s (see 'sim --help')\n", msg)
 		return exitUsage
 	}
 	fmt.Fprintln(stderr, "sim:", msg)
