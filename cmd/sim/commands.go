@@ -281,12 +281,19 @@ type commonRun struct {
 	strategies string
 	budget     string
 	seed       uint64
+	cmd        *cobra.Command
+}
+
+// listed reports whether the user gave --strategies (or plan's --strategy).
+func (c *commonRun) listed() bool {
+	return c.cmd != nil && (c.cmd.Flags().Changed("strategies") || c.cmd.Flags().Changed("strategy"))
 }
 
 // register adds the shared flags. A command that runs several strategies
 // takes them as --strategies (defaultStrategies: its default list); plan
 // takes one --strategy and registers no list.
 func (c *commonRun) register(cmd *cobra.Command, list bool, defaultStrategies string) {
+	c.cmd = cmd
 	c.in.register(cmd)
 	f := cmd.Flags()
 	f.StringVarP(&c.device, "device", "d", "a100-40gb", "device profile name, a profile JSON file, or 'none' for unlimited memory")
@@ -330,6 +337,22 @@ func parseStrategies(flag, s string) ([]strategy.Strategy, error) {
 	return sts, nil
 }
 
+// checkExclusive refuses, as a usage error, a strategy list that names a
+// strategy that cannot run with DTR enabled (MegEngine's sublinear search)
+// while DTR is (MEGENGINE_ENABLE_DROP / MEGENGINE_DTR_AUTO_DROP). With the
+// default list the strategies still run, and their rows say why they failed.
+func checkExclusive(listed bool, sts []strategy.Strategy, o strategy.Options) error {
+	if !listed || !o.DTREnabled {
+		return nil
+	}
+	for _, s := range sts {
+		if s.ExcludesDTR {
+			return usageError{fmt.Errorf("%s: %w", s.Name, config.CheckExclusive(true, true))}
+		}
+	}
+	return nil
+}
+
 // runSetup is what a run of strategies needs: the graph, the options (one
 // path: strategy.OptionsFrom) and the strategies.
 type runSetup struct {
@@ -367,6 +390,9 @@ func (a *app) setup(ctx context.Context, c *commonRun, list string) (*runSetup, 
 		return nil, err
 	}
 	o.Device, o.Allocator, o.Budget, o.Seed = dev, c.allocator, size, c.seed
+	if err := checkExclusive(c.listed(), sts, o); err != nil {
+		return nil, err
+	}
 	g, err := c.in.load(s)
 	if err != nil {
 		return nil, err
@@ -760,6 +786,9 @@ batch: the table Checkmate and DTR publish.`,
 			return err
 		}
 		so.Device, so.Allocator, so.Budget, so.Seed = dev, c.allocator, size, c.seed
+		if err := checkExclusive(c.listed(), sts, so); err != nil {
+			return err
+		}
 		rep, err := report.MaxBatch(cmd.Context(), c.in.model, o, so, sts, a.progress("maxbatch"))
 		if err != nil {
 			return err
