@@ -1,0 +1,7 @@
+// Package dtr is a Dynamic Tensor Rematerialization runtime (Kirisame et al.,
+// ICLR 2021, and MegEngine's DTR): it decides, while a program runs, which
+// tensors to evict (drop and recompute later, or swap to host) to stay
+// within a memory budget. A real executor embeds it through the small Host
+// interface; the simulator drives it on sim.Machine; Sweep runs the paper's
+// budget protocol on a DTR log; Static exports what it did as a sim.Plan.
+package dtr
