@@ -21,7 +21,6 @@ func TestParseBudgetGrammar(t *testing.T) {
 		{"1.5GiB", 3 << 29, 0},
 		{"100B", 100, 0},
 		{"0.5", 0, 0.5},
-		{"1", 0, 1},
 		{"1.0", 0, 1},
 		{".25", 0, 0.25},
 		{"50%", 0, 0.5},
@@ -34,7 +33,7 @@ func TestParseBudgetGrammar(t *testing.T) {
 		assert.Equal(t, c.size, size, c.in)
 		assert.InDelta(t, c.ratio, ratio, 1e-12, c.in)
 	}
-	bad := []string{"1.5", "2", "1024", "0", "0.0", "-0.5", "nan", "NaN%", "inf", "+Inf", "0%", "101%", "-5%", "x%",
+	bad := []string{"1", "1.5", "2", "1024", "0", "0.0", "-0.5", "nan", "NaN%", "inf", "+Inf", "0%", "101%", "-5%", "x%",
 		"0B", "-1GiB", "8 parsecs", "GiB", "%", "1e400", "9999999999EiB"}
 	for _, in := range bad {
 		_, _, err := parseBudget(in)
@@ -43,7 +42,9 @@ func TestParseBudgetGrammar(t *testing.T) {
 		assert.NotContains(t, err.Error(), "\n")
 	}
 	_, _, err := parseBudget("1024")
-	assert.ErrorContains(t, err, "a size needs a unit")
+	assert.ErrorContains(t, err, "it needs a unit")
+	_, _, err = parseBudget("1.5")
+	assert.ErrorContains(t, err, "a plain number is a ratio")
 }
 
 func TestStrategyListGrammar(t *testing.T) {

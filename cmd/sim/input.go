@@ -202,10 +202,10 @@ func device(name string) (sim.Profile, error) {
 const budgetSyntax = "expected a size with a unit such as 8GiB or 512MB, a ratio of the baseline peak in (0, 1] such as 0.5, or a percentage in (0, 100] such as 50%"
 
 // parseBudget reads --budget. The grammar has no ambiguous form: a number
-// with a unit is a size; a plain number is a ratio of the baseline peak and
-// must lie in (0, 1]; a number followed by % is a percentage in (0, 100].
-// A plain number above 1 is refused (a size needs its unit), as are NaN,
-// infinities and zero.
+// with a unit is a size; a plain number with a decimal point is a ratio of
+// the baseline peak and must lie in (0, 1]; a number followed by % is a
+// percentage in (0, 100]. A bare integer is refused (a size needs its
+// unit, a ratio its decimal point), as are NaN, infinities and zero.
 func parseBudget(s string) (size int64, ratio float64, err error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -226,6 +226,8 @@ func parseBudget(s string) (size int64, ratio float64, err error) {
 	}
 	if r, err := strconv.ParseFloat(s, 64); err == nil {
 		switch {
+		case strings.Trim(s, "+0123456789") == "":
+			return 0, 0, bad("a bare integer is neither a size (it needs a unit) nor a ratio (write 1.0 or 0.5)")
 		case math.IsNaN(r) || math.IsInf(r, 0) || r <= 0:
 			return 0, 0, bad("")
 		case r > 1:
