@@ -29,7 +29,7 @@ func planDTR(ctx context.Context, g *graph.Graph, o Options) (Result, error) {
 		return Result{Status: StatusInfeasible, Reason: "needs a budget (--budget), a device with a capacity or MEGENGINE_DTR_EVICTION_THRESHOLD"}, nil
 	}
 	so.Capacity = -1
-	so.Timeline = true
+	so.Timeline = o.Timeline
 	m, err := sim.NewMachine(g, so)
 	if err != nil {
 		return Result{}, err

@@ -52,6 +52,10 @@ type Options struct {
 	Seed uint64
 	// Trace makes the simulator record trace events (a Chrome trace).
 	Trace bool
+	// Timeline makes the simulator record memory over time (one point per
+	// step, Result.Sim.Timeline) for plots; it costs memory proportional to
+	// the plan's length.
+	Timeline bool
 	// Progress, when not nil, is told how long searches get on.
 	Progress sim.Progress
 	// DTRPlan makes the dtr strategy also record the schedule its run

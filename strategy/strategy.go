@@ -269,7 +269,7 @@ func measure(g *graph.Graph, o Options, p *sim.Plan) (*sim.Result, bool, error) 
 	if err != nil {
 		return nil, false, err
 	}
-	so.Timeline = true
+	so.Timeline = o.Timeline
 	res, err := sim.Simulate(g, p, so)
 	if err == nil {
 		return res, false, nil
@@ -281,7 +281,7 @@ func measure(g *graph.Graph, o Options, p *sim.Plan) (*sim.Result, bool, error) 
 	if err != nil {
 		return nil, false, err
 	}
-	so.Timeline = true
+	so.Timeline = o.Timeline
 	so.Capacity = -1
 	so.ReserveAll = false
 	res, err = sim.Simulate(g, p, so)

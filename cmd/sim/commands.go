@@ -460,6 +460,7 @@ strategy's peak.`,
 				return err
 			}
 		}
+		r.o.Timeline = plot != ""
 		rep, err := report.Compare(ctx, r.g, r.o, r.sts, a.progress("report"))
 		if err != nil {
 			return err
