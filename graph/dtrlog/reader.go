@@ -69,7 +69,12 @@ type LineError struct {
 	Err  error
 }
 
-func (e *LineError) Error() string { return fmt.Sprintf("dtr log line %d: %v", e.Line, e.Err) }
+func (e *LineError) Error() string {
+	if e.Line <= 0 {
+		return fmt.Sprintf("dtr log: %v", e.Err)
+	}
+	return fmt.Sprintf("dtr log line %d: %v", e.Line, e.Err)
+}
 
 // Unwrap returns the underlying error.
 func (e *LineError) Unwrap() error { return e.Err }
@@ -125,6 +130,8 @@ type Reader struct {
 	line int
 }
 
+var utf8BOM = []byte{0xef, 0xbb, 0xbf}
+
 // MaxLineBytes is the longest line the Reader accepts.
 const MaxLineBytes = 64 << 20
 
@@ -140,7 +147,16 @@ func NewReader(r io.Reader) *Reader {
 func (r *Reader) Next() (Instr, error) {
 	for r.sc.Scan() {
 		r.line++
-		b := bytes.TrimSpace(r.sc.Bytes())
+		b := r.sc.Bytes()
+		if r.line == 1 {
+			switch {
+			case bytes.HasPrefix(b, utf8BOM):
+				b = b[len(utf8BOM):] // a UTF-8 byte order mark is accepted
+			case bytes.HasPrefix(b, []byte{0xff, 0xfe}), bytes.HasPrefix(b, []byte{0xfe, 0xff}):
+				return Instr{}, &LineError{Line: 1, Err: fmt.Errorf("%w: the file is UTF-16 (it starts with a UTF-16 byte order mark): expected UTF-8 JSON lines", ErrSyntax)}
+			}
+		}
+		b = bytes.TrimSpace(b)
 		if len(b) == 0 {
 			continue
 		}
@@ -152,6 +168,9 @@ func (r *Reader) Next() (Instr, error) {
 		return in, nil
 	}
 	if err := r.sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return Instr{}, &LineError{Line: r.line + 1, Err: fmt.Errorf("%w: the line is longer than %d bytes (MaxLineBytes)", ErrSyntax, MaxLineBytes)}
+		}
 		return Instr{}, &LineError{Line: r.line + 1, Err: fmt.Errorf("%w: %w", ErrSyntax, err)}
 	}
 	return Instr{}, io.EOF

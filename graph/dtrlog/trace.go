@@ -186,6 +186,14 @@ func (c *compiler) newTensor(name string, op, index int32) int32 {
 }
 
 func (c *compiler) feed(in Instr) error {
+	// Instructions built in code (CompileInstrs) get the same range checks
+	// as parsed lines.
+	if in.Memory < 0 {
+		return lineErr(in.Line, "MEMORY of %q is %d, expected >= 0", in.Name, in.Memory)
+	}
+	if in.Time < 0 {
+		return lineErr(in.Line, "TIME of %s %q is %d, expected >= 0", in.Kind, in.Name, in.Time)
+	}
 	if c.want != nil {
 		return c.feedPending(in)
 	}
@@ -281,6 +289,17 @@ func (c *compiler) feedPending(in Instr) error {
 		return c.finishCall()
 	}
 	return nil
+}
+
+// opKind names the instruction an op came from.
+func opKind(o *Op) string {
+	switch {
+	case o.Constant:
+		return "CONSTANT"
+	case o.Mutate:
+		return "MUTATE"
+	}
+	return "CALL"
 }
 
 func describe(in Instr) string {
@@ -382,10 +401,36 @@ func (c *compiler) mutate(in Instr) error {
 	return nil
 }
 
+// MaxTotal is the largest sum of the TIMEs (ns) and of the MEMORYs (bytes)
+// of one log: 2^60, so that the runtime's clocks, budgets and costs, which
+// add and multiply these sums, cannot overflow int64.
+const MaxTotal = int64(1) << 60
+
 func (c *compiler) finish() (*Trace, error) {
 	if c.want != nil {
 		w := c.want
 		return nil, lineErr(w.Line, "%s %q: the log ends before its MEMORY/ALIAS lines", w.Kind, w.Name)
+	}
+	calls := 0
+	var time, memory int64
+	for i := range c.t.Ops {
+		o := &c.t.Ops[i]
+		if !o.Constant {
+			calls++
+		}
+		time += o.Time
+		if o.Time > MaxTotal || time > MaxTotal {
+			return nil, lineErr(o.Line, "the TIMEs add up past %d ns at %s %q: expected a smaller total", MaxTotal, opKind(o), o.Name)
+		}
+		for _, sz := range o.Sizes {
+			memory += sz
+			if sz > MaxTotal || memory > MaxTotal {
+				return nil, lineErr(o.Line, "the MEMORYs add up past %d bytes at %s %q: expected a smaller total", MaxTotal, opKind(o), o.Name)
+			}
+		}
+	}
+	if calls == 0 {
+		return nil, &LineError{Line: 0, Err: fmt.Errorf("%w: the log has no CALL or MUTATE instruction (after START): expected at least one op", ErrInvalid)}
 	}
 	// Outputs: tensors still referenced, in order of their names' first
 	// definition (each name once; a tensor pinned twice is pinned once).

@@ -1,0 +1,83 @@
+package dtrlog
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const startLine = `{"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"}` + "\n"
+
+func call(arg, res, time string) string {
+	return `{"ARGS":["` + arg + `"],"INSTRUCTION":"CALL","NAME":"op","RESULT":["` + res + `"],"TIME":"` + time + `"}` + "\n" +
+		`{"INSTRUCTION":"MEMORY","MEMORY":"64","NAME":"` + res + `"}` + "\n" +
+		`{"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"` + res + `"}` + "\n"
+}
+
+const constant = `{"INSTRUCTION":"CONSTANT","NAME":"x0"}` + "\n" + `{"INSTRUCTION":"MEMORY","MEMORY":"64","NAME":"x0"}` + "\n"
+
+func TestRejectsLogsWithoutOps(t *testing.T) {
+	for name, log := range map[string]string{
+		"empty":       "",
+		"blank lines": "\n\n  \n",
+		"start only":  startLine,
+		"constants":   startLine + constant,
+	} {
+		_, err := Compile(strings.NewReader(log))
+		require.Error(t, err, name)
+		assert.ErrorIs(t, err, ErrInvalid, name)
+		assert.Contains(t, err.Error(), "no CALL", name)
+	}
+	_, err := Compile(strings.NewReader(startLine + constant + call("x0", "x1", "5")))
+	assert.NoError(t, err)
+}
+
+func TestSumsAreChecked(t *testing.T) {
+	big := "9223372036854775000"
+	_, err := Compile(strings.NewReader(startLine + constant + call("x0", "x1", big)))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "TIMEs add up past")
+	half := "700000000000000000" // 7e17: two of them pass MaxTotal (2^60 ~ 1.15e18)
+	_, err = Compile(strings.NewReader(startLine + constant + call("x0", "x1", half) + call("x1", "x2", half)))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "line 7:", "the second CALL")
+	mem := startLine + `{"INSTRUCTION":"CONSTANT","NAME":"a"}` + "\n" + `{"INSTRUCTION":"MEMORY","MEMORY":"9223372036854775807","NAME":"a"}` + "\n" + call("a", "b", "1")
+	_, err = Compile(strings.NewReader(mem))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "MEMORYs add up past")
+}
+
+func TestCompileInstrsRejectsNegatives(t *testing.T) {
+	_, err := CompileInstrs([]Instr{{Kind: Constant, Name: "a"}, {Kind: Memory, Name: "a", Memory: -1}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "MEMORY")
+	_, err = CompileInstrs([]Instr{{Kind: Call, Name: "op", Time: -5}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "TIME")
+	_, err = CompileInstrs(nil)
+	assert.ErrorIs(t, err, ErrInvalid)
+}
+
+func TestEncodings(t *testing.T) {
+	log := startLine + constant + call("x0", "x1", "5")
+	tr, err := Compile(strings.NewReader("\xef\xbb\xbf" + log))
+	require.NoError(t, err, "a UTF-8 byte order mark is accepted")
+	assert.Len(t, tr.Ops, 2)
+	_, err = Compile(strings.NewReader("\xff\xfe{\x00"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "UTF-16")
+	assert.True(t, errors.Is(err, ErrSyntax))
+}
+
+func TestLongLineNamesTheLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates a 64 MiB line")
+	}
+	line := `{"INSTRUCTION":"CONSTANT","NAME":"` + strings.Repeat("x", MaxLineBytes) + `"}`
+	_, err := Compile(strings.NewReader(line))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "longer than 67108864 bytes")
+}
