@@ -406,7 +406,14 @@ func Decode(r io.Reader) (*Graph, error) {
 	if r == nil {
 		return nil, errors.New("decode graph: reader is nil")
 	}
-	d := newDecoder(r)
+	br := bufio.NewReader(r)
+	switch head, _ := br.Peek(3); {
+	case bytes.HasPrefix(head, []byte{0xef, 0xbb, 0xbf}):
+		_, _ = br.Discard(3) // a UTF-8 byte order mark is accepted
+	case bytes.HasPrefix(head, []byte{0xff, 0xfe}), bytes.HasPrefix(head, []byte{0xfe, 0xff}):
+		return nil, errors.New("decode graph: the file is UTF-16 (it starts with a UTF-16 byte order mark): expected UTF-8 JSON")
+	}
+	d := newDecoder(br)
 	g, err := d.graph()
 	if err != nil {
 		return nil, err

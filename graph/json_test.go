@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -65,7 +64,7 @@ func fullGraph(t testing.TB) *Graph {
 	b.Constant("idx", I32, 3)
 	half := b.Constant("h", F16) // scalar, nil shape
 	fc := b.Op("linear", "fc1", x, w).Out("h1", F32, 4, 8).
-		FLOPs(math.MaxInt64).BytesAccessed(1).TimeNs(2).Workspace(3).
+		FLOPs(MaxQuantity).BytesAccessed(1).TimeNs(2).Workspace(3).
 		Attr(AttrCudnnTune, "limited_workspace").Attr(AttrForceMirroring, "1")
 	drop := b.Op("dropout", "drop", fc.T(), half).Out("d", F32, 4, 8).OutKind("drop.mask", Activation, U8, 4, 8).
 		Flags(NonDeterministic).Attr(AttrRNGSaved, "1")

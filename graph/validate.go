@@ -77,6 +77,12 @@ func opPath(i int, field string, j int) string {
 	return s
 }
 
+// MaxQuantity bounds every size and cost of a graph (a tensor's bytes, an
+// op's flops, bytes accessed, time and workspace) and the sums of tensor
+// bytes and of op times over the graph: 2^60, so that the simulator's
+// clocks and peaks, which add them up, cannot overflow int64.
+const MaxQuantity = int64(1) << 60
+
 // Validate checks the graph and builds its consumer index. It reports the
 // first problem found: IDs that are not dense indexes, undefined references,
 // a tensor produced twice or not by the op it names, ops out of topological
@@ -85,7 +91,11 @@ func opPath(i int, field string, j int) string {
 // tensor produced by a later op, and backward ops whose forward op does not
 // exist. It never panics, whatever the input.
 func (g *Graph) Validate() error {
+	if g == nil {
+		return fmt.Errorf("graph is nil: %w", ErrInvalid)
+	}
 	nt, no := len(g.Tensors), len(g.Ops)
+	var totalBytes, totalNs int64
 	if int64(nt) > 1<<31-1 || int64(no) > 1<<31-1 {
 		return fmt.Errorf("graph %q: %d ops, %d tensors: more than 2^31-1: %w", g.Name, no, nt, ErrInvalid)
 	}
@@ -104,8 +114,13 @@ func (g *Graph) Validate() error {
 		if !t.Kind.Valid() {
 			return g.tensorErr(id, tensorPath(i, ".kind"), "kind %d is not valid", t.Kind)
 		}
-		if t.Bytes < 0 {
-			return g.tensorErr(id, tensorPath(i, ".bytes"), "bytes is %d, expected >= 0", t.Bytes)
+		if t.Bytes < 0 || t.Bytes > MaxQuantity {
+			return g.tensorErr(id, tensorPath(i, ".bytes"), "bytes is %d, expected 0..%d", t.Bytes, MaxQuantity)
+		}
+		if t.AliasOf == NoTensor {
+			if totalBytes += t.Bytes; totalBytes > MaxQuantity {
+				return g.tensorErr(id, tensorPath(i, ".bytes"), "the tensors' bytes add up past %d here: expected a smaller graph", MaxQuantity)
+			}
 		}
 		if t.DType != 0 {
 			// The byte size must fit as well as the element count.
@@ -158,6 +173,17 @@ func (g *Graph) Validate() error {
 		}
 		if !o.Phase.Valid() {
 			return g.opErr(id, opPath(i, ".phase", -1), "phase %d is not valid", o.Phase)
+		}
+		for _, f := range [...]struct {
+			name string
+			v    int64
+		}{{".flops", o.FLOPs}, {".bytes_accessed", o.BytesAccessed}, {".time_ns", o.TimeNs}, {".workspace", o.Workspace}} {
+			if f.v > MaxQuantity {
+				return g.opErr(id, opPath(i, f.name, -1), "%s is %d, expected at most %d", f.name[1:], f.v, MaxQuantity)
+			}
+		}
+		if totalNs += o.TimeNs; totalNs > MaxQuantity {
+			return g.opErr(id, opPath(i, ".time_ns", -1), "the ops' time_ns add up past %d ns here: expected a smaller total", MaxQuantity)
 		}
 		if o.FLOPs < 0 || o.BytesAccessed < 0 || o.TimeNs < 0 || o.Workspace < 0 {
 			field := ".workspace"

@@ -77,7 +77,7 @@ func TestValidateErrors(t *testing.T) {
 		{"self read", func(g *Graph) { g.Ops[1].Inputs = append(g.Ops[1].Inputs, 3) }, "ops[1].inputs[1]", 1, NoTensor,
 			[]string{`op #1 "act"`, `reads its own output #3 "r" (cycle)`}},
 		{"negative bytes", func(g *Graph) { g.Tensors[0].Bytes = -1 }, "tensors[0].bytes", NoOp, 0,
-			[]string{`tensor #0 "x"`, "bytes is -1, expected >= 0"}},
+			[]string{`tensor #0 "x"`, "bytes is -1, expected 0..1152921504606846976"}},
 		{"negative dimension", func(g *Graph) { g.Tensors[0].Shape = Shape{2, -4} }, "tensors[0].shape", NoOp, 0,
 			[]string{`tensor #0 "x"`, "dimension 1 is -4"}},
 		{"overflowing element count", func(g *Graph) { g.Tensors[0].Shape = Shape{1 << 40, 1 << 40} }, "tensors[0].shape", NoOp, 0,

@@ -54,7 +54,7 @@ func (c CostModel) OpTime(g *graph.Graph, op *graph.Op) int64 {
 	if op.TimeNs > 0 {
 		return op.TimeNs
 	}
-	return c.RooflineNs(op.FLOPs, op.BytesAccessed, OpDType(g, op)) + c.Device.LaunchOverheadNs
+	return satAdd(c.RooflineNs(op.FLOPs, op.BytesAccessed, OpDType(g, op)), c.Device.LaunchOverheadNs)
 }
 
 // SwapNs returns the time to move bytes across the host link in one
@@ -69,7 +69,16 @@ func (c CostModel) SwapNs(bytes int64) int64 {
 // MemsetNs returns the time of one memset kernel writing bytes (a launch plus
 // a bandwidth-bound write), used by the atomic clean policies.
 func (c CostModel) MemsetNs(bytes int64) int64 {
-	return c.RooflineNs(0, bytes, graph.F32) + c.Device.LaunchOverheadNs
+	return satAdd(c.RooflineNs(0, bytes, graph.F32), c.Device.LaunchOverheadNs)
+}
+
+// satAdd adds two non-negative quantities (times, bytes), saturating at
+// math.MaxInt64 instead of wrapping.
+func satAdd(a, b int64) int64 {
+	if b > 0 && a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // ceilNs rounds a non-negative time up to whole nanoseconds, saturating.

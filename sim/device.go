@@ -216,28 +216,60 @@ func Devices() []Profile {
 // Validate checks a profile; the error names the first bad field.
 func (p Profile) Validate() error {
 	fin := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
-	switch {
-	case strings.TrimSpace(p.Name) == "":
+	rate := func(field string, v, lo, hi float64, zeroOK bool, unit string) error {
+		if zeroOK && v == 0 {
+			return nil
+		}
+		if !fin(v) || v < lo || v > hi {
+			zero := ""
+			if zeroOK {
+				zero = " or 0 (runs at the f32 rate)"
+			}
+			return fmt.Errorf("device profile %q: field %s is %g, expected %g..%g %s%s", p.Name, field, v, lo, hi, unit, zero)
+		}
+		return nil
+	}
+	if strings.TrimSpace(p.Name) == "" {
 		return fmt.Errorf("device profile: field name is empty, expected a name")
-	case p.Capacity <= 0:
-		return fmt.Errorf("device profile %q: field capacity_bytes is %d, expected > 0", p.Name, p.Capacity)
-	case !fin(p.PeakFLOPS.F32) || p.PeakFLOPS.F32 <= 0:
-		return fmt.Errorf("device profile %q: field peak_flops.f32 is %g, expected > 0", p.Name, p.PeakFLOPS.F32)
-	case !fin(p.PeakFLOPS.F16) || p.PeakFLOPS.F16 < 0:
-		return fmt.Errorf("device profile %q: field peak_flops.f16 is %g, expected >= 0 (0 = runs at the f32 rate)", p.Name, p.PeakFLOPS.F16)
-	case !fin(p.PeakFLOPS.BF16) || p.PeakFLOPS.BF16 < 0:
-		return fmt.Errorf("device profile %q: field peak_flops.bf16 is %g, expected >= 0 (0 = runs at the f32 rate)", p.Name, p.PeakFLOPS.BF16)
-	case !fin(p.PeakFLOPS.F64) || p.PeakFLOPS.F64 < 0:
-		return fmt.Errorf("device profile %q: field peak_flops.f64 is %g, expected >= 0 (0 = runs at the f32 rate)", p.Name, p.PeakFLOPS.F64)
-	case !fin(p.MemBandwidth) || p.MemBandwidth <= 0:
-		return fmt.Errorf("device profile %q: field memory_bandwidth is %g, expected > 0 bytes/s", p.Name, p.MemBandwidth)
-	case !fin(p.HostBandwidth) || p.HostBandwidth <= 0:
-		return fmt.Errorf("device profile %q: field host_bandwidth is %g, expected > 0 bytes/s", p.Name, p.HostBandwidth)
-	case p.LaunchOverheadNs < 0:
-		return fmt.Errorf("device profile %q: field launch_overhead_ns is %d, expected >= 0", p.Name, p.LaunchOverheadNs)
+	}
+	if p.Capacity <= 0 || p.Capacity > MaxDeviceBytes {
+		return fmt.Errorf("device profile %q: field capacity_bytes is %d, expected 1..%d", p.Name, p.Capacity, MaxDeviceBytes)
+	}
+	for _, c := range []struct {
+		field    string
+		v        float64
+		lo, hi   float64
+		zeroOK   bool
+		unitText string
+	}{
+		{"peak_flops.f32", p.PeakFLOPS.F32, MinFLOPS, MaxFLOPS, false, "FLOP/s"},
+		{"peak_flops.f16", p.PeakFLOPS.F16, MinFLOPS, MaxFLOPS, true, "FLOP/s"},
+		{"peak_flops.bf16", p.PeakFLOPS.BF16, MinFLOPS, MaxFLOPS, true, "FLOP/s"},
+		{"peak_flops.f64", p.PeakFLOPS.F64, MinFLOPS, MaxFLOPS, true, "FLOP/s"},
+		{"memory_bandwidth", p.MemBandwidth, MinBandwidth, MaxBandwidth, false, "bytes/s"},
+		{"host_bandwidth", p.HostBandwidth, MinBandwidth, MaxBandwidth, false, "bytes/s"},
+	} {
+		if err := rate(c.field, c.v, c.lo, c.hi, c.zeroOK, c.unitText); err != nil {
+			return err
+		}
+	}
+	if p.LaunchOverheadNs < 0 || p.LaunchOverheadNs > MaxLaunchOverheadNs {
+		return fmt.Errorf("device profile %q: field launch_overhead_ns is %d, expected 0..%d", p.Name, p.LaunchOverheadNs, MaxLaunchOverheadNs)
 	}
 	return nil
 }
+
+// Ranges a device profile's fields must lie in: wide enough for any real
+// device (a microcontroller to an exascale machine), narrow enough that the
+// cost model's times and the simulator's sums stay far from overflow.
+const (
+	MaxDeviceBytes            = int64(1) << 60 // 1 EiB
+	MinFLOPS                  = 1e6            // 1 MFLOP/s
+	MaxFLOPS                  = 1e21           // 1 ZFLOP/s
+	MinBandwidth              = 1e3            // 1 kB/s
+	MaxBandwidth              = 1e16           // 10 PB/s
+	MaxLaunchOverheadNs int64 = 1e9            // 1 s per kernel launch
+)
 
 // ParseProfile decodes a device profile from JSON (the field names of
 // Profile's JSON tags; unknown fields are errors) and validates it.

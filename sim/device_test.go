@@ -53,16 +53,22 @@ func TestLoadProfile(t *testing.T) {
 	assert.Equal(t, int64(24)<<30, p.Capacity)
 	assert.Equal(t, 120e12, p.PeakFLOPS.BF16)
 
+	// ok is a valid profile body after the name; each case breaks one field.
+	const ok = `"capacity_bytes": 1, "peak_flops": {"f32": 1e12}, "memory_bandwidth": 1e9, "host_bandwidth": 1e9`
 	bad := map[string]string{
-		`{"capacity_bytes": 1, "peak_flops": {"f32": 1}, "memory_bandwidth": 1, "host_bandwidth": 1}`:                                        "field name is empty",
-		`{"name": "x", "peak_flops": {"f32": 1}, "memory_bandwidth": 1, "host_bandwidth": 1}`:                                                "field capacity_bytes is 0",
-		`{"name": "x", "capacity_bytes": 1, "memory_bandwidth": 1, "host_bandwidth": 1}`:                                                     "field peak_flops.f32 is 0",
-		`{"name": "x", "capacity_bytes": 1, "peak_flops": {"f32": 1, "f16": -1}, "memory_bandwidth": 1, "host_bandwidth": 1}`:                "field peak_flops.f16 is -1",
-		`{"name": "x", "capacity_bytes": 1, "peak_flops": {"f32": 1, "bf16": -1}, "memory_bandwidth": 1, "host_bandwidth": 1}`:               "field peak_flops.bf16",
-		`{"name": "x", "capacity_bytes": 1, "peak_flops": {"f32": 1, "f64": -2}, "memory_bandwidth": 1, "host_bandwidth": 1}`:                "field peak_flops.f64",
-		`{"name": "x", "capacity_bytes": 1, "peak_flops": {"f32": 1}, "host_bandwidth": 1}`:                                                  "field memory_bandwidth is 0",
-		`{"name": "x", "capacity_bytes": 1, "peak_flops": {"f32": 1}, "memory_bandwidth": 1}`:                                                "field host_bandwidth is 0",
-		`{"name": "x", "capacity_bytes": 1, "peak_flops": {"f32": 1}, "memory_bandwidth": 1, "host_bandwidth": 1, "launch_overhead_ns": -1}`: "field launch_overhead_ns is -1",
+		`{` + ok + `}`: "field name is empty",
+		`{"name": "x", "peak_flops": {"f32": 1e12}, "memory_bandwidth": 1e9, "host_bandwidth": 1e9}`:                                        "field capacity_bytes is 0",
+		`{"name": "x", "capacity_bytes": 1, "memory_bandwidth": 1e9, "host_bandwidth": 1e9}`:                                                "field peak_flops.f32 is 0",
+		`{"name": "x", "capacity_bytes": 1, "peak_flops": {"f32": 1e12, "f16": -1}, "memory_bandwidth": 1e9, "host_bandwidth": 1e9}`:        "field peak_flops.f16 is -1",
+		`{"name": "x", "capacity_bytes": 1, "peak_flops": {"f32": 1e12, "bf16": -1}, "memory_bandwidth": 1e9, "host_bandwidth": 1e9}`:       "field peak_flops.bf16",
+		`{"name": "x", "capacity_bytes": 1, "peak_flops": {"f32": 1e12, "f64": -2}, "memory_bandwidth": 1e9, "host_bandwidth": 1e9}`:        "field peak_flops.f64",
+		`{"name": "x", "capacity_bytes": 1, "peak_flops": {"f32": 1e12}, "host_bandwidth": 1e9}`:                                            "field memory_bandwidth is 0",
+		`{"name": "x", "capacity_bytes": 1, "peak_flops": {"f32": 1e12}, "memory_bandwidth": 1e9}`:                                          "field host_bandwidth is 0",
+		`{"name": "x", ` + ok + `, "launch_overhead_ns": -1}`:                                                                               "field launch_overhead_ns is -1",
+		`{"name": "x", ` + ok + `, "launch_overhead_ns": 9223372036854775807}`:                                                              "expected 0..1000000000",
+		`{"name": "x", "capacity_bytes": 1, "peak_flops": {"f32": 1e-300}, "memory_bandwidth": 1e9, "host_bandwidth": 1e9}`:                 "field peak_flops.f32 is 1e-300, expected 1e+06..1e+21 FLOP/s",
+		`{"name": "x", "capacity_bytes": 1, "peak_flops": {"f32": 1e12}, "memory_bandwidth": 1e30, "host_bandwidth": 1e9}`:                  "field memory_bandwidth is 1e+30",
+		`{"name": "x", "capacity_bytes": 9223372036854775807, "peak_flops": {"f32": 1e12}, "memory_bandwidth": 1e9, "host_bandwidth": 1e9}`: "field capacity_bytes",
 		`{"name": "x", "capacity": 1}`: `unknown field "capacity"`,
 		`{"name": "x"} {}`:             "trailing data",
 	}

@@ -430,7 +430,7 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 				if m.flags[o]&flView == 0 {
 					m.flags[o] |= flAtomic
 					if opts.AtomicCleanPolicy == 1 {
-						t += m.cost.MemsetNs(m.bytes[o])
+						t = satAdd(t, m.cost.MemsetNs(m.bytes[o]))
 					}
 				}
 			}
@@ -780,7 +780,7 @@ func (m *Machine) compute(op graph.OpID, next []Step) error {
 		m.donate(donor)
 	}
 	t := m.opTime[op]
-	m.stallNs += start - m.clock
+	m.stallNs = satAdd(m.stallNs, start-m.clock)
 	if m.opts.Trace {
 		k := EvCompute
 		if re {
@@ -789,15 +789,15 @@ func (m *Machine) compute(op graph.OpID, next []Step) error {
 		m.events = append(m.events, Event{Kind: k, Step: m.step, ID: int32(op), StartNs: start, DurNs: t},
 			Event{Kind: EvMemory, Step: m.step, ID: int32(op), StartNs: start, Allocated: m.stepMaxA, Reserved: m.stepMaxR})
 	}
-	m.clock = start + t
+	m.clock = satAdd(start, t)
 	for _, out := range o.Outputs {
 		m.ready[m.root[out]] = max(m.ready[m.root[out]], m.clock)
 	}
 	if re {
-		m.recomputeNs += t
+		m.recomputeNs = satAdd(m.recomputeNs, t)
 		m.recomputes++
 	} else {
-		m.computeNs += t
+		m.computeNs = satAdd(m.computeNs, t)
 		m.computes++
 	}
 	m.opRuns[op]++
@@ -922,16 +922,16 @@ func (m *Machine) SwapOut(t graph.TensorID) error {
 	if m.opts.Trace {
 		m.events = append(m.events, Event{Kind: EvSwapOut, Step: m.step, ID: int32(r), StartNs: start, DurNs: d})
 	}
-	m.copyClock = start + d
+	m.copyClock = satAdd(start, d)
 	m.host[r] = m.copyClock
-	m.swapNs += d
+	m.swapNs = satAdd(m.swapNs, d)
 	if m.flags[r]&flArena == 0 {
 		m.release(m.block[r], m.rec[r])
 		m.block[r], m.rec[r] = -1, -1
 	}
 	m.state[r] = Swapped
 	m.swapOuts++
-	m.swapBytes += m.bytes[r]
+	m.swapBytes = satAdd(m.swapBytes, m.bytes[r])
 	m.endStep()
 	return nil
 }
@@ -961,12 +961,12 @@ func (m *Machine) SwapIn(t graph.TensorID) error {
 	if m.opts.Trace {
 		m.events = append(m.events, Event{Kind: EvSwapIn, Step: m.step, ID: int32(r), StartNs: start, DurNs: d})
 	}
-	m.copyClock = start + d
+	m.copyClock = satAdd(start, d)
 	m.ready[r] = m.copyClock
-	m.swapNs += d
+	m.swapNs = satAdd(m.swapNs, d)
 	m.state[r] = Resident
 	m.swapIns++
-	m.swapBytes += m.bytes[r]
+	m.swapBytes = satAdd(m.swapBytes, m.bytes[r])
 	m.endStep()
 	return nil
 }
@@ -1077,9 +1077,9 @@ func (m *Machine) Result() *Result {
 		SwapOuts: m.swapOuts, SwapIns: m.swapIns, SwapBytes: m.swapBytes, InPlace: m.inPlaceN,
 	}
 	if m.copyClock > m.clock {
-		res.StallNs += m.copyClock - m.clock
+		res.StallNs = satAdd(res.StallNs, m.copyClock-m.clock)
 	}
-	res.TotalNs = res.ComputeNs + res.RecomputeNs + res.StallNs
+	res.TotalNs = satAdd(satAdd(res.ComputeNs, res.RecomputeNs), res.StallNs)
 	live := []LiveTensor{}
 	ps := int32(m.peakAStep)
 	for i := range m.records {
