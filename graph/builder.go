@@ -1,7 +1,6 @@
 package graph
 
 import (
-	"errors"
 	"fmt"
 )
 
@@ -92,7 +91,28 @@ func (b *Builder) Errorf(format string, a ...any) {
 }
 
 // Err returns the errors recorded so far, joined.
-func (b *Builder) Err() error { return errors.Join(b.errs...) }
+//
+// It names the first mistake and counts the others, so that one bad size
+// repeated over a hundred layers is one line.
+func (b *Builder) Err() error {
+	switch len(b.errs) {
+	case 0:
+		return nil
+	case 1:
+		return b.errs[0]
+	}
+	return &builderErrors{errs: b.errs}
+}
+
+// builderErrors is what Err returns for several mistakes: the first, and
+// how many more (all of them match errors.Is / errors.As).
+type builderErrors struct{ errs []error }
+
+func (e *builderErrors) Error() string {
+	return fmt.Sprintf("%v (and %d more errors)", e.errs[0], len(e.errs)-1)
+}
+
+func (e *builderErrors) Unwrap() []error { return e.errs }
 
 // SetLoss marks the loss tensor.
 func (b *Builder) SetLoss(t TensorID) { b.g.Loss = t }

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -24,6 +25,13 @@ func TestBuilderCollectsErrors(t *testing.T) {
 		g, err := b.Build()
 		require.Error(t, err)
 		assert.Nil(t, g)
+		assert.Contains(t, err.Error(), "(and 9 more errors)", "one line: the first mistake and a count")
+		all := err.Error()
+		if m, ok := errors.Unwrap(err).(interface{ Unwrap() []error }); ok {
+			for _, e := range m.Unwrap() {
+				all += "\n" + e.Error()
+			}
+		}
 		for _, want := range []string{
 			`graph "broken"`,
 			`tensor "x": shape [2 -3]: dimension 1 is -3`,
@@ -37,7 +45,7 @@ func TestBuilderCollectsErrors(t *testing.T) {
 			`tensor -1 is not defined`,
 			`custom 7`,
 		} {
-			assert.Contains(t, err.Error(), want)
+			assert.Contains(t, all, want)
 		}
 	})
 }
@@ -55,7 +63,11 @@ func TestBuilderOutputIndex(t *testing.T) {
 	err := b.Err()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `op "s" has 2 outputs, asked for output 2`)
-	assert.Contains(t, err.Error(), `op "s" has 2 outputs, asked for output -1`)
+	assert.Contains(t, err.Error(), "(and 1 more errors)", "the first mistake is named, the rest counted")
+	all, ok := err.(interface{ Unwrap() []error })
+	require.True(t, ok)
+	require.Len(t, all.Unwrap(), 2)
+	assert.Contains(t, all.Unwrap()[1].Error(), `op "s" has 2 outputs, asked for output -1`)
 	_, err = b.Build()
 	require.Error(t, err)
 }

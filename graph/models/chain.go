@@ -23,15 +23,13 @@ func init() {
 		Defaults: Options{Depth: 16},
 		Uses:     []string{"Depth"},
 		direct:   buildChain,
+		scale:    []scaling{{"Depth", 1, 1}},
 	})
 }
 
 // buildChain builds linear(n) directly, without gradient rules.
 func buildChain(o Options) (*graph.Graph, graph.TensorID, error) {
 	n := o.Depth
-	if n > 1<<24 {
-		return nil, graph.NoTensor, fmt.Errorf("model chain: option Depth=%d: expected at most %d", n, 1<<24)
-	}
 	elems := int64(ChainTensorBytes) / o.DType.Size()
 	b := graph.NewBuilder("chain")
 	b.SetAttr("model", "chain")

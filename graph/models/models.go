@@ -42,7 +42,25 @@ type Spec struct {
 	build func(b *graph.Builder, o Options) graph.TensorID
 	// direct models (chain) build their own backward pass.
 	direct func(o Options) (*graph.Graph, graph.TensorID, error)
+	// scale lists the options that set the number of ops (layers, unrolled
+	// time steps), with their smallest value and step, for the size
+	// estimate.
+	scale []scaling
 }
+
+// scaling is an option that sets how many ops a model has.
+type scaling struct {
+	option    string
+	min, step int
+}
+
+// Limits on the graph a model may build: the size of the graph is
+// estimated before it is built, and a larger one is refused, so that a
+// --depth of 1e8 gets an error instead of exhausting memory.
+const (
+	MaxOps     = 1 << 23
+	MaxTensors = 1 << 24
+)
 
 var optionNames = []string{"Batch", "Image", "Seq", "Depth", "Width", "Heads", "Vocab", "Classes"}
 
@@ -154,6 +172,17 @@ func BuildForward(name string, o Options) (*graph.Graph, graph.TensorID, error) 
 	if err != nil {
 		return nil, graph.NoTensor, err
 	}
+	if ops, tensors, err := estimate(s, r); err != nil {
+		return nil, graph.NoTensor, err
+	} else if ops > MaxOps || tensors > MaxTensors {
+		return nil, graph.NoTensor, fmt.Errorf("model %s: %s gives a graph of about %d ops and %d tensors, more than the limit of %d ops and %d tensors",
+			s.Name, scaleText(s, r), ops, tensors, MaxOps, MaxTensors)
+	}
+	return buildForward(s, r)
+}
+
+// buildForward builds the forward graph of resolved options.
+func buildForward(s *Spec, r Options) (*graph.Graph, graph.TensorID, error) {
 	if s.direct != nil {
 		return s.direct(r)
 	}
@@ -181,10 +210,15 @@ func Build(name string, o Options) (*graph.Graph, error) {
 		return nil, err
 	}
 	s := registry[strings.ToLower(strings.TrimSpace(name))]
+	r, _ := resolve(s, o) // checked by BuildForward
+	return differentiate(s, r, fwd, loss)
+}
+
+// differentiate adds the backward pass and the optimizer to a forward graph.
+func differentiate(s *Spec, r Options, fwd *graph.Graph, loss graph.TensorID) (*graph.Graph, error) {
 	if s.direct != nil {
 		return fwd, nil
 	}
-	r, _ := resolve(s, o) // checked by BuildForward
 	g, err := graph.Differentiate(fwd, loss, graph.BackwardOptions{
 		Optimizer: graph.Optimizer(r.Optimizer), InPlaceUpdate: r.InPlaceUpdate})
 	if err != nil {
@@ -202,4 +236,84 @@ func Build(name string, o Options) (*graph.Graph, error) {
 func classLoss(b *graph.Builder, logits graph.TensorID, n int) graph.TensorID {
 	labels := b.Input("labels", graph.I64, int64(n))
 	return b.CrossEntropy("loss", logits, labels)
+}
+
+// estimate returns about how many ops and tensors Build makes for resolved
+// options r: it builds the model at the smallest and next values of each
+// option that sets the number of ops (the others at their defaults) and
+// extends the counts linearly (bilinearly for two such options, as an
+// unrolled LSTM's layers times time steps). The counts are exact for the
+// zoo's models, whose op counts are affine in their depth.
+func estimate(s *Spec, r Options) (ops, tensors int64, err error) {
+	if len(s.scale) == 0 {
+		return 0, 0, nil
+	}
+	if len(s.scale) > 2 {
+		return 0, 0, fmt.Errorf("model %s: size estimate over %d options is not supported", s.Name, len(s.scale))
+	}
+	small := s.Defaults
+	small.DType, small.Optimizer, small.InPlaceUpdate = r.DType, r.Optimizer, r.InPlaceUpdate
+	count := func(steps []int) (float64, float64, error) {
+		o := small
+		for i, sc := range s.scale {
+			*o.field(sc.option) = sc.min + steps[i]*sc.step
+		}
+		fwd, loss, err := buildForward(s, o)
+		if err != nil {
+			return 0, 0, fmt.Errorf("model %s: size estimate: %w", s.Name, err)
+		}
+		g, err := differentiate(s, o, fwd, loss)
+		if err != nil {
+			return 0, 0, fmt.Errorf("model %s: size estimate: %w", s.Name, err)
+		}
+		return float64(len(g.Ops)), float64(len(g.Tensors)), nil
+	}
+	// k[i] is how many steps option i lies above its smallest value.
+	k := make([]float64, len(s.scale))
+	for i, sc := range s.scale {
+		k[i] = float64(*r.field(sc.option)-sc.min) / float64(sc.step)
+	}
+	o00, t00, err := count([]int{0, 0})
+	if err != nil {
+		return 0, 0, err
+	}
+	o10, t10, err := count([]int{1, 0})
+	if err != nil {
+		return 0, 0, err
+	}
+	eo := o00 + k[0]*(o10-o00)
+	et := t00 + k[0]*(t10-t00)
+	if len(s.scale) == 2 {
+		o01, t01, err := count([]int{0, 1})
+		if err != nil {
+			return 0, 0, err
+		}
+		o11, t11, err := count([]int{1, 1})
+		if err != nil {
+			return 0, 0, err
+		}
+		eo += k[1]*(o01-o00) + k[0]*k[1]*(o11-o10-o01+o00)
+		et += k[1]*(t01-t00) + k[0]*k[1]*(t11-t10-t01+t00)
+	}
+	return clampCount(eo), clampCount(et), nil
+}
+
+// clampCount turns an estimate into a count that cannot overflow.
+func clampCount(f float64) int64 {
+	if !(f < 1<<62) {
+		return 1 << 62
+	}
+	if f < 0 {
+		return 0
+	}
+	return int64(f + 0.5)
+}
+
+// scaleText names the options that set the model's size, with their values.
+func scaleText(s *Spec, r Options) string {
+	var parts []string
+	for _, sc := range s.scale {
+		parts = append(parts, fmt.Sprintf("%s=%d", sc.option, *r.field(sc.option)))
+	}
+	return strings.Join(parts, " ")
 }

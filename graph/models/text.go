@@ -18,6 +18,7 @@ func init() {
 		Defaults: Options{Batch: 8, Seq: 1024, Depth: 12, Width: 768, Heads: 12, Vocab: 50257},
 		Uses:     []string{"Batch", "Seq", "Depth", "Width", "Heads", "Vocab"},
 		build:    gpt,
+		scale:    []scaling{{"Depth", 1, 1}},
 	})
 	register(&Spec{
 		Name: "lstm", Family: "rnn",
@@ -26,6 +27,7 @@ func init() {
 		Defaults: Options{Batch: 20, Seq: 35, Depth: 2, Width: 650, Vocab: 10000},
 		Uses:     []string{"Batch", "Seq", "Depth", "Width", "Vocab"},
 		build:    lstm,
+		scale:    []scaling{{"Depth", 1, 1}, {"Seq", 1, 1}},
 	})
 	register(&Spec{
 		Name: "mlp", Family: "mlp",
@@ -33,6 +35,7 @@ func init() {
 		Defaults:    Options{Batch: 64, Depth: 2, Width: 1024, Classes: 10},
 		Uses:        []string{"Batch", "Depth", "Width", "Classes"},
 		build:       mlp,
+		scale:       []scaling{{"Depth", 1, 1}},
 	})
 }
 

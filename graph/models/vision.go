@@ -50,6 +50,7 @@ func init() {
 		Description: "CIFAR ResNet of depth 6n+2 (option Depth), option A shortcuts",
 		Defaults:    cifarD, Uses: []string{"Batch", "Image", "Depth", "Classes"},
 		build: func(b *graph.Builder, o Options) graph.TensorID { return resnetCIFAR(b, o, o.Depth) },
+		scale: []scaling{{"Depth", 8, 6}},
 	})
 	register(&Spec{
 		Name: "vgg16", Family: "vgg", Description: "torchvision vgg16 (configuration D, no batch norm)",
