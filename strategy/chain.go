@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/remat-dev/remat/graph"
-	"github.com/remat-dev/remat/sublinear"
+	"github.com/remat-dev/remat/chain"
 )
 
 var chenSqrt = Strategy{
@@ -32,7 +32,7 @@ func planChenSqrt(ctx context.Context, g *graph.Graph, o Options) (Result, error
 	if err != nil {
 		return Result{}, err
 	}
-	p, rep, err := sublinear.ChenSqrt(ctx, g, sublinear.ChenOptions{Sim: so})
+	p, rep, err := chain.ChenSqrt(ctx, g, chain.ChenOptions{Sim: so})
 	return Result{Plan: p, Stats: Stats{Detail: fmt.Sprintf("%d of %d stages kept", len(rep.KeptStages), rep.Stages)}}, err
 }
 
@@ -41,7 +41,7 @@ func planChenGreedy(ctx context.Context, g *graph.Graph, o Options) (Result, err
 	if err != nil {
 		return Result{}, err
 	}
-	p, rep, err := sublinear.ChenGreedyPlan(ctx, g, sublinear.ChenOptions{Sim: so})
+	p, rep, err := chain.ChenGreedyPlan(ctx, g, chain.ChenOptions{Sim: so})
 	return Result{Plan: p, Stats: Stats{Detail: fmt.Sprintf("%d of %d stages kept", len(rep.KeptStages), rep.Stages)}}, err
 }
 
@@ -54,7 +54,7 @@ func planOptimalChain(ctx context.Context, g *graph.Graph, o Options) (Result, e
 	if err != nil {
 		return Result{}, err
 	}
-	p, rep, err := sublinear.OptimalChain(ctx, g, limit, sublinear.OptimalOptions{Sim: so})
+	p, rep, err := chain.OptimalChain(ctx, g, limit, chain.OptimalOptions{Sim: so})
 	if err != nil && p == nil {
 		return Result{Status: StatusInfeasible, Reason: err.Error()}, nil
 	}

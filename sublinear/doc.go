@@ -1,8 +1,9 @@
 // Package sublinear plans static recomputation ("sublinear memory") for a
 // training graph and emits sim.Plans: MegEngine's sublinear checkpoint
 // search (threshold presets, genetic search, lb_memory refine), a budget
-// mode that minimizes recompute time under a memory budget, an exact solver
-// for tiny graphs, and the optimal-chain references and Chen's baselines.
+// mode that minimizes recompute time under a memory budget and an exact
+// solver for tiny graphs. The chain planners (Chen's baselines, Revolve and
+// optimal-chain) are package chain.
 //
 // MegEngine's search (Search, Sublinear, SublinearGA, SublinearBudget,
 // ExactSearch) works on the whole operator sequence. A Genome is a sorted

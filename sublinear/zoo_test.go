@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/remat-dev/remat/chain"
 	"github.com/remat-dev/remat/graph/models"
 	"github.com/remat-dev/remat/sim"
 )
@@ -49,10 +50,10 @@ func TestZooGAAndBudgetMode(t *testing.T) {
 			// optimal-chain works on whole stages and can need more than the
 			// GA's peak; then take a budget just above its minimum.
 			budget := ga.Peak + (base.PeakAllocated-ga.Peak)*2/5
-			optPlan, rep, err := OptimalChain(ctx, g, budget, OptimalOptions{})
-			if errors.Is(err, ErrChainInfeasible) {
+			optPlan, rep, err := chain.OptimalChain(ctx, g, budget, chain.OptimalOptions{})
+			if errors.Is(err, chain.ErrChainInfeasible) {
 				budget = rep.MinFeasibleBytes + (base.PeakAllocated-rep.MinFeasibleBytes)/5
-				optPlan, _, err = OptimalChain(ctx, g, budget, OptimalOptions{})
+				optPlan, _, err = chain.OptimalChain(ctx, g, budget, chain.OptimalOptions{})
 			}
 			require.NoError(t, err)
 			optRes, err := sim.Simulate(g, optPlan, sim.Options{})

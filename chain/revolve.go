@@ -1,4 +1,4 @@
-package sublinear
+package chain
 
 import (
 	"fmt"

@@ -1,0 +1,17 @@
+// Package chain plans checkpointing for a training graph seen as a chain of
+// stages: Chen et al.'s baselines (every sqrt(n)-th stage, and the greedy
+// budget planner with memonger's search), Griewank and Walther's Revolve for
+// homogeneous chains, and Rotor-style optimal checkpointing for
+// heterogeneous chains (optimal-chain). Each planner emits a sim.Plan that
+// the simulator replays.
+//
+// StagesOf cuts the forward part of a graph into stages at the points where
+// exactly one forward activation is live; every planner here works on that
+// chain, so a graph whose forward has no such cuts (one stage) leaves it
+// nothing to choose.
+//
+// This package is not MegEngine's sublinear search over the whole operator
+// sequence (package sublinear), not the MXNet mirror pass (package mirror)
+// and not the runtime evictor (package dtr); it imports none of them. It
+// does not simulate: plans are judged by package sim. See docs/optimal.md.
+package chain
