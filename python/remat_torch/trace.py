@@ -1,0 +1,299 @@
+"""Trace one PyTorch training step into remat's native graph JSON.
+
+Runs forward, loss, backward and the optimizer step of an nn.Module once under
+a TorchDispatchMode that sees every aten operator the step executes -
+including the backward kernels the autograd engine runs, which read exactly
+the tensors autograd saved for backward. Each operator that returns tensors
+becomes one op of the graph (type = the aten operator's name: convolution,
+native_batch_norm, convolution_backward, ...); each tensor it returns becomes
+a tensor with its dtype, shape and storage size. An output sharing the
+storage of an earlier tensor is a view (alias_of); an operator that writes one
+of its arguments and returns it (relu_, add_, the optimizer's updates) gets
+the inplace flag and its output is a new version of the argument aliasing it.
+Phases follow the step: forward until loss.backward(), backward until
+optimizer.step(), update after.
+
+Forward links: every backward kernel carries `forward`, the forward op whose
+autograd node (grad_fn) it runs in. During the forward, the node autograd
+attaches to an op's outputs is mapped to that op; before backward a pre-hook
+on every node of the graph tells the recorder which node the engine runs, so
+the kernels that follow (which read the node's saved tensors) are linked to
+the node's forward op. Kernels outside any node's forward op (the loss seed,
+gradient accumulation) carry no link.
+"""
+
+import json
+import time
+import weakref
+
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+DTYPES = {
+    torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64",
+    torch.int64: "i64", torch.int32: "i32", torch.int8: "i8", torch.uint8: "u8", torch.bool: "bool",
+}
+
+
+def _storage(t):
+    s = t.storage()
+    return s.data_ptr(), s.nbytes()
+
+
+def graph_nodes(root):
+    """Every autograd node reachable from root (a grad_fn), root first."""
+    seen, order, stack = set(), [], [root]
+    while stack:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        order.append(n)
+        for nxt, _ in n.next_functions:
+            stack.append(nxt)
+    return order
+
+
+class NodeMap:
+    """Maps autograd nodes to the forward op that created them and, during
+    backward, tells which node the engine is running (Node.register_prehook).
+
+    Forward: after op k returns, autograd attaches its node to the outputs;
+    the map reads output.grad_fn when the next op starts (or at flush()).
+    Strong references to op k's outputs are held only until then."""
+
+    def __init__(self):
+        self.pending = None  # (op id, outputs)
+        self.nodes = {}  # id(node) -> (node, forward op id)
+        self.current = None  # forward op of the node running in backward
+        self.handles = []
+
+    def produced(self, op_id, outs):
+        self.flush()
+        self.pending = (op_id, outs)
+
+    def flush(self):
+        if self.pending is None:
+            return
+        op_id, outs = self.pending
+        self.pending = None
+        for o in outs:
+            fn = o.grad_fn
+            if fn is not None and id(fn) not in self.nodes:
+                self.nodes[id(fn)] = (fn, op_id)
+
+    def hook_backward(self, loss):
+        """Register a pre-hook on every node of loss's graph."""
+        self.flush()
+        if loss.grad_fn is None:
+            return
+        for n in graph_nodes(loss.grad_fn):
+            e = self.nodes.get(id(n))
+            op_id = e[1] if e is not None and e[0] is n else None
+            self.handles.append(n.register_prehook(self._enter(op_id)))
+            if op_id is not None:
+                # Reset after the node: the engine's gradient accumulation
+                # (InputBuffer adds) that follows belongs to no node.
+                self.handles.append(n.register_hook(self._leave))
+
+    def _enter(self, op_id):
+        def pre(grad_outputs):
+            self.current = op_id
+
+        return pre
+
+    def _leave(self, grad_inputs, grad_outputs):
+        self.current = None
+
+    def close(self):
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+        self.nodes = {}
+        self.current = None
+        self.pending = None
+
+
+class _Recorder(TorchDispatchMode):
+    """Records every aten call as an op of the graph."""
+
+    def __init__(self, measure=False):
+        super().__init__()
+        self.tensors = []  # dicts in the JSON layout
+        self.ops = []
+        # id(python tensor) -> (weak reference, tensor id). Only weak
+        # references: a strong one would raise the tensors' use counts and
+        # change what PyTorch does (AccumulateGrad steals a gradient only when
+        # nothing else holds it, else it copies it).
+        self.ids = {}
+        self.keep = []  # the storages: data pointers stay unique while tracing
+        self.roots = {}  # storage data_ptr -> root tensor id
+        self.phase = "forward"
+        self.measure = measure
+        self.nodes = NodeMap()
+
+    # -- tensors --
+
+    def add_tensor(self, t, name, kind, producer=None):
+        tid = len(self.tensors)
+        ptr, nbytes = _storage(t)
+        rec = {"id": tid, "name": name, "kind": kind}
+        if t.dtype in DTYPES:
+            rec["dtype"] = DTYPES[t.dtype]
+            rec["shape"] = list(t.shape)
+        root = self.roots.get(ptr) if nbytes > 0 else None
+        if root is not None:
+            rec["alias_of"] = root
+            rec["bytes"] = t.numel() * t.element_size()
+        else:
+            rec["bytes"] = nbytes
+            if nbytes > 0:
+                self.roots[ptr] = tid
+        if producer is not None:
+            rec["producer"] = producer
+        self.tensors.append(rec)
+        self.ids[id(t)] = (weakref.ref(t), tid)
+        self.keep.append(t.storage())
+        return tid
+
+    def lookup(self, t):
+        """The tensor id of a live python tensor, or None."""
+        e = self.ids.get(id(t))
+        if e is None or e[0]() is not t:
+            return None
+        return e[1]
+
+    def tensor_id(self, t):
+        tid = self.lookup(t)
+        if tid is None:  # created outside the step: a constant
+            tid = self.add_tensor(t, "const%d" % len(self.tensors), "constant")
+        return tid
+
+    # -- ops --
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.phase == "forward":
+            self.nodes.flush()
+        flat_in, _ = tree_flatten((args, kwargs))
+        ins = [self.tensor_id(a) for a in flat_in if isinstance(a, torch.Tensor)]
+        t0 = time.perf_counter_ns()
+        out = func(*args, **kwargs)
+        dt = time.perf_counter_ns() - t0
+        flat_out, _ = tree_flatten(out)
+        outs = [o for o in flat_out if isinstance(o, torch.Tensor)]
+        if not outs:
+            return out
+        schema = func._schema
+        writes = any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+        oid = len(self.ops)
+        name = func.overloadpacket.__name__
+        op = {"id": oid, "name": "%s#%d" % (name, oid), "type": name, "phase": self.phase, "inputs": ins, "outputs": []}
+        if self.measure:
+            op["time_ns"] = max(dt, 1)
+        if self.phase == "backward" and self.nodes.current is not None:
+            op["forward"] = self.nodes.current
+        inplace = False
+        for j, o in enumerate(outs):
+            kind = {"forward": "activation", "backward": "gradient", "update": "parameter"}[self.phase]
+            prev = self.lookup(o)
+            if prev is not None:
+                # The op returned one of its arguments: an in-place write.
+                inplace = inplace or writes
+                kind = self.tensors[prev]["kind"]
+                if kind in ("input",):
+                    kind = "activation"
+            tid = self.add_tensor(o, "%s:%d" % (op["name"], j), kind, producer=oid)
+            if prev is not None and "alias_of" not in self.tensors[tid]:
+                self.tensors[tid]["alias_of"] = prev
+            op["outputs"].append(tid)
+        if inplace:
+            op["flags"] = ["inplace"]
+        self.ops.append(op)
+        if self.phase == "forward":
+            self.nodes.produced(oid, outs)
+        return out
+
+
+def _as_tuple(inputs):
+    if isinstance(inputs, (tuple, list)):
+        return tuple(inputs)
+    return (inputs,)
+
+
+def trace(model, inputs, labels, loss_fn=None, optimizer=None, measure=False, name="model"):
+    """Trace one training step of model and return the graph as a dict in the
+    native JSON layout (docs/format.md).
+
+    inputs is a tensor or a tuple of forward's positional tensors, labels the
+    loss target, loss_fn(output, labels) defaults to F.cross_entropy and
+    optimizer (over model's parameters) to SGD(lr=0.01). Gradients are set to
+    None before the step. With measure, each op's time_ns is the median over
+    three traced steps. The step really runs: parameters are updated and
+    batch-norm statistics move, as in training."""
+    inputs = _as_tuple(inputs)
+    if loss_fn is None:
+        loss_fn = F.cross_entropy
+    model.train()
+    if optimizer is None:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    runs = 3 if measure else 1
+    graphs = []
+    for _ in range(runs):
+        optimizer.zero_grad(set_to_none=True)
+        rec = _Recorder(measure=measure)
+        for n, p in model.named_parameters():
+            rec.add_tensor(p, n, "parameter")
+        for n, b in model.named_buffers():
+            rec.add_tensor(b, n, "constant")
+        for i, x in enumerate(inputs):
+            rec.add_tensor(x, "input%d" % i if len(inputs) > 1 else "input", "input")
+        rec.add_tensor(labels, "label", "input")
+        for st in optimizer.state.values():
+            for v in st.values():
+                if isinstance(v, torch.Tensor):
+                    rec.add_tensor(v, "optimizer_state%d" % len(rec.tensors), "optimizer_state")
+        try:
+            with rec:
+                loss = loss_fn(model(*inputs), labels)
+                rec.nodes.hook_backward(loss)
+                rec.phase = "backward"
+                loss.backward()
+                rec.nodes.close()
+                rec.phase = "update"
+                optimizer.step()
+        finally:
+            rec.nodes.close()
+        loss_id = rec.lookup(loss)
+        for n, p in model.named_parameters():
+            if p.grad is not None and rec.lookup(p.grad) is not None:
+                g = rec.tensors[rec.lookup(p.grad)]
+                if g["kind"] == "gradient":
+                    g["kind"] = "param_gradient"
+                    g["name"] = n + ".grad"
+        graphs.append((rec, loss_id))
+        del rec.keep
+    rec, loss_id = graphs[-1]
+    if measure:
+        for i, op in enumerate(rec.ops):
+            ts = sorted(g.ops[i].get("time_ns", 1) for g, _ in graphs if i < len(g.ops))
+            op["time_ns"] = ts[len(ts) // 2]
+    batch = inputs[0].shape[0] if inputs and inputs[0].dim() > 0 else 1
+    return {
+        "format": "remat.graph",
+        "version": 1,
+        "name": name,
+        "attrs": {"source": "remat_torch.trace", "torch": torch.__version__, "batch": str(batch)},
+        "loss": loss_id,
+        "tensors": rec.tensors,
+        "ops": rec.ops,
+    }
+
+
+def write_graph(g, path):
+    """Write a graph dict as JSON (format and version first)."""
+    with open(path, "w") as f:
+        json.dump(g, f, separators=(",", ":"))
+        f.write("\n")
