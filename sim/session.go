@@ -1,27 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
 
-// GE static memory policies (GE_USE_STATIC_MEMORY, static_memory_policy,
-// ge.exec.staticMemoryPolicy) for a session that runs several graphs.
-const (
-	// PolicyDynamic (0, the default) allocates each graph's memory by its
-	// actual size when it runs and releases it afterwards.
-	PolicyDynamic = 0
-	// PolicyLegacyStatic (1) is accepted for compatibility and behaves as
-	// PolicyStatic.
-	PolicyLegacyStatic = 1
-	// PolicyStatic (2) gives static-shape graphs one arena shared by the
-	// session, sized to the largest graph run so far: a larger graph
-	// releases it and allocates a new one of its own size.
-	PolicyStatic = 2
-	// PolicyExpand (3) gives dynamic-shape graphs one pool that expands by
-	// the shortfall only (virtual-memory style expansion, no release, less
-	// fragmentation).
-	PolicyExpand = 3
-	// PolicyBoth (4) combines PolicyStatic for static-shape graphs and
-	// PolicyExpand for dynamic-shape graphs.
-	PolicyBoth = 4
+	"github.com/remat-dev/remat/config"
 )
 
 // SessionGraph is one graph run of a session.
@@ -69,7 +51,7 @@ type SessionRun struct {
 // SessionResult is the device memory a session holds under a policy.
 type SessionResult struct {
 	// Policy is the effective policy (1 is reported as 2).
-	Policy int
+	Policy config.StaticPolicy
 	// Concurrent repeats the PlanSession argument.
 	Concurrent bool
 	// Peak is the most device memory held at any time.
@@ -95,7 +77,8 @@ type SessionResult struct {
 
 // PlanSession computes the device memory held over a session that runs
 // graphs (in order, or all at the same time when concurrent) under a GE
-// static memory policy (0-4, see PolicyDynamic..PolicyBoth).
+// static memory policy (GE_USE_STATIC_MEMORY's values, config.StaticPolicy:
+// 0 dynamic, 2 one reused arena, 3 an expanding pool, 4 both; 1 behaves as 2).
 //
 // Sequentially, a dynamic allocation is held only while its graph runs; the
 // arena and the pool are held from their first use to the end of the
@@ -103,23 +86,21 @@ type SessionResult struct {
 // the sum of the peaks and policy 3's pool grows to the sum of the
 // dynamic-shape graphs' peaks. Policies 1, 2 and 4 are rejected when
 // concurrent, as GE does not support them for graphs running concurrently.
-func PlanSession(graphs []SessionGraph, policy int, concurrent bool) (SessionResult, error) {
-	if policy < PolicyDynamic || policy > PolicyBoth {
+func PlanSession(graphs []SessionGraph, policy config.StaticPolicy, concurrent bool) (SessionResult, error) {
+	if policy < config.StaticDynamic || policy > config.StaticArenaExpand {
 		return SessionResult{}, fmt.Errorf("session: static memory policy %d: expected 0, 1, 2, 3 or 4", policy)
 	}
-	if concurrent && (policy == PolicyLegacyStatic || policy == PolicyStatic || policy == PolicyBoth) {
+	if eff := policy.Effective(); concurrent && (eff == config.StaticArena || eff == config.StaticArenaExpand) {
 		return SessionResult{}, fmt.Errorf("session: static memory policy %d: not supported when graphs run concurrently (expected 0 or 3)", policy)
 	}
-	if policy == PolicyLegacyStatic {
-		policy = PolicyStatic
-	}
+	policy = policy.Effective()
 	for i, g := range graphs {
 		if g.Peak < 0 {
 			return SessionResult{}, fmt.Errorf("session: graph %d (%q) Peak %d: expected >= 0", i, g.Name, g.Peak)
 		}
 	}
-	useArena := policy == PolicyStatic || policy == PolicyBoth
-	usePool := policy == PolicyExpand || policy == PolicyBoth
+	useArena := policy == config.StaticArena || policy == config.StaticArenaExpand
+	usePool := policy == config.StaticExpand || policy == config.StaticArenaExpand
 	res := SessionResult{Policy: policy, Concurrent: concurrent, Runs: make([]SessionRun, len(graphs))}
 	var dynHeld int64 // concurrent dynamic allocations held so far
 	for i, g := range graphs {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/remat-dev/remat/config"
 )
 
 // Three static-shape graphs of 300, 500 and 400 MiB run in that order.
@@ -24,7 +26,7 @@ func runHeld(r SessionResult) []int64 {
 }
 
 func TestSessionPolicyDynamic(t *testing.T) {
-	r, err := PlanSession(staticGraphs, PolicyDynamic, false)
+	r, err := PlanSession(staticGraphs, config.StaticDynamic, false)
 	require.NoError(t, err)
 	// Each graph holds its own peak only while it runs.
 	assert.Equal(t, []int64{300 * mib, 500 * mib, 400 * mib}, runHeld(r))
@@ -38,7 +40,7 @@ func TestSessionPolicyDynamic(t *testing.T) {
 }
 
 func TestSessionPolicyStatic(t *testing.T) {
-	r, err := PlanSession(staticGraphs, PolicyStatic, false)
+	r, err := PlanSession(staticGraphs, config.StaticArena, false)
 	require.NoError(t, err)
 	// A allocates a 300 MiB arena; B releases it and allocates 500 MiB; C
 	// runs in the 500 MiB arena.
@@ -54,10 +56,10 @@ func TestSessionPolicyStatic(t *testing.T) {
 	assert.Equal(t, 800*mib, r.DeviceBytes) // 300 + 500
 
 	// Policy 1 behaves as 2.
-	r1, err := PlanSession(staticGraphs, PolicyLegacyStatic, false)
+	r1, err := PlanSession(staticGraphs, config.StaticPolicy(1), false)
 	require.NoError(t, err)
 	assert.Equal(t, r, r1)
-	assert.Equal(t, PolicyStatic, r1.Policy)
+	assert.Equal(t, config.StaticArena, r1.Policy)
 }
 
 func TestSessionPolicyExpand(t *testing.T) {
@@ -66,7 +68,7 @@ func TestSessionPolicyExpand(t *testing.T) {
 		{Name: "D2", Peak: 500 * mib, Dynamic: true},
 		{Name: "D3", Peak: 400 * mib, Dynamic: true},
 	}
-	r, err := PlanSession(dyn, PolicyExpand, false)
+	r, err := PlanSession(dyn, config.StaticExpand, false)
 	require.NoError(t, err)
 	// The pool grows 300 -> 500 MiB by the 200 MiB shortfall; no release.
 	assert.Equal(t, []int64{300 * mib, 500 * mib, 500 * mib}, runHeld(r))
@@ -78,11 +80,11 @@ func TestSessionPolicyExpand(t *testing.T) {
 	assert.Equal(t, 500*mib, r.DeviceBytes) // vs 800 MiB moved by policy 2
 
 	// Static-shape graphs are not served by policy 3's pool.
-	rs, err := PlanSession(staticGraphs, PolicyExpand, false)
+	rs, err := PlanSession(staticGraphs, config.StaticExpand, false)
 	require.NoError(t, err)
-	r0, err := PlanSession(staticGraphs, PolicyDynamic, false)
+	r0, err := PlanSession(staticGraphs, config.StaticDynamic, false)
 	require.NoError(t, err)
-	r0.Policy = PolicyExpand
+	r0.Policy = config.StaticExpand
 	assert.Equal(t, r0, rs)
 }
 
@@ -94,20 +96,20 @@ func TestSessionMixedShapes(t *testing.T) {
 		{Name: "D2", Peak: 100 * mib, Dynamic: true},
 	}
 	for _, tc := range []struct {
-		policy       int
+		policy       config.StaticPolicy
 		held         []int64
 		peak, final  int64
 		deviceAllocs int
 	}{
 		// 0: each run holds its own peak.
-		{PolicyDynamic, []int64{300 * mib, 200 * mib, 500 * mib, 100 * mib}, 500 * mib, 0, 4},
+		{config.StaticDynamic, []int64{300 * mib, 200 * mib, 500 * mib, 100 * mib}, 500 * mib, 0, 4},
 		// 2: arena 300 held; D1 adds 200 for its run; arena reallocated to
 		// 500; D2 adds 100 for its run.
-		{PolicyStatic, []int64{300 * mib, 500 * mib, 500 * mib, 600 * mib}, 600 * mib, 500 * mib, 4},
+		{config.StaticArena, []int64{300 * mib, 500 * mib, 500 * mib, 600 * mib}, 600 * mib, 500 * mib, 4},
 		// 3: S1 dynamic 300; pool 200; S2 dynamic 500 + pool 200; pool 200.
-		{PolicyExpand, []int64{300 * mib, 200 * mib, 700 * mib, 200 * mib}, 700 * mib, 200 * mib, 3},
+		{config.StaticExpand, []int64{300 * mib, 200 * mib, 700 * mib, 200 * mib}, 700 * mib, 200 * mib, 3},
 		// 4: arena 300; + pool 200; arena 500 + pool 200; same.
-		{PolicyBoth, []int64{300 * mib, 500 * mib, 700 * mib, 700 * mib}, 700 * mib, 700 * mib, 3},
+		{config.StaticArenaExpand, []int64{300 * mib, 500 * mib, 700 * mib, 700 * mib}, 700 * mib, 700 * mib, 3},
 	} {
 		r, err := PlanSession(mixed, tc.policy, false)
 		require.NoError(t, err)
@@ -119,14 +121,14 @@ func TestSessionMixedShapes(t *testing.T) {
 }
 
 func TestSessionConcurrent(t *testing.T) {
-	for _, p := range []int{PolicyLegacyStatic, PolicyStatic, PolicyBoth} {
+	for _, p := range []config.StaticPolicy{config.StaticPolicy(1), config.StaticArena, config.StaticArenaExpand} {
 		_, err := PlanSession(staticGraphs, p, true)
 		require.Error(t, err, "policy %d", p)
 		assert.Contains(t, err.Error(), fmt.Sprintf("static memory policy %d", p))
 		assert.Contains(t, err.Error(), "concurrently")
 	}
 	// 0: every graph holds its peak at once: 300 + 500 + 400 = 1200 MiB.
-	r, err := PlanSession(staticGraphs, PolicyDynamic, true)
+	r, err := PlanSession(staticGraphs, config.StaticDynamic, true)
 	require.NoError(t, err)
 	assert.Equal(t, []int64{300 * mib, 800 * mib, 1200 * mib}, runHeld(r))
 	assert.Equal(t, 1200*mib, r.Peak)
@@ -134,7 +136,7 @@ func TestSessionConcurrent(t *testing.T) {
 	r, err = PlanSession([]SessionGraph{
 		{Name: "D1", Peak: 300 * mib, Dynamic: true},
 		{Name: "D2", Peak: 500 * mib, Dynamic: true},
-	}, PolicyExpand, true)
+	}, config.StaticExpand, true)
 	require.NoError(t, err)
 	assert.Equal(t, 800*mib, r.Peak)
 	assert.Equal(t, 800*mib, r.Pool)
@@ -145,10 +147,10 @@ func TestSessionErrors(t *testing.T) {
 	_, err := PlanSession(staticGraphs, 5, false)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "policy 5")
-	_, err = PlanSession([]SessionGraph{{Name: "bad", Peak: -1}}, PolicyDynamic, false)
+	_, err = PlanSession([]SessionGraph{{Name: "bad", Peak: -1}}, config.StaticDynamic, false)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `graph 0 ("bad") Peak -1`)
-	r, err := PlanSession(nil, PolicyStatic, false)
+	r, err := PlanSession(nil, config.StaticArena, false)
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), r.Peak)
 }
@@ -160,7 +162,7 @@ func ExamplePlanSession() {
 		{Name: "eval", Peak: 2 * gib},
 		{Name: "train_big_batch", Peak: 8 * gib},
 	}
-	for _, policy := range []int{PolicyDynamic, PolicyStatic} {
+	for _, policy := range []config.StaticPolicy{config.StaticDynamic, config.StaticArena} {
 		r, _ := PlanSession(graphs, policy, false)
 		fmt.Printf("policy %d: peak %d GiB, held at end %d GiB, reallocations %d, device allocations %d\n",
 			r.Policy, r.Peak/gib, r.Final/gib, r.Reallocations, r.DeviceAllocs)

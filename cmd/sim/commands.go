@@ -98,6 +98,12 @@ func optionValue(o models.Options, name string) int {
 // readAny reads a graph from a file by its extension: .json (remat), .log or
 // .jsonl (DTR log), .onnx.
 func readAny(path string, s *config.Settings) (*graph.Graph, error) {
+	// validate and convert take no --device: an ONNX model is imported for
+	// the kind of the commands' default device (a GPU).
+	s, err := strategy.ForDevice(s, sim.Profile{})
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case strings.HasSuffix(path, ".onnx"):
 		return loadONNX(path, &inputFlags{}, s)
@@ -117,8 +123,18 @@ func readAny(path string, s *config.Settings) (*graph.Graph, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		return g, nil
+		return g, nonEmpty(path, g)
 	}
+}
+
+// nonEmpty rejects a graph file without ops: it is well formed, but there
+// is no training step to validate, simulate or plan (as for a DTR log
+// without calls).
+func nonEmpty(path string, g *graph.Graph) error {
+	if g.NumOps() == 0 {
+		return fmt.Errorf("%s: ops: the graph has no ops, expected a training step with at least one op", path)
+	}
+	return nil
 }
 
 func (a *app) validateCmd() *cobra.Command {
@@ -223,12 +239,16 @@ func (a *app) envCmd() *cobra.Command {
 		Use:   "env",
 		Short: "Show every setting, its effective value and where it came from",
 		Long: `env lists every setting remat reads: its environment variable, effective value, source
-(default, env VAR, flag --x, or attribute on N ops of the given graph), whether it is read
-once or on every use, and its description. Flags override the environment.`,
-		Example: "  sim env\n  MXNET_BACKWARD_DO_MIRROR=1 sim env --format json\n  sim env --model resnet18 --mirror=1",
+(default, preset FRAMEWORK on KIND, env VAR, flag --x, or attribute on N ops of the given
+graph), whether it is read once or on every use, and its description. Flags override the
+environment, which overrides the framework preset (--framework) for the device's kind
+(--device: cpu or a GPU profile).`,
+		Example: "  sim env\n  sim env --device cpu\n  MXNET_BACKWARD_DO_MIRROR=1 sim env --format json\n  sim env --model resnet18 --mirror=1",
 		Args:    cobra.NoArgs,
 	}
 	in.register(cmd)
+	var devName string
+	cmd.Flags().StringVarP(&devName, "device", "d", defaultDevice, "device profile whose kind (CPU or GPU) selects the framework preset")
 	sf := registerSettings(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		f, err := a.outFormat()
@@ -237,6 +257,13 @@ once or on every use, and its description. Flags override the environment.`,
 		}
 		s, err := a.settings(sf)
 		if err != nil {
+			return err
+		}
+		dev, err := device(devName)
+		if err != nil {
+			return err
+		}
+		if s, err = strategy.ForDevice(s, dev); err != nil {
 			return err
 		}
 		var counts map[string]int
@@ -272,6 +299,9 @@ once or on every use, and its description. Flags override the environment.`,
 	return cmd
 }
 
+// defaultDevice is the --device of every command that takes one.
+const defaultDevice = "a100-40gb"
+
 // commonRun holds the flags report, plan, sweep and maxbatch share.
 type commonRun struct {
 	in         inputFlags
@@ -296,7 +326,7 @@ func (c *commonRun) register(cmd *cobra.Command, list bool, defaultStrategies st
 	c.cmd = cmd
 	c.in.register(cmd)
 	f := cmd.Flags()
-	f.StringVarP(&c.device, "device", "d", "a100-40gb", "device profile name, a profile JSON file, or 'none' for unlimited memory")
+	f.StringVarP(&c.device, "device", "d", defaultDevice, "device profile name, a profile JSON file, or 'none' for unlimited memory")
 	f.StringVar(&c.allocator, "allocator", strategy.DefaultAllocator, "allocator model: ideal, caching (PyTorch's) or static (MXNet's planner)")
 	if list {
 		f.StringVarP(&c.strategies, "strategies", "s", defaultStrategies, "comma-separated strategies ("+strings.Join(strategy.Names(), ", ")+"); empty: all; each name once")
@@ -385,11 +415,13 @@ func (a *app) setup(ctx context.Context, c *commonRun, list string) (*runSetup, 
 	if err != nil {
 		return nil, err
 	}
-	o, err := strategy.OptionsFrom(s)
+	// One path: the framework preset for the device, then the options and
+	// the input from the same settings.
+	o, s, err := strategy.OptionsFor(s, dev)
 	if err != nil {
 		return nil, err
 	}
-	o.Device, o.Allocator, o.Budget, o.Seed = dev, c.allocator, size, c.seed
+	o.Allocator, o.Budget, o.Seed = c.allocator, size, c.seed
 	if err := checkExclusive(c.listed(), sts, o); err != nil {
 		return nil, err
 	}
@@ -781,6 +813,10 @@ batch: the table Checkmate and DTR publish.`,
 		if ratio > 0 {
 			return usagef("maxbatch: --budget must be a size, not a ratio")
 		}
+		so, s, err := strategy.OptionsFor(s, dev)
+		if err != nil {
+			return err
+		}
 		o, err := c.in.modelOptions(s)
 		if err != nil {
 			return err
@@ -788,11 +824,7 @@ batch: the table Checkmate and DTR publish.`,
 		if _, err := models.Lookup(c.in.model); err != nil {
 			return usageError{err}
 		}
-		so, err := strategy.OptionsFrom(s)
-		if err != nil {
-			return err
-		}
-		so.Device, so.Allocator, so.Budget, so.Seed = dev, c.allocator, size, c.seed
+		so.Allocator, so.Budget, so.Seed = c.allocator, size, c.seed
 		if err := checkExclusive(c.listed(), sts, so); err != nil {
 			return err
 		}

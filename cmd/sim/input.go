@@ -42,7 +42,7 @@ func (in *inputFlags) register(cmd *cobra.Command) {
 	f.IntVar(&in.vocab, "vocab", 0, "vocabulary size (gpt, lstm)")
 	f.IntVar(&in.classes, "classes", 0, "output classes (vision models, mlp)")
 	f.StringVar(&in.dtype, "dtype", "", "element type: f32, f16, bf16, f64 (default f32)")
-	f.StringVar(&in.optimizer, "optimizer", "", "optimizer update ops: none, sgd, momentum, adam (default sgd)")
+	f.StringVar(&in.optimizer, "optimizer", "", "optimizer update ops: none (backward only; each gradient stays allocated as .grad), sgd, momentum, adam (default sgd)")
 	f.StringVar(&in.graphFile, "graph", "", "a graph in remat's JSON format")
 	f.StringVar(&in.dtrLog, "dtr-log", "", "a DTR log (JSON lines)")
 	f.StringVar(&in.onnxFile, "onnx", "", "an ONNX model")
@@ -101,7 +101,11 @@ func (in *inputFlags) load(s *config.Settings) (*graph.Graph, error) {
 		}
 		return g, nil
 	case in.graphFile != "":
-		return graph.ReadFile(in.graphFile)
+		g, err := graph.ReadFile(in.graphFile)
+		if err != nil {
+			return nil, err
+		}
+		return g, nonEmpty(in.graphFile, g)
 	case in.dtrLog != "":
 		f, err := os.Open(in.dtrLog)
 		if err != nil {
