@@ -225,8 +225,12 @@ type importer struct {
 	// fused marks nodes already emitted as part of an earlier node (the
 	// bias Add of a MatMul turned into linear).
 	fused []bool
-	nodes []*NodeProto
-	cur   int // index of the node being converted
+	// deferred marks nodes of a fusion converted at its last node, and
+	// fusions holds each fusion by its last node (see fuse.go).
+	deferred []bool
+	fusions  map[int]*fusion
+	nodes    []*NodeProto
+	cur      int // index of the node being converted
 }
 
 // build converts the model's forward graph into a builder.
@@ -292,12 +296,19 @@ func build(m *ModelProto, opts Options) (*graph.Builder, *importer, error) {
 		return nil, nil, err
 	}
 	imp.fused = make([]bool, len(imp.nodes))
+	imp.findFusions()
 	for i, n := range imp.nodes {
-		if imp.fused[i] {
+		if imp.fused[i] || imp.deferred[i] {
 			continue
 		}
 		imp.cur = i
-		if err := imp.node(n); err != nil {
+		var err error
+		if f := imp.fusions[i]; f != nil {
+			err = imp.emitFusion(f)
+		} else {
+			err = imp.node(n)
+		}
+		if err != nil {
 			return nil, nil, fmt.Errorf("onnx: node %d %q (%s): %w", i, n.GetName(), n.GetOpType(), err)
 		}
 	}

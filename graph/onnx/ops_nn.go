@@ -837,6 +837,26 @@ func opMatMul(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 		}
 		return imp.emit1(n, graph.OpLinear, []*value{a, w}, outs[0], flops)
 	}
+	// PyTorch's matmul reshapes each operand into the 3-D (bmm) or 2-D (mm)
+	// operand it multiplies, merging the leading dimensions: a strided view
+	// whose leading dimensions cannot merge is copied, and the copy is what
+	// the backward saves. That happens to an operand of rank >= 4 (batched
+	// path) and to one of rank >= 3 multiplied with a matrix or vector
+	// (folded path); a rank-3 operand of a batched product keeps its shape
+	// and is read as it is.
+	copyOp := func(x *value, otherRank int) (*value, error) {
+		r := len(x.shape)
+		if x.strided && (r >= 4 || (r == 3 && otherRank <= 2)) {
+			return imp.contiguous(n, x)
+		}
+		return x, nil
+	}
+	if a, err = copyOp(a, len(b.shape)); err != nil {
+		return nil, err
+	}
+	if b, err = copyOp(b, len(a.shape)); err != nil {
+		return nil, err
+	}
 	return imp.emit1(n, graph.OpMatMul, []*value{a, b}, imp.newOut(n, 0, a.et, shape), flops)
 }
 

@@ -1,0 +1,399 @@
+package onnx
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/remat-dev/remat/graph"
+)
+
+// Fusions: torch.onnx decomposes some aten ops whose autograd saves far less
+// than the decomposition's element-wise ops would. Converted node by node,
+// every intermediate of the decomposition becomes a tensor some backward
+// reads (a Div saves both operands, an Erf its input, a Mul both operands),
+// where PyTorch's autograd saves only what the one aten op saves. The
+// importer recognises the exact node patterns torch.onnx's symbolic
+// functions emit and converts each as the one op:
+//
+//   - GELU (opset < 20, torch's symbolic gelu): Div(x, sqrt 2) -> Erf ->
+//     Add(., 1) -> Mul(x, .) -> Mul(., 0.5) becomes gelu(x), which saves x
+//     (derivatives.yaml: gelu_backward(grad, self)).
+//   - LayerNorm (opset < 17, torch's symbolic native_layer_norm):
+//     ReduceMean(x) -> Sub(x, mean) -> Pow(., 2) -> ReduceMean -> Add(., eps)
+//     -> Sqrt -> Div(diff, .) -> Mul(., weight) -> Add(., bias) becomes
+//     layernorm(x, weight, bias) -> (y, mean, rstd), which saves x, mean,
+//     rstd, weight and bias (native_layer_norm_backward).
+//
+// A pattern is matched on structure first (op types, operands, and every
+// intermediate read by exactly the next node of the pattern and by nothing
+// else, graph outputs included); its nodes except the last are deferred and
+// the fused op is emitted where the last one stands, once every constant it
+// needs is known. If a constant does not match (an exponent other than 2, a
+// divisor other than sqrt 2, reduction axes that are not the trailing
+// normalized dimensions), the deferred nodes are converted one by one as
+// usual. A hand-written formula with the same nodes in the same order is
+// indistinguishable in ONNX and is fused too; other associations (0.5 * x
+// first, say) are not.
+
+// fusion is a group of nodes converted as one op.
+type fusion struct {
+	kind  string // fuseGELU or fuseLayerNorm
+	nodes []int  // node indices, increasing; the last is the anchor
+	// Roles (node indices) for the checks made at the anchor.
+	role map[string]int
+}
+
+const (
+	fuseGELU      = "gelu"
+	fuseLayerNorm = "layernorm"
+)
+
+// readerIndex maps each value name to the nodes reading it (a node reading
+// a value twice appears twice).
+func (imp *importer) readerIndex() map[string][]int {
+	r := map[string][]int{}
+	for i, n := range imp.nodes {
+		for _, in := range n.GetInput() {
+			if in != "" {
+				r[in] = append(r[in], i)
+			}
+		}
+	}
+	return r
+}
+
+// findFusions marks the nodes of every recognised pattern: imp.deferred for
+// all but the last, imp.fusions for the last.
+func (imp *importer) findFusions() {
+	readers := imp.readerIndex()
+	imp.deferred = make([]bool, len(imp.nodes))
+	imp.fusions = map[int]*fusion{}
+	taken := make([]bool, len(imp.nodes))
+	for i, n := range imp.nodes {
+		if taken[i] || !defaultDomain(n) {
+			continue
+		}
+		var f *fusion
+		switch n.GetOpType() {
+		case "ReduceMean":
+			f = imp.matchLayerNorm(i, readers)
+		case "Div":
+			f = imp.matchGELU(i, readers)
+		}
+		if f == nil {
+			continue
+		}
+		clash := false
+		for _, j := range f.nodes {
+			clash = clash || taken[j]
+		}
+		if clash {
+			continue
+		}
+		for _, j := range f.nodes {
+			taken[j] = true
+		}
+		last := f.nodes[len(f.nodes)-1]
+		for _, j := range f.nodes[:len(f.nodes)-1] {
+			imp.deferred[j] = true
+		}
+		imp.fusions[last] = f
+	}
+}
+
+func defaultDomain(n *NodeProto) bool {
+	d := n.GetDomain()
+	return d == "" || d == "ai.onnx"
+}
+
+// is reports whether node j has op type typ in the default domain and
+// exactly one output.
+func (imp *importer) is(j int, typ string, nin int) bool {
+	if j < 0 || j >= len(imp.nodes) {
+		return false
+	}
+	n := imp.nodes[j]
+	if n.GetOpType() != typ || !defaultDomain(n) || len(n.GetOutput()) < 1 || n.GetOutput()[0] == "" {
+		return false
+	}
+	return nin < 0 || len(n.GetInput()) == nin
+}
+
+// soleReader returns the one node reading value name when nothing else (no
+// other node, no graph output) reads it; -1 otherwise.
+func (imp *importer) soleReader(name string, readers map[string][]int) int {
+	r := readers[name]
+	if len(r) != 1 || imp.users[name] != 1 {
+		return -1
+	}
+	return r[0]
+}
+
+func out0(n *NodeProto) string { return n.GetOutput()[0] }
+
+// other returns the operand of a two-input node that is not name ("" if
+// neither or both are).
+func other(n *NodeProto, name string) string {
+	in := n.GetInput()
+	if len(in) != 2 {
+		return ""
+	}
+	switch {
+	case in[0] == name && in[1] != name:
+		return in[1]
+	case in[1] == name && in[0] != name:
+		return in[0]
+	}
+	return ""
+}
+
+// matchGELU matches torch's GELU decomposition starting at the Div node i.
+func (imp *importer) matchGELU(i int, readers map[string][]int) *fusion {
+	if !imp.is(i, "Div", 2) {
+		return nil
+	}
+	div := imp.nodes[i]
+	x := div.GetInput()[0]
+	erf := imp.soleReader(out0(div), readers)
+	if !imp.is(erf, "Erf", 1) {
+		return nil
+	}
+	add := imp.soleReader(out0(imp.nodes[erf]), readers)
+	if !imp.is(add, "Add", 2) || other(imp.nodes[add], out0(imp.nodes[erf])) == "" {
+		return nil
+	}
+	mul1 := imp.soleReader(out0(imp.nodes[add]), readers)
+	if !imp.is(mul1, "Mul", 2) || other(imp.nodes[mul1], out0(imp.nodes[add])) != x {
+		return nil
+	}
+	mul2 := imp.soleReader(out0(imp.nodes[mul1]), readers)
+	if !imp.is(mul2, "Mul", 2) || other(imp.nodes[mul2], out0(imp.nodes[mul1])) == "" {
+		return nil
+	}
+	return &fusion{kind: fuseGELU, nodes: sortedNodes(i, erf, add, mul1, mul2),
+		role: map[string]int{"div": i, "erf": erf, "add": add, "mul1": mul1, "mul2": mul2}}
+}
+
+// matchLayerNorm matches torch's layer_norm decomposition starting at the
+// first ReduceMean (node i).
+func (imp *importer) matchLayerNorm(i int, readers map[string][]int) *fusion {
+	if !imp.is(i, "ReduceMean", -1) || len(imp.nodes[i].GetInput()) < 1 {
+		return nil
+	}
+	r1 := imp.nodes[i]
+	x, mean := r1.GetInput()[0], out0(r1)
+	sub := imp.soleReader(mean, readers)
+	if !imp.is(sub, "Sub", 2) || imp.nodes[sub].GetInput()[0] != x || imp.nodes[sub].GetInput()[1] != mean {
+		return nil
+	}
+	diff := out0(imp.nodes[sub])
+	rd := readers[diff]
+	if len(rd) != 2 || imp.users[diff] != 2 {
+		return nil
+	}
+	pow, div := rd[0], rd[1]
+	if imp.is(div, "Pow", 2) {
+		pow, div = div, pow
+	}
+	if !imp.is(pow, "Pow", 2) || imp.nodes[pow].GetInput()[0] != diff || !imp.is(div, "Div", 2) || imp.nodes[div].GetInput()[0] != diff {
+		return nil
+	}
+	r2 := imp.soleReader(out0(imp.nodes[pow]), readers)
+	if !imp.is(r2, "ReduceMean", -1) || imp.nodes[r2].GetInput()[0] != out0(imp.nodes[pow]) {
+		return nil
+	}
+	addEps := imp.soleReader(out0(imp.nodes[r2]), readers)
+	if !imp.is(addEps, "Add", 2) || other(imp.nodes[addEps], out0(imp.nodes[r2])) == "" {
+		return nil
+	}
+	sqrt := imp.soleReader(out0(imp.nodes[addEps]), readers)
+	if !imp.is(sqrt, "Sqrt", 1) || imp.soleReader(out0(imp.nodes[sqrt]), readers) != div || imp.nodes[div].GetInput()[1] != out0(imp.nodes[sqrt]) {
+		return nil
+	}
+	// The affine part: Mul by a weight, then Add of a bias, both weights
+	// (graph inputs or initializers). Without it the nodes stay unfused.
+	weight := func(name string) bool {
+		v := imp.vals[name]
+		return v != nil && v.kind == graph.Parameter
+	}
+	mul := imp.soleReader(out0(imp.nodes[div]), readers)
+	if !imp.is(mul, "Mul", 2) || !weight(other(imp.nodes[mul], out0(imp.nodes[div]))) {
+		return nil
+	}
+	add := imp.soleReader(out0(imp.nodes[mul]), readers)
+	if !imp.is(add, "Add", 2) || !weight(other(imp.nodes[add], out0(imp.nodes[mul]))) {
+		return nil
+	}
+	return &fusion{kind: fuseLayerNorm, nodes: sortedNodes(i, sub, pow, r2, addEps, sqrt, div, mul, add),
+		role: map[string]int{"mean": i, "sub": sub, "pow": pow, "var": r2, "eps": addEps, "sqrt": sqrt, "div": div, "mul": mul, "add": add}}
+}
+
+func sortedNodes(idx ...int) []int {
+	for i := 1; i < len(idx); i++ {
+		for j := i; j > 0 && idx[j] < idx[j-1]; j-- {
+			idx[j], idx[j-1] = idx[j-1], idx[j]
+		}
+	}
+	return idx
+}
+
+// emitFusion converts a matched pattern at its last node: the fused op when
+// its constants check out, else every node of the pattern in order.
+func (imp *importer) emitFusion(f *fusion) error {
+	var ok bool
+	var err error
+	switch f.kind {
+	case fuseGELU:
+		ok, err = imp.fuseGELU(f)
+	case fuseLayerNorm:
+		ok, err = imp.fuseLayerNorm(f)
+	}
+	if err != nil || ok {
+		return err
+	}
+	anchor := imp.cur
+	for _, j := range f.nodes {
+		imp.cur = j
+		n := imp.nodes[j]
+		if err := imp.node(n); err != nil {
+			if j == anchor {
+				return err
+			}
+			return fmt.Errorf("node %d %q (%s): %w", j, n.GetName(), n.GetOpType(), err)
+		}
+	}
+	imp.cur = anchor
+	return nil
+}
+
+// operand returns the value of the operand of node j that is not name.
+func (imp *importer) operand(j int, name string) *value {
+	return imp.vals[other(imp.nodes[j], name)]
+}
+
+// near reports whether a equals b to within a relative 1e-6 (constants
+// exported in double and read back in float).
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Abs(b) }
+
+// fusedNode returns a node standing for the fused op: named after the
+// pattern's module (the common prefix of its node names) and producing the
+// last node's output.
+func (imp *importer) fusedNode(f *fusion, opType string) *NodeProto {
+	last := imp.nodes[f.nodes[len(f.nodes)-1]]
+	prefix := last.GetName()
+	for _, j := range f.nodes {
+		name := imp.nodes[j].GetName()
+		k := 0
+		for k < len(prefix) && k < len(name) && prefix[k] == name[k] {
+			k++
+		}
+		prefix = prefix[:k]
+	}
+	name := ""
+	if k := strings.LastIndexByte(prefix, '/'); k >= 0 {
+		name = prefix[:k+1] + opType
+	}
+	return &NodeProto{Name: proto.String(name), OpType: proto.String(opType), Output: []string{out0(last)}}
+}
+
+func (imp *importer) fuseGELU(f *fusion) (bool, error) {
+	div, erf, add, mul1, mul2 := f.role["div"], f.role["erf"], f.role["add"], f.role["mul1"], f.role["mul2"]
+	x := imp.vals[imp.nodes[div].GetInput()[0]]
+	c, ok1 := constScalar(imp.vals[imp.nodes[div].GetInput()[1]])
+	one, ok2 := constScalar(imp.operand(add, out0(imp.nodes[erf])))
+	half, ok3 := constScalar(imp.operand(mul2, out0(imp.nodes[mul1])))
+	if x == nil || x.isConst || !isFloatType(x.et) || !ok1 || !ok2 || !ok3 ||
+		!near(c, math.Sqrt2) || !near(one, 1) || !near(half, 0.5) {
+		return false, nil
+	}
+	n := imp.fusedNode(f, "Gelu")
+	outs, err := imp.emit1(n, graph.OpGELU, []*value{x}, imp.newOut(n, 0, x.et, x.shape), 8*numel(x.shape), "approximate", "none")
+	if err != nil {
+		return false, err
+	}
+	return true, imp.bind(n, outs)
+}
+
+func (imp *importer) fuseLayerNorm(f *fusion) (bool, error) {
+	r1, pow, r2, eps, div, mul, add := f.role["mean"], f.role["pow"], f.role["var"], f.role["eps"], f.role["div"], f.role["mul"], f.role["add"]
+	x := imp.vals[imp.nodes[r1].GetInput()[0]]
+	if x == nil || x.isConst || !isFloatType(x.et) || len(x.shape) == 0 {
+		return false, nil
+	}
+	e, ok1 := constScalar(imp.vals[imp.nodes[pow].GetInput()[1]])
+	epsV, ok2 := constScalar(imp.operand(eps, out0(imp.nodes[r2])))
+	if !ok1 || !ok2 || e != 2 || !(epsV >= 0) {
+		return false, nil
+	}
+	// Both reductions over the same trailing axes, keeping dimensions.
+	axis := -1
+	for _, j := range []int{r1, r2} {
+		n := imp.nodes[j]
+		ins := make([]*value, len(n.GetInput()))
+		for k, name := range n.GetInput() {
+			ins[k] = imp.vals[name]
+		}
+		axes, ok, err := imp.axesOf(n, ins, 18)
+		if err != nil || !ok || len(axes) == 0 {
+			return false, nil
+		}
+		keep, err := attrInt(n, "keepdims", 1)
+		if err != nil || keep == 0 {
+			return false, nil
+		}
+		r := len(x.shape)
+		seen := make([]bool, r)
+		lo := r
+		for _, a := range axes {
+			ax, err := normAxis(a, r, "axis")
+			if err != nil || seen[ax] {
+				return false, nil
+			}
+			seen[ax] = true
+			lo = min(lo, ax)
+		}
+		if lo+len(axes) != r { // not exactly the trailing axes
+			return false, nil
+		}
+		if axis >= 0 && axis != lo {
+			return false, nil
+		}
+		axis = lo
+	}
+	norm := x.shape[axis:]
+	w := imp.operand(mul, out0(imp.nodes[div]))
+	b := imp.operand(add, out0(imp.nodes[mul]))
+	for _, p := range []*value{w, b} {
+		if p == nil || !equalShape(trimOnes(p.shape), trimOnes(norm)) {
+			return false, nil
+		}
+	}
+	n := imp.fusedNode(f, "LayerNormalization")
+	st := append([]int64(nil), x.shape...)
+	for i := axis; i < len(st); i++ {
+		st[i] = 1
+	}
+	f32 := int32(TensorProto_FLOAT)
+	y := imp.newOut(n, 0, x.et, x.shape)
+	mean := &value{name: out0(imp.nodes[r1]), et: f32, shape: st, tensor: graph.NoTensor}
+	rstd := &value{name: n.GetName() + ":rstd", et: f32, shape: st, tensor: graph.NoTensor}
+	if n.GetName() == "" {
+		rstd.name = y.name + ":rstd"
+	}
+	if _, err := imp.emit(n, graph.OpLayerNorm, []*value{x, w, b}, []*value{y, mean, rstd}, 8*numel(x.shape),
+		"eps", ftoa(epsV), "axis", fmt.Sprint(axis)); err != nil {
+		return false, err
+	}
+	return true, imp.bind(n, []*value{y})
+}
+
+// trimOnes drops leading 1s (a weight [1, 1, C] broadcasts like [C]).
+func trimOnes(s []int64) []int64 {
+	for len(s) > 0 && s[0] == 1 {
+		s = s[1:]
+	}
+	return s
+}
