@@ -3,32 +3,97 @@ package remat
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/remat-dev/remat/config"
 	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/graph/onnx"
 	"github.com/remat-dev/remat/sim"
 	"github.com/remat-dev/remat/strategy"
 )
 
 // Options returns strategy options for a device: the settings of this
-// process's environment (MXNET_*, MGB_*, MEGENGINE_*, GE_* variables, read
-// as sim reads them), PyTorch's caching allocator, no budget (the device's
-// capacity is the limit). device is a built-in profile name (sim.Devices),
-// a device profile JSON file (NAME.json), or "" / "none" for an unlimited
-// device. Set the returned Options' Budget, Allocator or Seed to change the
-// run.
+// process's environment (MXNET_*, MGB_*, MEGENGINE_*, GE_*, REMAT_*
+// variables, read as sim reads them) with the framework preset for the
+// device's kind (strategy.ForDevice), PyTorch's caching allocator, no
+// budget (the device's capacity is the limit). device is a built-in profile
+// name (sim.Devices), a device profile JSON file (NAME.json), or "" /
+// "none" for an unlimited device. Set the returned Options' Budget,
+// Allocator or Seed to change the run. The settings the options came from
+// are o.Settings: import an ONNX model with them (ImportONNX) so that the
+// preset decides the import too.
 func Options(device string) (strategy.Options, error) {
 	s, _, err := config.Global()
 	if err != nil {
 		return strategy.Options{}, err
 	}
-	o, err := strategy.OptionsFrom(s)
+	dev, err := Device(device)
 	if err != nil {
 		return strategy.Options{}, err
 	}
-	o.Device, err = Device(device)
+	o, _, err := strategy.OptionsFor(s, dev)
 	return o, err
+}
+
+// DefaultOptimizer is the optimizer appended to an imported ONNX model (and
+// to zoo models) when none is named: SGD, as `sim --optimizer`'s help says.
+const DefaultOptimizer = graph.OptSGD
+
+// ONNXInput is what an ONNX import needs besides the settings.
+type ONNXInput struct {
+	// Batch is the size of the batch axis (0: 1).
+	Batch int64
+	// Dims are the sizes of other symbolic dimensions by name ("seq").
+	Dims map[string]int64
+	// Optimizer names the update ops appended after backward: none, sgd,
+	// momentum or adam ("": DefaultOptimizer).
+	Optimizer string
+}
+
+// ONNXOptions returns the import options of an ONNX model under settings s
+// (nil: the built-in defaults; pass the settings of strategy.OptionsFor so
+// that the framework preset applies): the updates are in place when
+// optimizer.inplace_update says so, and dropout saves what dropout.mask
+// says. The CLI and tools/fidelity import through it.
+func ONNXOptions(s *config.Settings, in ONNXInput) (onnx.Options, error) {
+	if s == nil {
+		s = config.Defaults()
+	}
+	if in.Batch < 0 {
+		return onnx.Options{}, fmt.Errorf("batch %d: expected a size >= 1 (0: 1)", in.Batch)
+	}
+	opt := DefaultOptimizer
+	if in.Optimizer != "" {
+		var err error
+		if opt, err = graph.ParseOptimizer(in.Optimizer); err != nil {
+			return onnx.Options{}, err
+		}
+	}
+	mask, err := onnx.ParseDropoutMask(s.Enum(config.DropoutMask))
+	if err != nil {
+		return onnx.Options{}, fmt.Errorf("setting dropout.mask: %w", err)
+	}
+	o := onnx.Options{Batch: in.Batch, Optimizer: opt, InPlaceUpdate: s.Bool(config.InplaceUpdate), DropoutMask: mask}
+	if len(in.Dims) > 0 {
+		o.Dims = make(map[string]int64, len(in.Dims))
+		for k, v := range in.Dims {
+			o.Dims[k] = v
+		}
+	}
+	return o, nil
+}
+
+// ImportONNX reads an ONNX model as a training graph with ONNXOptions.
+func ImportONNX(r io.Reader, s *config.Settings, in ONNXInput) (*graph.Graph, error) {
+	if r == nil {
+		return nil, fmt.Errorf("remat: ONNX reader is nil")
+	}
+	o, err := ONNXOptions(s, in)
+	if err != nil {
+		return nil, err
+	}
+	return onnx.Import(r, o)
 }
 
 // Device resolves a device: a built-in profile name, a profile JSON file

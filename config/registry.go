@@ -195,6 +195,8 @@ const (
 	CUDAReserveMemory        BoolKey   = iota // MGB_CUDA_RESERVE_MEMORY
 	ExecutionStrategy        StringKey = iota // MEGENGINE_EXECUTION_STRATEGY
 	GEStaticMemoryPolicy     IntKey    = iota // GE_USE_STATIC_MEMORY
+	Framework                EnumKey   = iota // REMAT_FRAMEWORK
+	DropoutMask              EnumKey   = iota // REMAT_DROPOUT_MASK
 	numKeys                            = iota
 )
 
@@ -334,6 +336,21 @@ var registry = [numKeys]def{
 		desc: "0 dynamic allocation by actual size; 2 static shapes: one arena sized to the largest graph of a session, reused across graphs; " +
 			"3 dynamic expansion for dynamic shapes; 4 both 2 and 3; 1 behaves as 2. 2 and 4 are not allowed with concurrently running graphs; " +
 			"must not be combined with MemoryConfig.StaticMemoryPolicy. Read once, at session start.",
+	},
+	Framework: {
+		name: "framework.name", env: "REMAT_FRAMEWORK", flag: "framework",
+		typ: TypeEnum, defaultFn: constDefault("pytorch"), defaultDoc: "pytorch",
+		choices: []Choice{{Name: "pytorch"}, {Name: "mxnet"}, {Name: "megengine"}},
+		desc: "The framework whose training step is simulated, for every input (zoo, graph files, ONNX, DTR logs). " +
+			"Its preset sets the defaults of the settings it decides for the device's kind (CPU or GPU): " +
+			"see the presets table in docs/settings.md. An environment variable or flag for such a setting still wins.",
+	},
+	DropoutMask: {
+		name: "dropout.mask", env: "REMAT_DROPOUT_MASK", flag: "dropout-mask",
+		typ: TypeEnum, defaultFn: constDefault("byte"), defaultDoc: "byte",
+		choices: []Choice{{Name: "byte"}, {Name: "like-input"}},
+		desc: "What a training-mode dropout of an imported ONNX model saves for its backward pass: byte, a one-byte mask (PyTorch on CUDA: the fused native_dropout's bool mask), " +
+			"or like-input, a tensor of the input's type and shape (PyTorch on CPU: input * noise saves the f32 noise).",
 	},
 }
 

@@ -42,6 +42,7 @@ func (r Row) Mode() string {
 // that the attribute overrides the value on that many ops. attrCounts may be
 // nil.
 func (s *Settings) Rows(attrCounts map[string]int) []Row {
+	s = s.or()
 	rows := make([]Row, 0, numKeys)
 	for _, i := range sortedIndexes {
 		d := &registry[i]
@@ -123,10 +124,11 @@ setting with its effective value and where that value came from.
 From lowest to highest:
 
 1. built-in default;
-2. environment variable;
-3. explicit Go option (` + "`Settings.With(key, value, config.OptionSource(...))`" + `) or CLI flag
+2. the framework preset's value for the device (` + "`framework.name`" + `, below);
+3. environment variable;
+4. explicit Go option (` + "`Settings.With(key, value, config.OptionSource(...))`" + `) or CLI flag
    (` + "`sim ... --mirror`" + `); options and flags share one level, the later wins;
-4. per-op attribute (` + "`force_mirroring`" + `, ` + "`cudnn_tune`" + `), which applies to that op only
+5. per-op attribute (` + "`force_mirroring`" + `, ` + "`cudnn_tune`" + `), which applies to that op only
    (` + "`Settings.ForOp`" + `).
 
 So ` + "`force_mirroring=1`" + ` on a node mirrors it even when
@@ -135,7 +137,7 @@ MXNET_BACKWARD_DO_MIRROR=0 and even when ` + "`--mirror=false`" + ` is given.
 ## Sources
 
 Every effective value carries its source, printed by ` + "`sim env`" + ` as one of
-` + "`default`" + `, ` + "`env VARIABLE`" + `, ` + "`flag --name`" + `, ` + "`option`" + ` (or ` + "`option NAME`" + `); when a graph is
+` + "`default`" + `, ` + "`preset FRAMEWORK on KIND`" + `, ` + "`env VARIABLE`" + `, ` + "`flag --name`" + `, ` + "`option`" + ` (or ` + "`option NAME`" + `); when a graph is
 given, a setting overridden by op attributes adds ` + "`; attribute KEY on N ops`" + `.
 ` + "`sim env --format json`" + ` prints the same rows as JSON with a ` + "`version`" + ` field.
 
@@ -201,6 +203,31 @@ autotuning), its later documentation gives 1. remat uses 1
 convolution workspaces match what users of a current MXNet see. Set the
 variable to 0 to model the older behaviour.
 
+## Framework presets
+
+The ` + "`framework.name`" + ` setting (REMAT_FRAMEWORK, ` + "`--framework`" + `; pytorch unless
+set) names the framework whose training step is simulated, for every input:
+zoo models, graph files, ONNX models and DTR logs. Its preset decides the
+defaults below for the kind of device the run uses (` + "`--device cpu`" + ` is a CPU,
+every other built-in profile a GPU; a profile file is a CPU when its name is
+` + "`cpu`" + ` or starts with ` + "`cpu-`" + `). A preset value only replaces a built-in
+default: an environment variable or flag for the same setting wins, and
+` + "`sim env --device cpu`" + ` shows each value with its source (` + "`preset pytorch on cpu`" + `).
+Whatever the framework, each parameter's gradient stays allocated from the
+backward op that produces it to the end of the step, as ` + "`.grad`" + ` (PyTorch),
+the gradient arrays (MXNet) and ` + "`param.grad`" + ` (MegEngine) do.
+
+| framework | device | setting | value | why |
+|---|---|---|---|---|
+`)
+	for _, p := range presets {
+		dev := "any"
+		if p.Device != "" {
+			dev = string(p.Device)
+		}
+		fmt.Fprintf(&b, "| %s | %s | `%s` | %s | %s |\n", p.Framework, dev, p.Setting, p.Value, p.Why)
+	}
+	b.WriteString(`
 ## Per-op attributes
 
 ` + "`force_mirroring`" + ` overrides MXNET_BACKWARD_DO_MIRROR and ` + "`cudnn_tune`" + ` (off,

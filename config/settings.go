@@ -4,16 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // SourceKind tells which mechanism produced a value. Higher kinds win:
-// default < env < option/flag < attribute.
+// default < preset < env < option/flag < attribute.
 type SourceKind uint8
 
 // Source kinds in precedence order (lowest first). Option and flag share a
 // level: the later of the two wins.
 const (
 	SourceDefault   SourceKind = iota + 1 // built-in default
+	SourcePreset                          // the framework preset's value for the device (WithPreset)
 	SourceEnv                             // environment variable
 	SourceOption                          // explicit Go option
 	SourceFlag                            // CLI flag
@@ -39,11 +41,14 @@ func FlagSource(name string) Source {
 func OptionSource(name string) Source { return Source{Kind: SourceOption, Name: name} }
 
 // String renders the source: "default", "env MXNET_BACKWARD_DO_MIRROR",
-// "flag --mirror", "option" or "option NAME", "attribute force_mirroring".
+// "flag --mirror", "option" or "option NAME", "attribute force_mirroring",
+// "preset pytorch on cpu".
 func (s Source) String() string {
 	switch s.Kind {
 	case SourceDefault:
 		return "default"
+	case SourcePreset:
+		return "preset " + s.Name
 	case SourceEnv:
 		return "env " + s.Name
 	case SourceFlag:
@@ -192,7 +197,8 @@ func Parse(key, text string, opts ...Option) (Value, error) {
 
 // Settings is an immutable snapshot of every setting's effective value. Use
 // With to derive a snapshot with explicit overrides and ForOp for per-op
-// attribute overrides.
+// attribute overrides. A nil *Settings reads as the built-in defaults
+// (Defaults); the zero Settings holds zero values.
 type Settings struct {
 	vals [numKeys]Value
 	ncpu int
@@ -217,6 +223,18 @@ func Load(env Env, opts ...Option) (*Settings, []Warning, error) {
 	}
 	warns := append(unknownVarWarnings(env), s.inertWarnings()...)
 	return s, warns, nil
+}
+
+// defaults is Defaults(), made once: what a nil *Settings stands for.
+var defaults = sync.OnceValue(func() *Settings { return Defaults() })
+
+// or returns s, or the built-in defaults when s is nil: a nil *Settings
+// reads as Defaults().
+func (s *Settings) or() *Settings {
+	if s == nil {
+		return defaults()
+	}
+	return s
 }
 
 // Defaults returns the built-in defaults (no environment).
@@ -257,7 +275,10 @@ func load(env Env, o loadOptions) (*Settings, error) {
 }
 
 // NumCPU returns the CPU count the snapshot was loaded with.
-func (s *Settings) NumCPU() int { return s.ncpu }
+func (s *Settings) NumCPU() int {
+	s = s.or()
+	return s.ncpu
+}
 
 // With returns a copy of s where the setting named key (setting name,
 // environment variable or flag, dashes optional) takes value, from an explicit
@@ -265,6 +286,7 @@ func (s *Settings) NumCPU() int { return s.ncpu }
 // options and flags the later call wins. src must be of kind SourceOption or
 // SourceFlag; a flag source with an empty name gets the setting's flag.
 func (s *Settings) With(key, value string, src Source) (*Settings, error) {
+	s = s.or()
 	i, ok := resolve(key)
 	if !ok {
 		return nil, fmt.Errorf("%w %q: expected %s", ErrUnknownSetting, key, knownKeysText())
@@ -300,6 +322,7 @@ func (s *Settings) With(key, value string, src Source) (*Settings, error) {
 // Get returns the effective value of key (setting name, environment variable,
 // flag or attribute key).
 func (s *Settings) Get(key string) (Value, error) {
+	s = s.or()
 	i, ok := resolve(key)
 	if !ok {
 		return Value{}, fmt.Errorf("%w %q: expected %s", ErrUnknownSetting, key, knownKeysText())
@@ -309,6 +332,10 @@ func (s *Settings) Get(key string) (Value, error) {
 
 // Value returns the effective value of a typed key (zero Value if invalid).
 func (s *Settings) Value(k Key) Value {
+	s = s.or()
+	if k == nil {
+		return Value{}
+	}
 	i := k.index()
 	if i < 0 || i >= int(numKeys) {
 		return Value{}
@@ -321,6 +348,7 @@ func (s *Settings) Value(k Key) Value {
 // it, the attribute's value wins (source: attribute); otherwise the snapshot's
 // value. An invalid attribute value is an error naming the attribute.
 func (s *Settings) ForOp(key string, attrs map[string]string) (Value, error) {
+	s = s.or()
 	i, ok := resolve(key)
 	if !ok {
 		return Value{}, fmt.Errorf("%w %q: expected %s", ErrUnknownSetting, key, knownKeysText())
@@ -336,6 +364,7 @@ func (s *Settings) ForOp(key string, attrs map[string]string) (Value, error) {
 
 // Bool returns a bool setting (false for an invalid key).
 func (s *Settings) Bool(k BoolKey) bool {
+	s = s.or()
 	if lookupDef(int(k), TypeBool) == nil {
 		return false
 	}
@@ -344,6 +373,7 @@ func (s *Settings) Bool(k BoolKey) bool {
 
 // Int returns an int setting (0 for an invalid key).
 func (s *Settings) Int(k IntKey) int {
+	s = s.or()
 	if lookupDef(int(k), TypeInt) == nil {
 		return 0
 	}
@@ -352,6 +382,7 @@ func (s *Settings) Int(k IntKey) int {
 
 // Size returns a size setting in bytes (0 for an invalid key).
 func (s *Settings) Size(k SizeKey) int64 {
+	s = s.or()
 	if lookupDef(int(k), TypeSize) == nil {
 		return 0
 	}
@@ -360,6 +391,7 @@ func (s *Settings) Size(k SizeKey) int64 {
 
 // Float returns a float setting (0 for an invalid key).
 func (s *Settings) Float(k FloatKey) float64 {
+	s = s.or()
 	if lookupDef(int(k), TypeFloat) == nil {
 		return 0
 	}
@@ -368,6 +400,7 @@ func (s *Settings) Float(k FloatKey) float64 {
 
 // Enum returns an enum setting's canonical choice name ("" for an invalid key).
 func (s *Settings) Enum(k EnumKey) string {
+	s = s.or()
 	if lookupDef(int(k), TypeEnum) == nil {
 		return ""
 	}
@@ -376,6 +409,7 @@ func (s *Settings) Enum(k EnumKey) string {
 
 // Text returns a string setting's canonical text ("" for an invalid key).
 func (s *Settings) Text(k StringKey) string {
+	s = s.or()
 	if lookupDef(int(k), TypeString) == nil {
 		return ""
 	}
@@ -385,5 +419,6 @@ func (s *Settings) Text(k StringKey) string {
 // DTREnabled reports whether runtime rematerialization is on
 // (dtr.drop or dtr.auto_drop).
 func (s *Settings) DTREnabled() bool {
+	s = s.or()
 	return s.Bool(DTREnableDrop) || s.Bool(DTRAutoDrop)
 }

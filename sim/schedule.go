@@ -14,13 +14,22 @@ import (
 // what an executor that drops references eagerly does. Tensors without a
 // producer (inputs, parameters, constants, initial optimizer state) and
 // persistent kinds (parameters, optimizer state, constants: e.g. updated
-// weights) are never freed. Views add no storage: the free of a storage is
+// weights) are never freed, nor is a parameter's final gradient (its .grad,
+// held to the end of the step). Views add no storage: the free of a storage is
 // emitted for its base tensor once neither it nor any view of it is read
 // again. Frees after one step are ordered by tensor ID, so the plan is
 // deterministic.
 //
-// The work is O(len(ops) + edges) with two passes and no maps.
+// The work is O(len(ops) + edges) with two passes and no maps. A nil graph,
+// or one whose ops name tensors or ops it does not have, is an error wrapping
+// graph.ErrInvalid.
 func PlanFromSchedule(g *graph.Graph, strategy string, ops []graph.OpID) (*Plan, error) {
+	if g == nil {
+		return nil, fmt.Errorf("plan from schedule: graph is nil: %w", graph.ErrInvalid)
+	}
+	if err := checkGraph(g); err != nil {
+		return nil, fmt.Errorf("plan from schedule: %w", err)
+	}
 	nt := len(g.Tensors)
 	for i, o := range ops {
 		if o < 0 || int(o) >= len(g.Ops) {
@@ -33,7 +42,7 @@ func PlanFromSchedule(g *graph.Graph, strategy string, ops []graph.OpID) (*Plan,
 		r := g.StorageOf(graph.TensorID(i))
 		root[i] = r
 		rt := &g.Tensors[r]
-		keep[i] = rt.Producer == graph.NoOp || rt.Kind.Persistent()
+		keep[i] = rt.Producer == graph.NoOp || rt.Kind.Persistent() || isFinalParamGrad(g, r)
 	}
 	// Reverse pass: liveAfter[r] says storage r is read later, before being
 	// re-created. freeAt collects (position, tensor) pairs.
@@ -86,6 +95,24 @@ func PlanFromSchedule(g *graph.Graph, strategy string, ops []graph.OpID) (*Plan,
 		}
 	}
 	return &Plan{Strategy: strategy, Steps: steps}, nil
+}
+
+// isFinalParamGrad reports whether storage r is a parameter's gradient that
+// no grad_accumulate sums further: the parameter's .grad (PyTorch), gradient
+// array (MXNet) or param.grad (MegEngine), which the framework holds until
+// the next step clears it, so it stays allocated to the end of the step
+// whether or not an update reads it. Partial gradients summed by
+// grad_accumulate are freed as usual.
+func isFinalParamGrad(g *graph.Graph, r graph.TensorID) bool {
+	if g.Tensors[r].Kind != graph.ParamGradient {
+		return false
+	}
+	for _, c := range g.Consumers(r) {
+		if g.Ops[c].Type == graph.OpGradAccumulate {
+			return false
+		}
+	}
+	return true
 }
 
 func isOutput(op *graph.Op, t graph.TensorID) bool {

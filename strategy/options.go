@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/remat-dev/remat/config"
 	"github.com/remat-dev/remat/dtr"
@@ -105,6 +106,46 @@ type MirrorOptions struct {
 	DoMirror bool
 	// Variant selects the BatchNorm rule.
 	Variant mirror.Variant
+}
+
+// DeviceKind is the kind of a device profile for the framework presets
+// (config.Settings.WithPreset): a CPU when the profile's name is "cpu" or
+// starts with "cpu-" (the built-in cpu profile, or a profile file named
+// so), otherwise a GPU. The zero profile (an unlimited device) is a GPU.
+func DeviceKind(p sim.Profile) config.DeviceKind {
+	n := strings.ToLower(strings.TrimSpace(p.Name))
+	if n == "cpu" || strings.HasPrefix(n, "cpu-") {
+		return config.DeviceCPU
+	}
+	return config.DeviceGPU
+}
+
+// ForDevice returns s (nil: the built-in defaults) with the framework
+// preset for dev's kind applied: each setting still at its built-in default
+// takes the value the framework (setting framework.name) gives it on that
+// kind of device. The CLI and the Go API call it before OptionsFrom and
+// before importing a model, so that the preset decides both.
+func ForDevice(s *config.Settings, dev sim.Profile) (*config.Settings, error) {
+	if s == nil {
+		s = config.Defaults()
+	}
+	return s.WithPreset(DeviceKind(dev))
+}
+
+// OptionsFor is ForDevice then OptionsFrom, with the device set: the
+// options of a run on dev, and the settings they came from (for importing
+// the model with the same preset).
+func OptionsFor(s *config.Settings, dev sim.Profile) (Options, *config.Settings, error) {
+	s, err := ForDevice(s, dev)
+	if err != nil {
+		return Options{}, nil, err
+	}
+	o, err := OptionsFrom(s)
+	if err != nil {
+		return Options{}, nil, err
+	}
+	o.Device = dev
+	return o, s, nil
 }
 
 // OptionsFrom turns a settings snapshot (nil: the built-in defaults) into

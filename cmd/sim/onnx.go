@@ -4,31 +4,32 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/remat-dev/remat"
 	"github.com/remat-dev/remat/config"
 	"github.com/remat-dev/remat/graph"
-	"github.com/remat-dev/remat/graph/onnx"
 )
 
-// loadONNX imports an ONNX model as a training graph: --batch sets the batch
-// axis, --seq a symbolic dimension named "seq", --optimizer the update ops.
+// loadONNX imports an ONNX model as a training graph through the one import
+// path (remat.ImportONNX): --batch sets the batch axis, --seq a symbolic
+// dimension named "seq", --optimizer the update ops (default sgd); the
+// settings s (with the framework preset for the device applied) decide
+// in-place updates and what dropout saves.
 func loadONNX(path string, in *inputFlags, s *config.Settings) (*graph.Graph, error) {
+	if in.optimizer != "" {
+		if _, err := graph.ParseOptimizer(in.optimizer); err != nil {
+			return nil, usageError{fmt.Errorf("--optimizer: %w", err)}
+		}
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	o := onnx.Options{Batch: int64(in.batch), InPlaceUpdate: s.Bool(config.InplaceUpdate)}
+	ri := remat.ONNXInput{Batch: int64(in.batch), Optimizer: in.optimizer}
 	if in.seq > 0 {
-		o.Dims = map[string]int64{"seq": int64(in.seq)}
+		ri.Dims = map[string]int64{"seq": int64(in.seq)}
 	}
-	if in.optimizer != "" {
-		opt, err := graph.ParseOptimizer(in.optimizer)
-		if err != nil {
-			return nil, usageError{fmt.Errorf("--optimizer: %w", err)}
-		}
-		o.Optimizer = opt
-	}
-	g, err := onnx.Import(f, o)
+	g, err := remat.ImportONNX(f, s, ri)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
