@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/remat-dev/remat/graph"
@@ -33,24 +34,31 @@ type Result struct {
 // predicate says yes is mirrored.
 func Classic(g *graph.Graph, p Predicate) (*Result, error) {
 	if g == nil {
-		return nil, fmt.Errorf("mirror: graph is nil")
+		return nil, errors.New("mirror: graph is nil")
 	}
 	mirrored := make([]bool, len(g.Ops))
 	rules := make([]Rule, len(g.Ops))
 	for i := range g.Ops {
-		mirrored[i], rules[i] = p.Decide(&g.Ops[i])
+		r, err := p.Decide(&g.Ops[i])
+		if err != nil {
+			return nil, err
+		}
+		mirrored[i], rules[i] = r.Mirrors(), r
 	}
 	return build(g, "mirror", mirrored, rules)
 }
 
 // build turns the mirrored set into a plan and the decision list.
 func build(g *graph.Graph, strategy string, mirrored []bool, rules []Rule) (*Result, error) {
-	order, recomputed := Schedule(g, mirrored)
+	order, err := Schedule(g, mirrored)
+	if err != nil {
+		return nil, err
+	}
 	plan, err := sim.PlanFromSchedule(g, strategy, order)
 	if err != nil {
 		return nil, fmt.Errorf("mirror: %w", err)
 	}
-	res := &Result{Plan: plan, Recomputed: recomputed}
+	res := &Result{Plan: plan, Recomputed: len(order) - len(g.Ops)}
 	for i := range g.Ops {
 		op := &g.Ops[i]
 		if op.Phase != graph.Forward {
@@ -70,11 +78,18 @@ func build(g *graph.Graph, strategy string, mirrored []bool, rules []Rule) (*Res
 // mirrored ops it reads are computed, each clone reading the clones of its
 // mirrored inputs (so a run of mirrored ops is recomputed from the nearest
 // kept ancestor). Each clone is computed once, just before its first reader,
-// and lives until its last reader. It also returns the number of recomputes.
-func Schedule(g *graph.Graph, mirrored []bool) ([]graph.OpID, int) {
+// and lives until its last reader. The number of recomputes is
+// len(order) - len(g.Ops). mirrored has one entry per op; a nil graph or a
+// slice of another length is an error.
+func Schedule(g *graph.Graph, mirrored []bool) ([]graph.OpID, error) {
+	if g == nil {
+		return nil, errors.New("mirror: graph is nil")
+	}
+	if len(mirrored) != len(g.Ops) {
+		return nil, fmt.Errorf("mirror: mirrored has %d entries, expected one per op (%d)", len(mirrored), len(g.Ops))
+	}
 	order := make([]graph.OpID, 0, len(g.Ops)+len(g.Ops)/2)
 	cloned := make([]bool, len(g.Ops))
-	recomputed := 0
 	var stack []graph.OpID
 	// ensure computes the clone of op p after the clones it depends on,
 	// iteratively (chains of mirrored ops can be thousands long).
@@ -99,7 +114,6 @@ func Schedule(g *graph.Graph, mirrored []bool) ([]graph.OpID, int) {
 			}
 			cloned[top] = true
 			order = append(order, top)
-			recomputed++
 			stack = stack[:len(stack)-1]
 		}
 	}
@@ -114,16 +128,17 @@ func Schedule(g *graph.Graph, mirrored []bool) ([]graph.OpID, int) {
 		}
 		order = append(order, op.ID)
 	}
-	return order, recomputed
+	return order, nil
 }
 
 // CostOptions configures the cost-aware pass.
 type CostOptions struct {
 	// Variant selects the BatchNorm rule.
 	Variant Variant
-	// Sim configures the simulator that judges each candidate group (its
-	// Allocator must be nil or fresh: each judgement builds a new machine).
-	// The zero value is the ideal allocator on an unlimited device.
+	// Sim configures the memory model that judges each candidate group
+	// (workspaces, atomic clean policy) and the simulator that checks the
+	// final plan. Capacity and allocator are ignored: peaks are the ideal
+	// allocator's. The zero value is sim's default.
 	Sim sim.Options
 }
 
@@ -132,14 +147,21 @@ type CostOptions struct {
 // force_mirroring=1 on), grouped into connected groups of mirrorable ops.
 // Following MXNet PR #18228, a group is dropped when recomputing it would
 // release fewer bytes across the forward/backward gap than it keeps alive for
-// the recompute. remat then lets the simulator judge: groups are added in
-// forward order when they do not raise the simulated peak, and finally every
-// group whose removal does not raise the peak is removed again, to save its
-// recompute time. The returned plan's peak is never above the peak without
-// mirroring. Cancelling ctx returns the best plan found so far.
+// the recompute. remat then judges by the simulated peak: groups are added in
+// forward order when they do not raise the peak, and finally every group
+// whose removal does not raise the peak is removed again, to save its
+// recompute time. Each judgement is incremental (a memory curve over every
+// step any choice of groups can produce, updated in O(log n) per storage the
+// group touches), so the pass is O((n + e) log n) rather than a replay per
+// group. The returned plan's peak, checked by the simulator, is never above
+// the peak without cost-aware mirroring (force-mirrored ops only).
+// Cancelling ctx returns the best plan found so far.
 func CostAware(ctx context.Context, g *graph.Graph, opts CostOptions) (*Result, error) {
 	if g == nil {
-		return nil, fmt.Errorf("mirror: graph is nil")
+		return nil, errors.New("mirror: graph is nil")
+	}
+	if ctx == nil {
+		ctx = context.Background()
 	}
 	pred := Predicate{DoMirror: true, Variant: opts.Variant, HonourForceOff: true, NeverEmbedding: true}
 	n := len(g.Ops)
@@ -147,73 +169,110 @@ func CostAware(ctx context.Context, g *graph.Graph, opts CostOptions) (*Result, 
 	forced := make([]bool, n)
 	rules := make([]Rule, n)
 	for i := range g.Ops {
-		cand[i], rules[i] = pred.Decide(&g.Ops[i])
-		forced[i] = rules[i] == RuleForceOn
+		r, err := pred.Decide(&g.Ops[i])
+		if err != nil {
+			return nil, err
+		}
+		cand[i], rules[i] = r.Mirrors(), r
+		forced[i] = r == RuleForceOn
 	}
 	groups := groupsOf(g, cand)
+	groupOf := make([]int32, n)
+	for i := range groupOf {
+		groupOf[i] = -1
+	}
+	for gi, grp := range groups {
+		for _, o := range grp {
+			groupOf[o] = int32(gi)
+		}
+	}
 	mirrored := make([]bool, n)
-	for i := range forced {
-		mirrored[i] = forced[i]
-	}
-	judge := func() (int64, error) {
-		order, _ := Schedule(g, mirrored)
-		p, err := sim.PlanFromSchedule(g, "mirror-cost", order)
-		if err != nil {
-			return 0, err
-		}
-		res, err := sim.Simulate(g, p, opts.Sim)
-		if err != nil {
-			return 0, fmt.Errorf("mirror-cost: simulating candidate plan: %w", err)
-		}
-		return res.PeakAllocated, nil
-	}
-	best, err := judge()
+	copy(mirrored, forced)
+	model, _, err := newPeakModel(g, opts.Sim, groups, groupOf, forced)
 	if err != nil {
 		return nil, err
 	}
-	set := func(grp []graph.OpID, v bool, r Rule) {
-		for _, o := range grp {
+	best := model.peak()
+	set := func(gi int, v bool, r Rule) {
+		model.set(int32(gi), v)
+		for _, o := range groups[gi] {
 			if !forced[o] {
 				mirrored[o] = v
 				rules[o] = r
 			}
 		}
 	}
-	var accepted [][]graph.OpID
-	for _, grp := range groups {
-		if ctx.Err() != nil {
+	var accepted []int
+	var canceled error
+	bal := newBalance(g, cand)
+	for gi, grp := range groups {
+		if canceled = sim.Canceled(ctx, "mirror-cost"); canceled != nil {
 			break
 		}
-		if saved, kept := groupBalance(g, grp, cand); saved <= kept {
-			set(grp, false, RuleCostKept)
+		if saved, kept := bal.of(grp); saved <= kept {
+			set(gi, false, RuleCostKept)
 			continue
 		}
-		set(grp, true, RuleCostMirrored)
-		peak, err := judge()
-		if err != nil {
-			return nil, err
-		}
-		if peak <= best {
+		set(gi, true, RuleCostMirrored)
+		if peak := model.peak(); peak <= best {
 			best = peak
-			accepted = append(accepted, grp)
+			accepted = append(accepted, gi)
 		} else {
-			set(grp, false, RuleSimKept)
+			set(gi, false, RuleSimKept)
 		}
 	}
 	// Prune: drop groups that do not pay for their recompute time.
-	for i := len(accepted) - 1; i >= 0 && ctx.Err() == nil; i-- {
-		set(accepted[i], false, RuleSimKept)
-		peak, err := judge()
-		if err != nil {
-			return nil, err
+	for i := len(accepted) - 1; i >= 0 && canceled == nil; i-- {
+		if canceled = sim.Canceled(ctx, "mirror-cost"); canceled != nil {
+			break
 		}
-		if peak <= best {
+		set(accepted[i], false, RuleSimKept)
+		if peak := model.peak(); peak <= best {
 			best = peak
 		} else {
 			set(accepted[i], true, RuleCostMirrored)
 		}
 	}
-	return build(g, "mirror-cost", mirrored, rules)
+	res, err := build(g, "mirror-cost", mirrored, rules)
+	if err != nil {
+		return nil, err
+	}
+	// The model is exact for the default memory model; check the plan with
+	// the simulator so that the promise holds for every option.
+	if len(accepted) > 0 {
+		if err := checkNotWorse(g, res, forced, rules, opts.Sim, &res); err != nil {
+			return nil, err
+		}
+	}
+	return res, canceled
+}
+
+// checkNotWorse simulates res and the force-mirrored-only plan and replaces
+// *out by the latter when res has the higher peak.
+func checkNotWorse(g *graph.Graph, res *Result, forced []bool, rules []Rule, so sim.Options, out **Result) error {
+	so.Capacity, so.Allocator, so.ReserveAll = -1, nil, false
+	so.Timeline, so.Trace = false, false
+	got, err := sim.Simulate(g, res.Plan, so)
+	if err != nil {
+		return fmt.Errorf("mirror-cost: simulating the plan: %w", err)
+	}
+	base, err := build(g, "mirror-cost", forced, rules)
+	if err != nil {
+		return err
+	}
+	want, err := sim.Simulate(g, base.Plan, so)
+	if err != nil {
+		return fmt.Errorf("mirror-cost: simulating the force-mirrored plan: %w", err)
+	}
+	if got.PeakAllocated > want.PeakAllocated {
+		for i := range base.Decisions {
+			if d := &base.Decisions[i]; !d.Mirrored && d.Rule == RuleCostMirrored {
+				d.Rule, d.Reason = RuleSimKept, RuleSimKept.String()
+			}
+		}
+		*out = base
+	}
+	return nil
 }
 
 // groupsOf returns the connected groups of candidate forward ops (joined
@@ -269,32 +328,44 @@ func groupsOf(g *graph.Graph, cand []bool) [][]graph.OpID {
 	return groups
 }
 
-// groupBalance estimates, for mirroring one group, the bytes it stops keeping
+// balance estimates, for mirroring one group, the bytes it stops keeping
 // across the forward/backward gap (outputs of the group that backward reads)
 // and the bytes it must keep alive instead (tensors from outside the group
 // that the group's recompute reads and backward would not have kept anyway).
-func groupBalance(g *graph.Graph, grp []graph.OpID, cand []bool) (saved, kept int64) {
-	readByBackward := func(t graph.TensorID) bool {
-		for _, c := range g.Consumers(t) {
-			if g.Ops[c].Phase != graph.Forward {
-				return true
-			}
+type balance struct {
+	g      *graph.Graph
+	cand   []bool
+	byBack []bool // per tensor: some non-forward op reads it
+}
+
+func newBalance(g *graph.Graph, cand []bool) *balance {
+	b := &balance{g: g, cand: cand, byBack: make([]bool, len(g.Tensors))}
+	for i := range g.Ops {
+		if g.Ops[i].Phase == graph.Forward {
+			continue
 		}
-		return false
+		for _, t := range g.Ops[i].Inputs {
+			b.byBack[t] = true
+		}
 	}
+	return b
+}
+
+func (b *balance) of(grp []graph.OpID) (saved, kept int64) {
+	g := b.g
 	for _, o := range grp {
 		op := &g.Ops[o]
 		for _, t := range op.Outputs {
-			if readByBackward(t) {
+			if b.byBack[t] {
 				saved += g.Tensors[t].StorageBytes()
 			}
 		}
 		for _, t := range op.Inputs {
 			tt := &g.Tensors[t]
-			if tt.Producer == graph.NoOp || cand[tt.Producer] || tt.Kind.Persistent() {
+			if tt.Producer == graph.NoOp || b.cand[tt.Producer] || tt.Kind.Persistent() {
 				continue
 			}
-			if !readByBackward(t) {
+			if !b.byBack[t] {
 				kept += g.Tensors[g.StorageOf(t)].Bytes
 			}
 		}

@@ -1,8 +1,12 @@
 package mirror
 
 import (
+	"errors"
+	"fmt"
 	"strings"
+	"sync"
 
+	"github.com/remat-dev/remat/config"
 	"github.com/remat-dev/remat/graph"
 )
 
@@ -55,6 +59,11 @@ var ruleNames = [...]string{"", "not a forward op", "dropout is never mirrored",
 	"type never mirrored", "BatchNorm is not mirrored in MXNet <= 1.6", "mirrored by default",
 	"kept: recompute would release less than it allocates", "kept: did not lower the simulated peak", "mirrored: lowers the simulated peak"}
 
+// Mirrors reports whether the rule mirrors the op.
+func (r Rule) Mirrors() bool {
+	return r == RuleForceOn || r == RuleDefault || r == RuleCostMirrored
+}
+
 // String describes the rule.
 func (r Rule) String() string {
 	if int(r) < len(ruleNames) && r > 0 {
@@ -86,19 +95,24 @@ func MXNetType(opType string) string {
 	return opType
 }
 
-// attrBool reads a boolean attribute ("1"/"true" or "0"/"false").
-func attrBool(op *graph.Op, key string) (val, set bool) {
-	v, ok := op.Attrs[key]
+// defaultSettings are the built-in settings, whose ForOp parses a per-op
+// attribute with its setting's parser.
+var defaultSettings = sync.OnceValue(func() *config.Settings { return config.Defaults() })
+
+// forceMirroring reads op's force_mirroring attribute with the setting's own
+// parser (config's mirror.enabled, whose per-op attribute it is), so that the
+// attribute accepts exactly what MXNET_BACKWARD_DO_MIRROR accepts and a bad
+// value is an error naming the op, the attribute and the value.
+func forceMirroring(op *graph.Op) (val, set bool, err error) {
+	_, ok := op.Attrs[graph.AttrForceMirroring]
 	if !ok {
-		return false, false
+		return false, false, nil
 	}
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "1", "true", "yes", "on":
-		return true, true
-	case "0", "false", "no", "off":
-		return false, true
+	v, err := defaultSettings().ForOp(config.BackwardDoMirror.Name(), op.Attrs)
+	if err != nil {
+		return false, false, fmt.Errorf("mirror: op %d (%q): %w", op.ID, op.Name, err)
 	}
-	return false, false
+	return v.Bool(), true, nil
 }
 
 // Predicate is the need-mirror predicate: it decides, for one op, whether
@@ -120,40 +134,49 @@ type Predicate struct {
 // not ops here); Dropout never; force_mirroring=1 yes; the global switch; the
 // never-mirrored types; BatchNorm per variant; otherwise yes. remat adds one
 // safety rule MXNet lacks: ops that may not run twice (impure, in-place, or
-// random without saved RNG state) are never mirrored.
-func (p Predicate) Decide(op *graph.Op) (bool, Rule) {
+// random without saved RNG state) are never mirrored. The returned rule says
+// what decided (Rule.Mirrors tells whether the op is mirrored). A nil op or a
+// force_mirroring value that is no boolean is an error.
+func (p Predicate) Decide(op *graph.Op) (Rule, error) {
+	if op == nil {
+		return 0, errors.New("mirror: op is nil")
+	}
+	force, set, err := forceMirroring(op)
+	if err != nil {
+		return 0, err
+	}
 	if op.Phase != graph.Forward {
-		return false, RuleNotForward
+		return RuleNotForward, nil
 	}
 	t := MXNetType(op.Type)
 	if t == "Dropout" {
-		return false, RuleDropout
+		return RuleDropout, nil
 	}
 	if !op.Recomputable() {
-		return false, RuleNotRecomputable
+		return RuleNotRecomputable, nil
 	}
-	if v, set := attrBool(op, graph.AttrForceMirroring); set {
-		if v {
-			return true, RuleForceOn
+	if set {
+		if force {
+			return RuleForceOn, nil
 		}
 		if p.HonourForceOff {
-			return false, RuleForceOff
+			return RuleForceOff, nil
 		}
 	}
 	if !p.DoMirror {
-		return false, RuleGlobalOff
+		return RuleGlobalOff, nil
 	}
 	switch t {
 	case "Convolution", "FullyConnected", "Concat", "SoftmaxOutput":
-		return false, RuleNeverType
+		return RuleNeverType, nil
 	case "Embedding":
 		if p.NeverEmbedding {
-			return false, RuleNeverType
+			return RuleNeverType, nil
 		}
 	case "BatchNorm":
 		if p.Variant != MXNet17 {
-			return false, RuleBatchNorm16
+			return RuleBatchNorm16, nil
 		}
 	}
-	return true, RuleDefault
+	return RuleDefault, nil
 }
