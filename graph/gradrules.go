@@ -182,53 +182,15 @@ var defaultRules = sync.OnceValue(func() *Rules {
 // type (see docs/gradients.md); add your own op types with RegisterGradRule.
 func DefaultRules() *Rules { return defaultRules().Clone() }
 
-// builtinRules is the rule table of the layer catalogue, following what
-// PyTorch's autograd saves (tools/autograd/derivatives.yaml).
+// builtinRules are the gradient rules of the op-type registry's entries
+// (opTypeTable), following what PyTorch's autograd saves
+// (tools/autograd/derivatives.yaml).
 func builtinRules() map[string]GradRule {
-	unarySaveIn := GradRule{Saves: []Saved{SaveIn(0)}, Factor: 1}
-	unarySaveOut := GradRule{Saves: []Saved{SaveOut(0)}, Factor: 1}
-	view := GradRule{View: ViewAll}
-	// Weighted ops: dX needs W, dW needs X; bias gradient is a reduction.
-	weighted := GradRule{Saves: []Saved{SaveIn(0, 1), SaveIn(1, 0)}, InputFactors: []float64{1, 1, 0}}
-	return map[string]GradRule{
-		OpConv2d:          weighted,
-		OpConvTranspose2d: weighted,
-		OpLinear:          weighted,
-		OpMatMul:          {Saves: []Saved{SaveIn(0, 1), SaveIn(1, 0)}, InputFactors: []float64{1, 1}},
-		OpBatchNorm: {Saves: []Saved{SaveIn(0), SaveIn(1), SaveIn(3), SaveIn(4), SaveOut(1), SaveOut(2)},
-			NoGradInputs: []int{3, 4}, NoGradOutputs: []int{1, 2}, Factor: 2},
-		OpLayerNorm: {Saves: []Saved{SaveIn(0), SaveOut(1), SaveOut(2), SaveIn(1), SaveIn(2)},
-			NoGradOutputs: []int{1, 2}, Factor: 2},
-		OpReLU:            unarySaveOut,
-		OpReLU6:           unarySaveIn,
-		OpHardtanh:        unarySaveIn,
-		OpGELU:            {Saves: []Saved{SaveIn(0)}, Factor: 1.5},
-		OpSiLU:            {Saves: []Saved{SaveIn(0)}, Factor: 1.5},
-		OpSigmoid:         {Saves: []Saved{SaveOut(0)}, Factor: 0.75},
-		OpTanh:            {Saves: []Saved{SaveOut(0)}, Factor: 0.75},
-		OpHardswish:       unarySaveIn,
-		OpAdd:             {View: ViewSameShape, Factor: 1},
-		OpMul:             {Saves: []Saved{SaveIn(1, 0), SaveIn(0, 1)}, InputFactors: []float64{1, 1}},
-		OpScale:           {Factor: 1},
-		OpMaskedFill:      {Saves: []Saved{SaveIn(1)}, NoGradInputs: []int{1}, Factor: 1},
-		OpDropout:         {Saves: []Saved{SaveOut(1)}, NoGradOutputs: []int{1}, Factor: 0.5},
-		OpMaxPool2d:       {Saves: []Saved{SaveIn(0), SaveOut(1)}, NoGradOutputs: []int{1}, Factor: 0.2},
-		OpAvgPool2d:       {Saves: []Saved{SaveIn(0)}, Factor: 1},
-		OpAdaptiveAvgPool: {Factor: 1},
-		OpUpsample:        {Factor: 1},
-		OpFlatten:         view,
-		OpReshape:         view,
-		OpTranspose:       view,
-		OpSlice:           {Factor: 1},
-		OpContiguous:      {Factor: 1},
-		OpPad:             {Factor: 1},
-		OpConcat:          view,
-		OpSplit:           {Factor: 1},
-		OpSoftmax:         {Saves: []Saved{SaveOut(0)}, Factor: 0.8},
-		OpLogSoftmax:      {Saves: []Saved{SaveOut(0)}, Factor: 0.8},
-		OpEmbedding:       {Saves: []Saved{SaveIn(0)}, NoGradInputs: []int{0}, Factor: 1},
-		OpCrossEntropy: {Saves: []Saved{SaveIn(1), SaveOut(1)}, NoGradInputs: []int{1}, NoGradOutputs: []int{1},
-			Factor: 0.6},
-		OpLSTMCell: {Saves: []Saved{SaveIn(2), SaveOut(1), SaveOut(2)}, NoGradOutputs: []int{2}, Factor: 1},
+	m := map[string]GradRule{}
+	for _, e := range OpTypes() {
+		if e.Grad != nil {
+			m[e.Name] = *e.Grad
+		}
 	}
+	return m
 }

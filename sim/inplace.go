@@ -39,18 +39,12 @@ func (r InPlaceRule) String() string {
 	return fmt.Sprintf("in_place_rule(%d)", uint8(r))
 }
 
-// InPlaceRuleOf returns the in-place rule of an op type of the graph
-// package's layer catalogue: element-wise ops and the backward ops
-// (type + "_backward") of those.
-//
-//	first_input:    relu relu6 hardtanh gelu silu sigmoid tanh hardswish scale
-//	                dropout masked_fill batchnorm
-//	either_operand: add mul
-//	output_grad:    <any of the above>_backward
-//
-// Every other type (convolutions, matmuls, reductions, softmax, views,
-// grad_accumulate whose output is memset-initialized, updates) is
-// InPlaceNone.
+// InPlaceRuleOf returns the in-place rule of an op type: its class in the
+// op-type registry (graph.LookupOpType: element-wise types may write over
+// their first input, add and mul over either operand), and for the backward
+// op of such a type (type + "_backward") InPlaceOutputGrad. Every other type
+// (convolutions, matmuls, reductions, softmax, views, grad_accumulate whose
+// output is memset-initialized, updates, unknown types) is InPlaceNone.
 func InPlaceRuleOf(opType string) InPlaceRule {
 	if fwd, ok := strings.CutSuffix(opType, "_backward"); ok {
 		if InPlaceRuleOf(fwd) != InPlaceNone {
@@ -58,11 +52,11 @@ func InPlaceRuleOf(opType string) InPlaceRule {
 		}
 		return InPlaceNone
 	}
-	switch opType {
-	case graph.OpReLU, graph.OpReLU6, graph.OpHardtanh, graph.OpGELU, graph.OpSiLU, graph.OpSigmoid,
-		graph.OpTanh, graph.OpHardswish, graph.OpScale, graph.OpDropout, graph.OpMaskedFill, graph.OpBatchNorm:
+	e, _ := graph.LookupOpType(opType)
+	switch e.InPlace {
+	case graph.InPlaceFirstInput:
 		return InPlaceFirstInput
-	case graph.OpAdd, graph.OpMul:
+	case graph.InPlaceEitherOperand:
 		return InPlaceEitherOperand
 	}
 	return InPlaceNone
@@ -158,7 +152,12 @@ func (m *Machine) donate(in graph.TensorID) {
 
 // InPlaceReuses returns how many outputs took an input's storage in place
 // since the Machine was created or reset.
-func (m *Machine) InPlaceReuses() int { return m.inPlaceN }
+func (m *Machine) InPlaceReuses() int {
+	if m == nil {
+		return 0
+	}
+	return m.inPlaceN
+}
 
 // AdjacentFree returns the free bytes physically adjacent to t's storage
 // block (what releasing it would merge with, AddressAllocator.AdjacentFree)
@@ -168,7 +167,7 @@ func (m *Machine) InPlaceReuses() int { return m.inPlaceN }
 // is its storage's block. Fragmentation-aware eviction (DTR's MegEngine
 // heuristic) adds it to a candidate's size.
 func (m *Machine) AdjacentFree(t graph.TensorID) int64 {
-	if m.addr == nil || t < 0 || int(t) >= len(m.root) {
+	if !m.hasTensor(t) || m.addr == nil {
 		return 0
 	}
 	r := m.root[t]
