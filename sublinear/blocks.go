@@ -82,6 +82,7 @@ type mgeMemModel struct {
 func newMgeProblem(g *graph.Graph, opTime func(graph.OpID) int64, mm mgeMemModel) *mgeProblem {
 	n, nt := len(g.Ops), len(g.Tensors)
 	p := &mgeProblem{g: g, n: n, nt: nt, wsSlots: max(1, mm.wsSlots)}
+	freed := freedStorages(g)
 	p.root = make([]graph.TensorID, nt)
 	p.keep = make([]bool, nt)
 	p.size = make([]int64, nt)
@@ -93,7 +94,7 @@ func newMgeProblem(g *graph.Graph, opTime func(graph.OpID) int64, mm mgeMemModel
 		r := g.StorageOf(graph.TensorID(i))
 		p.root[i] = r
 		rt := &g.Tensors[r]
-		p.keep[i] = rt.Producer == graph.NoOp || rt.Kind.Persistent()
+		p.keep[i] = rt.Producer == graph.NoOp || rt.Kind.Persistent() || !freed[r]
 		p.size[i] = t.StorageBytes()
 		p.prod[i] = int32(t.Producer)
 		if r != graph.TensorID(i) {
@@ -243,6 +244,24 @@ func newMgeProblem(g *graph.Graph, opTime func(graph.OpID) int64, mm mgeMemModel
 		}
 	}
 	return p
+}
+
+// freedStorages marks the storages sim.PlanFromSchedule frees in the
+// graph's own order. A produced storage it never frees (persistent kinds, a
+// parameter's final gradient) is kept, so the fitness follows whatever the
+// simulator's planner holds to the end of the step.
+func freedStorages(g *graph.Graph) []bool {
+	freed := make([]bool, len(g.Tensors))
+	p := sim.DefaultPlan(g)
+	if p == nil {
+		return freed
+	}
+	for _, st := range p.Steps {
+		if st.Kind == sim.Free && st.Tensor >= 0 && int(st.Tensor) < len(freed) {
+			freed[st.Tensor] = true
+		}
+	}
+	return freed
 }
 
 func mgeIsOutput(op *graph.Op, t graph.TensorID) bool {
