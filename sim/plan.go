@@ -70,6 +70,10 @@ type Plan struct {
 	// Strategy names the strategy that made the plan ("none", "mirror", ...).
 	Strategy string
 	Steps    []Step
+	// Signature, when set, describes the graph the plan was made for, one
+	// entry per op (docs/simulator.md, "Plan JSON"), so that a framework
+	// applying the plan can refuse a different graph. Optional.
+	Signature []string
 }
 
 // ComputeStep returns a compute step for op.

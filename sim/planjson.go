@@ -2,11 +2,13 @@ package sim
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/remat-dev/remat/graph"
 )
@@ -22,7 +24,21 @@ import (
 //	{"swap_in": 5}
 //	]}
 //
-// EncodePlan writes one step per line so that diffs of plans read well.
+// An optional "signature" array (Plan.Signature) describes the graph the
+// plan was made for, one string per op in op order:
+//
+//	PHASE TYPE [<FORWARD] [ID:DTYPE[DIMS]]...
+//
+// PHASE is forward, backward or update; TYPE the op type; <FORWARD the
+// forward op of a backward op (absent when none); then one field per output
+// tensor: its ID, dtype ("?" when unknown) and dimensions in brackets,
+// comma-separated ("[?]" when the shape is unknown, "[]" for a scalar).
+// Example: "backward convolution_backward <0 130:f32[2,3,64,64] 131:f32[64,3,7,7]".
+// `sim plan` fills it; a framework applying the plan compares it with the
+// ops it runs and refuses a plan made for another graph.
+//
+// EncodePlan writes one step (and one signature entry) per line so that diffs
+// of plans read well.
 const (
 	PlanFormat  = "remat.plan"
 	PlanVersion = 1
@@ -59,7 +75,26 @@ func EncodePlan(w io.Writer, p *Plan) error {
 		buf = append(buf, '}')
 		bw.Write(buf)
 	}
-	bw.WriteString("\n]}\n")
+	bw.WriteString("\n]")
+	if p.Signature != nil {
+		bw.WriteString(", \"signature\": [")
+		var q bytes.Buffer
+		enc := json.NewEncoder(&q)
+		enc.SetEscapeHTML(false) // "<" of the forward links stays readable
+		for i, e := range p.Signature {
+			q.Reset()
+			if err := enc.Encode(e); err != nil {
+				return fmt.Errorf("encode plan: signature[%d]: %w", i, err)
+			}
+			if i > 0 {
+				bw.WriteByte(',')
+			}
+			bw.WriteByte('\n')
+			bw.Write(bytes.TrimSuffix(q.Bytes(), []byte("\n")))
+		}
+		bw.WriteString("\n]")
+	}
+	bw.WriteString("}\n")
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("encode plan: %w", err)
 	}
@@ -77,7 +112,8 @@ type planDoc struct {
 	Format   *string   `json:"format"`
 	Version  *int      `json:"version"`
 	Strategy string    `json:"strategy"`
-	Steps    []stepDoc `json:"steps"`
+	Steps     []stepDoc `json:"steps"`
+	Signature []string  `json:"signature"`
 }
 
 // DecodePlan reads plan JSON. It checks the format tag, the version and that
@@ -108,7 +144,7 @@ func DecodePlan(r io.Reader) (*Plan, error) {
 		}
 		return nil, fmt.Errorf("decode plan: field version is %s, expected %d", got, PlanVersion)
 	}
-	p := &Plan{Strategy: d.Strategy, Steps: make([]Step, len(d.Steps))}
+	p := &Plan{Strategy: d.Strategy, Steps: make([]Step, len(d.Steps)), Signature: d.Signature}
 	for i, s := range d.Steps {
 		var kind StepKind
 		var id *int64
@@ -135,7 +171,9 @@ func DecodePlan(r io.Reader) (*Plan, error) {
 }
 
 // CheckPlan checks p's steps against g without running them: valid kinds and
-// op/tensor IDs that exist. The error names the step index.
+// op/tensor IDs that exist. The error names the step index. A plan with a
+// Signature must have one entry per op of g, each starting with the op's
+// phase and type (the first mismatch is named).
 func CheckPlan(g *graph.Graph, p *Plan) error {
 	if p == nil {
 		return fmt.Errorf("plan is nil: %w", ErrInvalidPlan)
@@ -148,6 +186,19 @@ func CheckPlan(g *graph.Graph, p *Plan) error {
 			return fmt.Errorf("plan step %d: compute op %d, expected 0..%d: %w", i, st.Op, len(g.Ops)-1, ErrInvalidPlan)
 		case st.Kind != Compute && (st.Tensor < 0 || int(st.Tensor) >= len(g.Tensors)):
 			return fmt.Errorf("plan step %d: %s tensor %d, expected 0..%d: %w", i, st.Kind, st.Tensor, len(g.Tensors)-1, ErrInvalidPlan)
+		}
+	}
+	if p.Signature == nil {
+		return nil
+	}
+	if len(p.Signature) != len(g.Ops) {
+		return fmt.Errorf("plan signature: %d entries, expected one per op of graph %q (%d): the plan was made for another graph: %w", len(p.Signature), g.Name, len(g.Ops), ErrInvalidPlan)
+	}
+	for i, e := range p.Signature {
+		o := &g.Ops[i]
+		want := o.Phase.String() + " " + o.Type
+		if e != want && !strings.HasPrefix(e, want+" ") {
+			return fmt.Errorf("plan signature[%d]: %q, expected op #%d %q to start with %q: the plan was made for another graph: %w", i, e, i, o.Name, want, ErrInvalidPlan)
 		}
 	}
 	return nil

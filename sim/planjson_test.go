@@ -84,3 +84,44 @@ func FuzzDecodePlan(f *testing.F) {
 		}
 	})
 }
+
+func TestPlanJSONSignature(t *testing.T) {
+	g := chain(t)
+	p := DefaultPlan(g)
+	p.Signature = []string{"forward linear 2:?[?]", "forward relu 3:?[?]", "forward loss 4:?[?]",
+		"backward loss_grad <2 5:?[?]", "backward relu_grad <1 6:?[?]", "backward linear_grad 7:?[?]", "update sgd 8:?[?]"}
+	var buf bytes.Buffer
+	require.NoError(t, EncodePlan(&buf, p))
+	assert.Contains(t, buf.String(), "], \"signature\": [\n\"forward linear 2:?[?]\",\n")
+	assert.Contains(t, buf.String(), "\"backward loss_grad <2 5:?[?]\"") // "<" is not escaped
+	back, err := DecodePlan(&buf)
+	require.NoError(t, err)
+	assert.Equal(t, p, back)
+	require.NoError(t, CheckPlan(g, back))
+
+	// Without a signature the field is absent and decodes as nil.
+	p.Signature = nil
+	buf.Reset()
+	require.NoError(t, EncodePlan(&buf, p))
+	assert.NotContains(t, buf.String(), "signature")
+	back, err = DecodePlan(&buf)
+	require.NoError(t, err)
+	assert.Nil(t, back.Signature)
+}
+
+func TestCheckPlanSignature(t *testing.T) {
+	g := chain(t)
+	p := DefaultPlan(g)
+	p.Signature = []string{"forward linear", "forward relu"}
+	err := CheckPlan(g, p)
+	assert.ErrorIs(t, err, ErrInvalidPlan)
+	assert.ErrorContains(t, err, "plan signature: 2 entries, expected one per op of graph \"chain\" (7)")
+	p.Signature = []string{"forward linear", "forward relu", "forward loss", "backward loss_grad", "backward relu", "backward linear_grad", "update sgd"}
+	err = CheckPlan(g, p)
+	assert.ErrorIs(t, err, ErrInvalidPlan)
+	assert.ErrorContains(t, err, `plan signature[4]: "backward relu", expected op #4 "bwd_b" to start with "backward relu_grad"`)
+	p.Signature[4] = "backward relu_grad <1"
+	assert.NoError(t, CheckPlan(g, p))
+	_, err = DecodePlan(strings.NewReader(`{"format":"remat.plan","version":1,"steps":[],"signature":[1]}`))
+	assert.ErrorContains(t, err, "decode plan")
+}

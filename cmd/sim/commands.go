@@ -607,6 +607,7 @@ replayed with 'sim report --graph'.`,
 		if res.Status != strategy.StatusOK {
 			fmt.Fprintf(a.stderr, "sim: warning: %s: %s: %s\n", name, res.Status, res.Reason)
 		}
+		res.Plan.Signature = planSignature(r.g)
 		o2, err := render("--out", out, func(w io.Writer) error { return sim.EncodePlan(w, res.Plan) })
 		if err != nil {
 			return err
