@@ -87,6 +87,20 @@ func ChenBudgetSearch(ctx context.Context, sizes []int64, candidate []bool, tria
 	if trials < 0 {
 		return best, nil, fmt.Errorf("chen search: trials = %d, expected >= 0", trials)
 	}
+	if cost == nil {
+		return best, nil, fmt.Errorf("chen search: cost callback is nil, expected a function evaluating a kept set")
+	}
+	if len(sizes) == 0 {
+		return best, nil, fmt.Errorf("chen search: sizes has 0 nodes, expected >= 1")
+	}
+	if len(candidate) != len(sizes) {
+		return best, nil, fmt.Errorf("chen search: candidate has %d entries, expected %d (one per size)", len(candidate), len(sizes))
+	}
+	for v, sz := range sizes {
+		if sz < 0 {
+			return best, nil, fmt.Errorf("chen search: sizes[%d] = %d, expected >= 0", v, sz)
+		}
+	}
 	try := func(b int64) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -209,6 +223,9 @@ func chenNodes(g *graph.Graph, ch *StageChain) (sizes []int64, cand []bool, stag
 // outputs. Frees are placed by sim.PlanFromSchedule. It returns the plan and
 // the number of recomputed op runs.
 func ChenPlan(g *graph.Graph, ch *StageChain, keptStages []int32, strategy string) (*sim.Plan, int, error) {
+	if err := checkChainOf(g, ch); err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", strategy, err)
+	}
 	L := len(ch.Stages)
 	seg := make([]int32, L)
 	kept := make([]bool, L)

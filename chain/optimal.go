@@ -16,27 +16,46 @@ var ErrChainInfeasible = errors.New("memory budget below the minimal feasible me
 // OptimalDefaultSlots is the default memory discretization of OptimalChain.
 const OptimalDefaultSlots = 500
 
+// OptimalMaxSlots is the largest Slots OptimalChain accepts.
+const OptimalMaxSlots = 1 << 20
+
+// optimalMaxEntries caps OptimalChain's DP tables (24 bytes an entry over
+// the two time tables and their choices: about 100 MB).
+const optimalMaxEntries = 1 << 22
+
+// optimalMaxWork caps the DP's inner steps, about L^3/3 times the memory
+// levels (a few seconds on one core).
+const optimalMaxWork = 4e8
+
 // OptimalOptions configures OptimalChain.
 type OptimalOptions struct {
-	// Time is the per-op time callback (nil: StagesDefaultTime). Plug the
-	// simulator's cost model in to optimize simulated time.
+	// Time is the per-op time callback (nil: the simulator's cost model
+	// under Sim, sim.Machine.OpTime, so that the DP minimizes simulated
+	// time).
 	Time StageTimeFunc
 	// Slots is the number of memory slots the budget is divided into (0:
 	// OptimalDefaultSlots). Sizes are rounded up to whole slots, so a finer
-	// discretization finds faster schedules at O(Slots) more work.
+	// discretization finds faster schedules at O(Slots) more work; it also
+	// bounds the chain depth the DP affords (OptimalMaxStages).
 	Slots int
-	// Sim configures the simulation that checks the emitted plan (zero
-	// value: ideal allocator, unlimited capacity).
+	// Sim configures the simulation that checks the emitted plans and the
+	// workspaces the stage figures count (zero value: ideal allocator,
+	// unlimited capacity).
 	Sim sim.Options
+	// Progress, when not nil, is told about the plans tried.
+	Progress sim.Progress
 }
 
 // ChainReport describes what OptimalChain (or RevolvePlan) found.
 type ChainReport struct {
 	// Strategy is "optimal-chain" or "revolve".
 	Strategy string
-	// Stages is the number of chain stages; Slots and SlotBytes the
-	// discretization (SlotBytes bytes per slot).
+	// Stages is the number of chain stages the graph's cuts give; Groups
+	// the number the DP solved (Stages when the DP affords the chain, else
+	// consecutive stages grouped, see GroupGapBound). Slots and SlotBytes
+	// are the discretization (SlotBytes bytes per slot).
 	Stages    int
+	Groups    int
 	Slots     int
 	SlotBytes int64
 	// Budget is the memory budget in bytes; PinnedBytes the part of it
@@ -45,16 +64,25 @@ type ChainReport struct {
 	Budget      int64
 	PinnedBytes int64
 	// Feasible reports whether a schedule fits. MinFeasibleBytes is the
-	// smallest budget for which the solver (at its discretization) finds
-	// one, filled when the budget is infeasible.
+	// smallest simulated peak of the schedules tried (the least-memory
+	// schedule of the DP), filled when the budget is infeasible.
 	Feasible         bool
 	MinFeasibleBytes int64
-	// PredictedPeak is the solver's upper bound on the peak (PinnedBytes
-	// plus the slots the schedule needs); PredictedTime its total time
-	// (time callback units) and BaseTime the time without recomputation.
+	// PredictedPeak is the solver's bound on the peak (PinnedBytes plus the
+	// slots the schedule needs); PredictedTime its total time (time
+	// callback units) and BaseTime the time without recomputation.
 	PredictedPeak int64
 	PredictedTime int64
 	BaseTime      int64
+	// GroupGapBound bounds what grouping stages costs, in time units: the
+	// schedule's predicted time minus the no-recompute time (a lower bound
+	// of the optimum of the ungrouped chain). 0 when nothing was grouped
+	// (the DP is optimal for the chain it sees).
+	GroupGapBound int64
+	// Tried is the number of DP schedules replayed in the simulator to pick
+	// the fastest that fits (the DP's memory accounting is checked, and
+	// corrected, against the simulator's).
+	Tried int
 	// SimPeak and SimTimeNs are what the simulator measured replaying the
 	// plan (allocated peak, total time); Recomputes the number of recomputed
 	// op runs.
@@ -72,12 +100,39 @@ func ceilDiv(a, b int64) int64 {
 	return (a + b - 1) / b
 }
 
+// checkChainOf reports whether ch is a usable stage chain of g.
+func checkChainOf(g *graph.Graph, ch *StageChain) error {
+	switch {
+	case g == nil:
+		return fmt.Errorf("graph is nil")
+	case ch == nil:
+		return fmt.Errorf("stage chain is nil, expected one from StagesOf")
+	case len(ch.Stages) == 0:
+		return fmt.Errorf("stage chain has 0 stages, expected one from StagesOf")
+	case ch.ops != len(g.Ops) || len(ch.OpPinned) != len(g.Ops) || len(ch.StageOf) != len(g.Ops):
+		return fmt.Errorf("stage chain was made for a graph of %d ops, expected graph %q's %d", ch.ops, g.Name, len(g.Ops))
+	}
+	for k := range ch.Stages {
+		for _, ops := range [2][]graph.OpID{ch.Stages[k].Fwd, ch.Stages[k].Bwd} {
+			for _, op := range ops {
+				if op < 0 || int(op) >= len(g.Ops) {
+					return fmt.Errorf("stage %d: op %d, expected 0..%d", k, op, len(g.Ops)-1)
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // RotorStagesOf converts a stage chain into solver figures with slotBytes
 // bytes per slot, rounding every size up so that a schedule within m slots
 // never needs more than m*slotBytes bytes under the solver's accounting.
-func RotorStagesOf(ch *StageChain, slotBytes int64) []RotorStage {
+func RotorStagesOf(ch *StageChain, slotBytes int64) ([]RotorStage, error) {
+	if ch == nil || len(ch.Stages) == 0 {
+		return nil, fmt.Errorf("rotor stages: the stage chain is nil or has 0 stages, expected one from StagesOf")
+	}
 	if slotBytes < 1 {
-		slotBytes = 1
+		return nil, fmt.Errorf("rotor stages: slotBytes = %d, expected >= 1", slotBytes)
 	}
 	out := make([]RotorStage, len(ch.Stages))
 	for k := range ch.Stages {
@@ -89,9 +144,234 @@ func RotorStagesOf(ch *StageChain, slotBytes int64) []RotorStage {
 			FwdNone: ceilDiv(s.FwdPeakNone, slotBytes), FwdAll: ceilDiv(s.FwdPeakAll, slotBytes),
 			BwdPeak: ceilDiv(s.BwdPeak, slotBytes),
 			GradOut: ceilDiv(s.GradOutBytes, slotBytes), HeldGrad: ceilDiv(s.HeldGradBytes, slotBytes),
+			// Released memory rounds down, so that it is never credited
+			// beyond what the stage frees.
+			Release: s.ReleasedBytes / slotBytes,
 		}
 	}
-	return out
+	return out, nil
+}
+
+// OptimalMaxStages returns the deepest chain OptimalChain solves without
+// grouping at the given number of slots (its tables span up to twice the
+// slots, see OptimalChain).
+func OptimalMaxStages(slots int) int {
+	if slots <= 0 {
+		slots = OptimalDefaultSlots
+	}
+	levels := 2 * slots
+	L := 1
+	for {
+		n := L + 1
+		if rotorTableEntries(n, levels) > optimalMaxEntries || float64(n)*float64(n)*float64(n)/3*float64(levels+1) > optimalMaxWork {
+			return L
+		}
+		L = n
+	}
+}
+
+// stageCallbacks returns the time and workspace callbacks of the stage
+// figures: the given time callback or the simulator's, and the simulator's
+// workspaces after its algorithm choice.
+func stageCallbacks(g *graph.Graph, so sim.Options, timeOf StageTimeFunc) (StagesOptions, error) {
+	m, err := sim.NewMachine(g, so)
+	if err != nil {
+		return StagesOptions{}, err
+	}
+	if timeOf == nil {
+		timeOf = m.OpTime
+	}
+	return StagesOptions{Time: timeOf, Workspace: m.OpWorkspace}, nil
+}
+
+// OptimalChain computes the optimal stage-level checkpointing schedule of g
+// (Rotor's dynamic program over the stage decomposition) for a memory
+// budget in bytes, and emits it as a plan on g. Strategy "optimal-chain".
+//
+// The DP's tables cover every memory level from 0 up to the no-recompute
+// peak (at most twice the budget's slots); the plan returned is the
+// fastest of those levels' optimal schedules whose simulated peak fits the
+// budget (a binary search over the levels, each schedule replayed in the
+// simulator), so that where the DP's accounting and the simulator's differ
+// the simulator decides. Chains deeper than OptimalMaxStages(Slots) are
+// grouped into that many groups of consecutive stages, and the report
+// bounds what grouping costs (GroupGapBound).
+//
+// The plan runs every stage's forward ops (pinned ones only the first time)
+// and backward ops in the schedule's order, then the update ops, with frees
+// placed by sim.PlanFromSchedule. A budget no schedule meets gives an error
+// wrapping ErrChainInfeasible with the report's MinFeasibleBytes set.
+// Cancelling ctx returns the best plan found so far with a
+// *sim.CanceledError.
+func OptimalChain(ctx context.Context, g *graph.Graph, budget int64, opts OptimalOptions) (*sim.Plan, ChainReport, error) {
+	rep := ChainReport{Strategy: "optimal-chain", Budget: budget}
+	if g == nil || len(g.Ops) == 0 {
+		return nil, rep, fmt.Errorf("optimal-chain: graph is nil or has 0 ops, expected a training graph")
+	}
+	if budget <= 0 {
+		return nil, rep, fmt.Errorf("optimal-chain: budget = %d bytes, expected > 0", budget)
+	}
+	slots := opts.Slots
+	if slots == 0 {
+		slots = OptimalDefaultSlots
+	}
+	if slots < 1 || slots > OptimalMaxSlots {
+		return nil, rep, fmt.Errorf("optimal-chain: slots = %d, expected 1..%d (0: %d)", opts.Slots, OptimalMaxSlots, OptimalDefaultSlots)
+	}
+	rep.Slots = slots
+	so, err := stageCallbacks(g, opts.Sim, opts.Time)
+	if err != nil {
+		return nil, rep, fmt.Errorf("optimal-chain: %w", err)
+	}
+	ch, err := StagesOf(g, so)
+	if err != nil {
+		return nil, rep, fmt.Errorf("optimal-chain: %w", err)
+	}
+	rep.Stages = len(ch.Stages)
+	for k := range ch.Stages {
+		rep.BaseTime += ch.Stages[k].FwdTime + ch.Stages[k].BwdTime
+	}
+	rep.BaseTime += ch.PinnedTime + ch.UpdateTime
+	if err := sim.Canceled(ctx, "optimal-chain"); err != nil {
+		return nil, rep, err
+	}
+	// No recomputation is the fastest schedule there is: when it fits, it is
+	// optimal, whatever the discretized chain model would say.
+	var basePeak int64
+	if base := sim.DefaultPlan(g); base != nil {
+		if res, err := sim.Simulate(g, base, opts.Sim); err == nil {
+			basePeak = res.PeakAllocated
+			if res.PeakAllocated <= budget {
+				base.Strategy = "optimal-chain"
+				rep.Feasible, rep.Groups = true, rep.Stages
+				rep.SimPeak, rep.SimTimeNs = res.PeakAllocated, res.TotalNs
+				rep.PredictedPeak, rep.PredictedTime = res.PeakAllocated, res.TotalNs
+				return base, rep, nil
+			}
+		}
+	}
+	if maxL := OptimalMaxStages(slots); len(ch.Stages) > maxL {
+		so.MaxStages = maxL
+		if ch, err = StagesOf(g, so); err != nil {
+			return nil, rep, fmt.Errorf("optimal-chain: %w", err)
+		}
+	}
+	rep.Groups, rep.PinnedBytes = len(ch.Stages), ch.Pinned
+	// Slots of q bytes: the budget's share above the pinned bytes in Slots
+	// slots, the table reaching up to the no-recompute peak (at most
+	// 2*Slots levels), so that levels above the budget can be tried where
+	// the DP's accounting is pessimistic.
+	avail := budget - ch.Pinned
+	span := max(basePeak-ch.Pinned, stageUpperBytes(ch)/4, 1)
+	q := max(ceilDiv(max(avail, span/2), int64(slots)), 1)
+	if u := stageSizeGCD(ch); u > 0 && u < q && max(avail, span/2)/u <= 2*int64(slots) {
+		q = u
+	} else if u >= q {
+		q = u
+	}
+	mem := int(min(ceilDiv(span, q), 2*int64(slots)))
+	mem = max(mem, int(min(avail/q, 2*int64(slots))))
+	rep.SlotBytes = q
+	stages, err := RotorStagesOf(ch, q)
+	if err != nil {
+		return nil, rep, fmt.Errorf("optimal-chain: %w", err)
+	}
+	tab, err := rotorBuild(ctx, stages, mem)
+	if err != nil {
+		return nil, rep, fmt.Errorf("optimal-chain: %w", err)
+	}
+	lo := tab.minSlots()
+	if lo < 0 {
+		return nil, rep, fmt.Errorf("optimal-chain: budget %d bytes: no schedule within %d slots of %d bytes above %d pinned bytes (the table's whole range): %w", budget, mem, q, ch.Pinned, ErrChainInfeasible)
+	}
+	type probe struct {
+		plan *sim.Plan
+		acts []RotorAction
+		res  *sim.Result
+		nre  int
+		fits bool
+	}
+	cache := map[int]*probe{}
+	try := func(m int) (*probe, error) {
+		m = tab.usedSlots(m)
+		if p, ok := cache[m]; ok {
+			return p, nil
+		}
+		if err := sim.Canceled(ctx, "optimal-chain"); err != nil {
+			return nil, err
+		}
+		acts, err := tab.schedule(m)
+		if err != nil {
+			return nil, err
+		}
+		plan, nre, err := StagesPlan(g, ch, acts, "optimal-chain")
+		if err != nil {
+			return nil, err
+		}
+		res, err := sim.Simulate(g, plan, opts.Sim)
+		if err != nil {
+			return nil, fmt.Errorf("replaying the plan at %d slots: %w", m, err)
+		}
+		p := &probe{plan: plan, acts: acts, res: res, nre: nre, fits: res.PeakAllocated <= budget}
+		cache[m] = p
+		rep.Tried++
+		opts.Progress.Report(rep.Tried, 0, fmt.Sprintf("optimal-chain: schedule at %d of %d slots", m, mem))
+		return p, nil
+	}
+	var best *probe
+	bestM := -1
+	finish := func(err error) (*sim.Plan, ChainReport, error) {
+		if best == nil {
+			return nil, rep, err
+		}
+		top := tab.top()
+		rep.Feasible = true
+		rep.Actions = best.acts
+		rep.PredictedTime = top[bestM] + ch.PinnedTime + ch.UpdateTime
+		rep.PredictedPeak = max(ch.Pinned+int64(bestM)*q, ch.UpdatePeak)
+		rep.Recomputes = best.nre
+		rep.SimPeak, rep.SimTimeNs = best.res.PeakAllocated, best.res.TotalNs
+		if rep.Groups < rep.Stages {
+			rep.GroupGapBound = max(rep.PredictedTime-rep.BaseTime, 0)
+		}
+		return best.plan, rep, err
+	}
+	// The largest level whose schedule fits: levels' times never increase
+	// with memory; the simulated peaks are checked at each level tried.
+	p, err := try(lo)
+	if err != nil {
+		return finish(fmt.Errorf("optimal-chain: %w", err))
+	}
+	if !p.fits {
+		rep.MinFeasibleBytes = p.res.PeakAllocated
+		return nil, rep, fmt.Errorf("optimal-chain: budget %d bytes, the least-memory schedule of %d stage groups needs %d bytes (%d pinned): %w", budget, rep.Groups, p.res.PeakAllocated, ch.Pinned, ErrChainInfeasible)
+	}
+	best, bestM = p, tab.usedSlots(lo)
+	a, b := lo, mem
+	first := true
+	for a < b {
+		mid := (a + b + 1) / 2
+		if first {
+			// Start where the DP's accounting puts the budget.
+			if mb := int(avail / q); mb > a && mb <= b {
+				mid = mb
+			}
+			first = false
+		}
+		p, err := try(mid)
+		if err != nil {
+			return finish(fmt.Errorf("optimal-chain: %w", err))
+		}
+		if p.fits {
+			a = mid
+			if p.res.TotalNs < best.res.TotalNs || (p.res.TotalNs == best.res.TotalNs && p.res.PeakAllocated < best.res.PeakAllocated) {
+				best, bestM = p, tab.usedSlots(mid)
+			}
+		} else {
+			b = mid - 1
+		}
+	}
+	return finish(nil)
 }
 
 // stageUpperBytes is a memory that certainly admits the store-everything
@@ -105,135 +385,6 @@ func stageUpperBytes(ch *StageChain) int64 {
 	return u + 1
 }
 
-// chainSolve runs the DP for a budget: it returns the solution, the slot
-// size and the number of slots used.
-func chainSolve(ctx context.Context, ch *StageChain, budget int64, slots int) (*RotorSolution, int64, int, error) {
-	avail := budget - ch.Pinned
-	if avail < 0 || ch.UpdatePeak > budget {
-		return &RotorSolution{MinSlots: -1}, 1, 0, nil
-	}
-	q := ceilDiv(avail, int64(slots))
-	if q < 1 {
-		q = 1
-	}
-	// When every size is a multiple of a common unit not much finer than
-	// q, slots of that unit round nothing (at most 2x the slots).
-	if u := stageSizeGCD(ch); u > 0 && u < q && avail/u <= 2*int64(slots) {
-		q = u
-	} else if u >= q {
-		q = u
-	}
-	mem := int(avail / q)
-	sol, err := RotorSolve(ctx, RotorStagesOf(ch, q), mem)
-	return sol, q, mem, err
-}
-
-// OptimalChain computes the optimal stage-level checkpointing schedule of g
-// (Rotor's dynamic program over the stage decomposition) for a memory
-// budget in bytes, and emits it as a plan on g. Strategy "optimal-chain".
-//
-// The plan runs every stage's forward ops (pinned ones only the first time)
-// and backward ops in the schedule's order, then the update ops, with frees
-// placed by sim.PlanFromSchedule. It is replayed in the simulator before it
-// is returned; a budget the solver cannot meet gives an error wrapping
-// ErrChainInfeasible with the report's MinFeasibleBytes set.
-func OptimalChain(ctx context.Context, g *graph.Graph, budget int64, opts OptimalOptions) (*sim.Plan, ChainReport, error) {
-	rep := ChainReport{Strategy: "optimal-chain", Budget: budget}
-	if budget <= 0 {
-		return nil, rep, fmt.Errorf("optimal-chain: budget = %d bytes, expected > 0", budget)
-	}
-	slots := opts.Slots
-	if slots == 0 {
-		slots = OptimalDefaultSlots
-	}
-	if slots < 1 || slots > 1<<20 {
-		return nil, rep, fmt.Errorf("optimal-chain: slots = %d, expected 1..%d", opts.Slots, 1<<20)
-	}
-	rep.Slots = slots
-	ch, err := StagesOf(g, StagesOptions{Time: opts.Time})
-	if err != nil {
-		return nil, rep, fmt.Errorf("optimal-chain: %w", err)
-	}
-	rep.Stages, rep.PinnedBytes = len(ch.Stages), ch.Pinned
-	for k := range ch.Stages {
-		rep.BaseTime += ch.Stages[k].FwdTime + ch.Stages[k].BwdTime
-	}
-	rep.BaseTime += ch.PinnedTime + ch.UpdateTime
-	// No recomputation is the fastest schedule there is: when it fits, it is
-	// optimal, whatever the discretized chain model (an upper bound on
-	// memory) would say.
-	if err := ctx.Err(); err != nil {
-		return nil, rep, fmt.Errorf("optimal-chain: %w", err)
-	}
-	if base := sim.DefaultPlan(g); base != nil {
-		if res, err := sim.Simulate(g, base, opts.Sim); err == nil && res.PeakAllocated <= budget {
-			base.Strategy = "optimal-chain"
-			rep.Feasible = true
-			rep.SimPeak, rep.SimTimeNs = res.PeakAllocated, res.TotalNs
-			rep.PredictedPeak, rep.PredictedTime = res.PeakAllocated, res.TotalNs
-			return base, rep, nil
-		}
-	}
-	sol, q, _, err := chainSolve(ctx, ch, budget, slots)
-	if err != nil {
-		return nil, rep, fmt.Errorf("optimal-chain: %w", err)
-	}
-	rep.SlotBytes = q
-	if !sol.Feasible {
-		rep.MinFeasibleBytes, err = chainMinFeasible(ctx, ch, slots)
-		if err != nil {
-			return nil, rep, fmt.Errorf("optimal-chain: %w", err)
-		}
-		return nil, rep, fmt.Errorf("optimal-chain: budget %d bytes, minimal feasible about %d bytes (%d pinned): %w", budget, rep.MinFeasibleBytes, ch.Pinned, ErrChainInfeasible)
-	}
-	rep.Feasible = true
-	rep.Actions = sol.Actions
-	rep.PredictedTime = sol.Time + ch.PinnedTime + ch.UpdateTime
-	rep.PredictedPeak = max(ch.Pinned+int64(sol.UsedSlots)*q, ch.UpdatePeak)
-	plan, nre, err := StagesPlan(g, ch, sol.Actions, "optimal-chain")
-	if err != nil {
-		return nil, rep, fmt.Errorf("optimal-chain: %w", err)
-	}
-	rep.Recomputes = nre
-	res, err := sim.Simulate(g, plan, opts.Sim)
-	if err != nil {
-		return nil, rep, fmt.Errorf("optimal-chain: replaying the plan: %w", err)
-	}
-	rep.SimPeak, rep.SimTimeNs = res.PeakAllocated, res.TotalNs
-	if res.PeakAllocated > budget {
-		rep.Feasible = false
-		return nil, rep, fmt.Errorf("optimal-chain: the simulated peak %d bytes exceeds the budget %d bytes (the update phase or the simulator's workspace/allocator model needs more than the chain model): %w", res.PeakAllocated, budget, ErrChainInfeasible)
-	}
-	return plan, rep, nil
-}
-
-// chainMinFeasible returns a budget for which the solver finds a schedule:
-// the minimal slots at a coarse discretization of an upper bound, confirmed
-// (and raised if needed) by re-solving at that budget.
-func chainMinFeasible(ctx context.Context, ch *StageChain, slots int) (int64, error) {
-	u := stageUpperBytes(ch)
-	q := ceilDiv(u, int64(slots))
-	sol, err := RotorSolve(ctx, RotorStagesOf(ch, q), int(u/q)+1)
-	if err != nil {
-		return 0, err
-	}
-	if sol.MinSlots < 0 {
-		return 0, fmt.Errorf("no schedule even with %d bytes (internal error)", u)
-	}
-	b := max(ch.Pinned+int64(sol.MinSlots)*q, ch.UpdatePeak)
-	for try := 0; try < 64; try++ {
-		s2, _, _, err := chainSolve(ctx, ch, b, slots)
-		if err != nil {
-			return 0, err
-		}
-		if s2.Feasible {
-			return b, nil
-		}
-		b += q
-	}
-	return b, nil
-}
-
 // StagesPlan turns a stage-level schedule into a plan on g: each forward
 // action runs the stage's forward ops (pinned ops only the first time), each
 // backward action its backward ops, and the update ops follow; frees are
@@ -241,6 +392,9 @@ func chainMinFeasible(ctx context.Context, ch *StageChain, slots int) (int64, er
 // recomputed op runs, or an error if the schedule runs an op before its
 // inputs exist (for example a backward before its stage's forward).
 func StagesPlan(g *graph.Graph, ch *StageChain, acts []RotorAction, strategy string) (*sim.Plan, int, error) {
+	if err := checkChainOf(g, ch); err != nil {
+		return nil, 0, err
+	}
 	n := len(ch.Stages)
 	ran := make([]bool, len(g.Ops))
 	produced := make([]bool, len(g.Tensors))
@@ -330,11 +484,18 @@ func RevolveStageActions(acts []RevolveAction) []RotorAction {
 // every stage as one step of a homogeneous chain. Strategy "revolve".
 func RevolvePlan(g *graph.Graph, snapshots int, opts OptimalOptions) (*sim.Plan, ChainReport, error) {
 	rep := ChainReport{Strategy: "revolve"}
-	ch, err := StagesOf(g, StagesOptions{Time: opts.Time})
+	if g == nil || len(g.Ops) == 0 {
+		return nil, rep, fmt.Errorf("revolve: graph is nil or has 0 ops, expected a training graph")
+	}
+	so, err := stageCallbacks(g, opts.Sim, opts.Time)
 	if err != nil {
 		return nil, rep, fmt.Errorf("revolve: %w", err)
 	}
-	rep.Stages, rep.PinnedBytes = len(ch.Stages), ch.Pinned
+	ch, err := StagesOf(g, so)
+	if err != nil {
+		return nil, rep, fmt.Errorf("revolve: %w", err)
+	}
+	rep.Stages, rep.Groups, rep.PinnedBytes = len(ch.Stages), len(ch.Stages), ch.Pinned
 	acts, err := RevolveSchedule(int64(len(ch.Stages)), int64(snapshots))
 	if err != nil {
 		return nil, rep, err
@@ -377,7 +538,7 @@ func stageSizeGCD(ch *StageChain) int64 {
 	var u int64
 	for k := range ch.Stages {
 		s := &ch.Stages[k]
-		for _, v := range [...]int64{s.InputBytes, s.InputBwdBytes, s.XBarBytes, s.XBarBwdBytes, s.XBarRestBytes, s.FwdPeakNone, s.FwdPeakAll, s.BwdPeak, s.GradOutBytes, s.HeldGradBytes} {
+		for _, v := range [...]int64{s.InputBytes, s.InputBwdBytes, s.XBarBytes, s.XBarBwdBytes, s.XBarRestBytes, s.FwdPeakNone, s.FwdPeakAll, s.BwdPeak, s.GradOutBytes, s.HeldGradBytes, s.ReleasedBytes} {
 			u = gcd(u, v)
 		}
 	}

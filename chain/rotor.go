@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+
+	"github.com/remat-dev/remat/sim"
 )
 
 // Rotor: optimal persistent checkpointing of a heterogeneous chain.
@@ -66,6 +68,11 @@ type RotorStage struct {
 	// GradOut is the gradient passed to the previous stage's backward;
 	// HeldGrad the gradients kept until the end of the backward pass.
 	GradOut, HeldGrad int64
+	// Release is the pinned memory the stage's backward frees for good
+	// (activations kept from the first forward, such as dropout outputs,
+	// whose last reader is this backward): the caller counts it as held
+	// until then, and the stages before get it back.
+	Release int64
 }
 
 // RotorActionKind is one kind of stage-level action.
@@ -126,9 +133,80 @@ const rotorInf = math.MaxInt64 / 4
 const rotorMaxEntries = 1 << 27
 
 // RotorSolve computes an optimal schedule for the chain within mem slots.
-// Cancelling ctx stops the DP and returns ctx's error (the DP has no partial
-// answer).
+// Cancelling ctx stops the DP and returns a *sim.CanceledError (the DP has
+// no partial answer).
 func RotorSolve(ctx context.Context, stages []RotorStage, mem int) (*RotorSolution, error) {
+	tab, err := rotorBuild(ctx, stages, mem)
+	if err != nil {
+		return nil, err
+	}
+	sol := &RotorSolution{MinSlots: tab.minSlots()}
+	top := tab.top()
+	if top[mem] >= rotorInf {
+		return sol, nil
+	}
+	sol.Feasible = true
+	sol.Time = top[mem]
+	sol.UsedSlots = tab.usedSlots(mem)
+	sol.Actions, err = tab.schedule(sol.UsedSlots)
+	if err != nil {
+		return nil, err
+	}
+	return sol, nil
+}
+
+// rotorTable holds the filled DP tables of one chain for every memory
+// level 0..M-1, so that schedules at several levels can be rebuilt without
+// solving again.
+type rotorTable struct {
+	stages      []RotorStage
+	L, M        int
+	base        []int
+	opt, opt1   []int64
+	what, what1 []int32
+	sumPG       []int64
+}
+
+func (t *rotorTable) row(tab []int64, i, l int) []int64 {
+	p := (t.base[i] + l - i) * t.M
+	return tab[p : p+t.M]
+}
+
+func (t *rotorTable) wrow(tab []int32, i, l int) []int32 {
+	p := (t.base[i] + l - i) * t.M
+	return tab[p : p+t.M]
+}
+
+// top is the whole chain's row: the optimal time at each memory level.
+func (t *rotorTable) top() []int64 { return t.row(t.opt, 0, t.L-1) }
+
+// minSlots is the least feasible memory level, -1 if none.
+func (t *rotorTable) minSlots() int {
+	for m, v := range t.top() {
+		if v < rotorInf {
+			return m
+		}
+	}
+	return -1
+}
+
+// usedSlots is the least memory level with the same optimal time as m.
+func (t *rotorTable) usedSlots(m int) int {
+	top := t.top()
+	for m > 0 && top[m-1] == top[m] {
+		m--
+	}
+	return m
+}
+
+// rotorTableMax returns the table entries (pairs times memory levels) of L
+// stages and mem slots.
+func rotorTableEntries(L, mem int) int64 {
+	return int64(L) * int64(L+1) / 2 * int64(mem+1)
+}
+
+// rotorBuild validates the chain and fills the DP tables.
+func rotorBuild(ctx context.Context, stages []RotorStage, mem int) (*rotorTable, error) {
 	L := len(stages)
 	if L == 0 {
 		return nil, fmt.Errorf("rotor: chain has 0 stages, expected >= 1")
@@ -137,7 +215,7 @@ func RotorSolve(ctx context.Context, stages []RotorStage, mem int) (*RotorSoluti
 		return nil, fmt.Errorf("rotor: memory = %d slots, expected >= 0", mem)
 	}
 	for k, s := range stages {
-		if s.Fwd < 0 || s.Bwd < 0 || s.In < 0 || s.InBwd < 0 || s.XBar < 0 || s.XBarBwd < 0 || s.XBarRest < 0 || s.FwdNone < 0 || s.FwdAll < 0 || s.BwdPeak < 0 || s.GradOut < 0 || s.HeldGrad < 0 {
+		if s.Fwd < 0 || s.Bwd < 0 || s.In < 0 || s.InBwd < 0 || s.XBar < 0 || s.XBarBwd < 0 || s.XBarRest < 0 || s.FwdNone < 0 || s.FwdAll < 0 || s.BwdPeak < 0 || s.GradOut < 0 || s.HeldGrad < 0 || s.Release < 0 {
 			return nil, fmt.Errorf("rotor: stage %d has a negative figure %+v, expected all >= 0", k, s)
 		}
 		if s.Fwd > rotorInf/int64(4*L) || s.Bwd > rotorInf/int64(4*L) {
@@ -146,8 +224,8 @@ func RotorSolve(ctx context.Context, stages []RotorStage, mem int) (*RotorSoluti
 	}
 	M := mem + 1
 	pairs := L * (L + 1) / 2
-	if int64(pairs)*int64(M) > rotorMaxEntries {
-		return nil, fmt.Errorf("rotor: %d stages x %d memory slots = %d table entries, expected at most %d (use fewer slots)", L, M, int64(pairs)*int64(M), rotorMaxEntries)
+	if n := rotorTableEntries(L, mem); n > rotorMaxEntries {
+		return nil, fmt.Errorf("rotor: %d stages need %d stage pairs x %d memory levels (%d slots + 1) = %d table entries, expected at most %d: use fewer slots (--slots) or group stages (OptimalChain does)", L, pairs, M, mem, n, rotorMaxEntries)
 	}
 	// pair(i, l) = base[i] + l - i.
 	base := make([]int, L+1)
@@ -164,7 +242,7 @@ func RotorSolve(ctx context.Context, stages []RotorStage, mem int) (*RotorSoluti
 	sumPG := make([]int64, L+1)
 	for k, s := range stages {
 		sumF[k+1] = sumF[k] + s.Fwd
-		sumPG[k+1] = sumPG[k] + s.HeldGrad
+		sumPG[k+1] = sumPG[k] + s.HeldGrad - s.Release
 	}
 	din := func(l int) int64 {
 		if l+1 < L {
@@ -195,8 +273,8 @@ func RotorSolve(ctx context.Context, stages []RotorStage, mem int) (*RotorSoluti
 		}
 	}
 	for d := 0; d < L; d++ {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("rotor: %w", err)
+		if err := sim.Canceled(ctx, "rotor"); err != nil {
+			return nil, err
 		}
 		for i := 0; i+d < L; i++ {
 			l := i + d
@@ -261,13 +339,24 @@ func RotorSolve(ctx context.Context, stages []RotorStage, mem int) (*RotorSoluti
 					// without bounds checks in the loop.
 					n := M - lo2
 					a := v.t2[lo2-int(v.off):][:n]
-					b := t3[lo2-int(pg):][:n]
 					dst := o[lo2:][:n]
 					wd := w[lo2:][:n]
+					// S(i, j-1) gets m - pg, above the table's top when
+					// the backward of j..l released more than it held:
+					// the top level's time stands for those (times never
+					// increase with memory, so this is safe).
+					nb := min(n, M-(lo2-int(pg)))
+					b := t3[lo2-int(pg):][:nb]
 					// An infinite a or b gives t > rotorInf >= dst[x]: no
 					// separate feasibility test is needed.
-					for x := range dst {
+					for x := range b {
 						if t := cf + a[x] + b[x]; t < dst[x] {
+							dst[x], wd[x] = t, code
+						}
+					}
+					topB := t3[M-1]
+					for x := nb; x < n; x++ {
+						if t := cf + a[x] + topB; t < dst[x] {
 							dst[x], wd[x] = t, code
 						}
 					}
@@ -275,23 +364,17 @@ func RotorSolve(ctx context.Context, stages []RotorStage, mem int) (*RotorSoluti
 			}
 		}
 	}
-	top := row(opt, 0, L-1)
-	sol := &RotorSolution{MinSlots: -1}
-	for m := 0; m < M; m++ {
-		if top[m] < rotorInf {
-			sol.MinSlots = m
-			break
-		}
+	return &rotorTable{stages: stages, L: L, M: M, base: base, opt: opt, opt1: opt1, what: what, what1: what1, sumPG: sumPG}, nil
+}
+
+// schedule rebuilds the optimal schedule of the whole chain at memory
+// level mem (which must be feasible).
+func (t *rotorTable) schedule(mem int) ([]RotorAction, error) {
+	L, stages, sumPG := t.L, t.stages, t.sumPG
+	if mem < 0 || mem >= t.M || t.top()[mem] >= rotorInf {
+		return nil, fmt.Errorf("rotor: internal error: memory level %d is not feasible", mem)
 	}
-	if top[mem] >= rotorInf {
-		return sol, nil
-	}
-	sol.Feasible = true
-	sol.Time = top[mem]
-	sol.UsedSlots = mem
-	for sol.UsedSlots > 0 && top[sol.UsedSlots-1] == sol.Time {
-		sol.UsedSlots--
-	}
+	var acts []RotorAction
 	// Reconstruct with an explicit stack of pending subproblems (once: the
 	// S1 table) and deferred backward steps.
 	type frame struct {
@@ -299,20 +382,20 @@ func RotorSolve(ctx context.Context, stages []RotorStage, mem int) (*RotorSoluti
 		once    bool
 		bwd     bool // a deferred B(i)
 	}
-	stack := []frame{{i: 0, l: int32(L - 1), m: int32(sol.UsedSlots)}}
+	stack := []frame{{i: 0, l: int32(L - 1), m: int32(mem)}}
 	for len(stack) > 0 {
 		f := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		if f.bwd {
-			sol.Actions = append(sol.Actions, RotorAction{RotorBackward, f.i})
+			acts = append(acts, RotorAction{RotorBackward, f.i})
 			continue
 		}
 		i, l, m := int(f.i), int(f.l), int(f.m)
 		var wv int32
 		if f.once {
-			wv = wrow(what1, i, l)[m]
+			wv = t.wrow(t.what1, i, l)[m]
 		} else {
-			wv = wrow(what, i, l)[m]
+			wv = t.wrow(t.what, i, l)[m]
 		}
 		if wv < 0 {
 			return nil, fmt.Errorf("rotor: internal error: no choice for stages %d..%d at %d slots", i, l, m)
@@ -325,28 +408,28 @@ func RotorSolve(ctx context.Context, stages []RotorStage, mem int) (*RotorSoluti
 		kind, j := wv&3, int(wv>>2)
 		switch {
 		case i == l:
-			sol.Actions = append(sol.Actions, RotorAction{RotorForwardAll, int32(i)}, RotorAction{RotorBackward, int32(i)})
+			acts = append(acts, RotorAction{RotorForwardAll, int32(i)}, RotorAction{RotorBackward, int32(i)})
 		case kind == rotorChainGen:
-			sol.Actions = append(sol.Actions, RotorAction{RotorForwardAll, int32(i)})
+			acts = append(acts, RotorAction{RotorForwardAll, int32(i)})
 			stack = append(stack, frame{i: int32(i), bwd: true},
 				frame{i: int32(i + 1), l: int32(l), m: int32(int64(m) - keepIn - si.XBar)})
 		case kind == rotorChainOnce:
-			sol.Actions = append(sol.Actions, RotorAction{RotorForwardAll, int32(i)})
+			acts = append(acts, RotorAction{RotorForwardAll, int32(i)})
 			stack = append(stack, frame{i: int32(i), bwd: true},
 				frame{i: int32(i + 1), l: int32(l), m: int32(int64(m) - keepIn - si.XBarRest), once: true})
 		default:
 			for k := i; k < j; k++ {
-				sol.Actions = append(sol.Actions, RotorAction{RotorForwardNone, int32(k)})
+				acts = append(acts, RotorAction{RotorForwardNone, int32(k)})
 			}
 			pg := sumPG[l+1] - sumPG[j]
 			sub := frame{i: int32(j), l: int32(l), m: int32(int64(m) - stages[j].In)}
 			if kind == rotorCkptOnce {
 				sub = frame{i: int32(j), l: int32(l), m: int32(m), once: true}
 			}
-			stack = append(stack, frame{i: int32(i), l: int32(j - 1), m: int32(int64(m) - pg)}, sub)
+			stack = append(stack, frame{i: int32(i), l: int32(j - 1), m: int32(min(int64(m)-pg, int64(t.M-1)))}, sub)
 		}
 	}
-	return sol, nil
+	return acts, nil
 }
 
 // Choice codes of the DP tables (low two bits; checkpoints carry j << 2).

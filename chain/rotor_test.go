@@ -34,7 +34,8 @@ func TestRotorReducesToRevolve(t *testing.T) {
 		g := optTapedChain(t, L, u, 100*u)
 		ch, err := StagesOf(g, StagesOptions{})
 		require.NoError(t, err)
-		rs := RotorStagesOf(ch, u)
+		rs, err := RotorStagesOf(ch, u)
+		require.NoError(t, err)
 		var base int64
 		for _, s := range rs {
 			base += s.Fwd + s.Bwd

@@ -72,6 +72,11 @@ type Stage struct {
 	// HeldGradBytes the other gradients it produces that stay alive past the
 	// previous stage (parameter gradients waiting for the update).
 	GradInBytes, GradOutBytes, HeldGradBytes int64
+	// ReleasedBytes is the part of StageChain.Pinned this stage's backward
+	// frees for good: activations kept from their first computation (not
+	// recomputable, or read across stages) whose last reader is this
+	// backward.
+	ReleasedBytes int64
 }
 
 // StageChain is the stage decomposition of a training graph.
@@ -101,12 +106,26 @@ type StageChain struct {
 	// StageOf[op] is the stage of a forward or backward op (-1 for update
 	// ops).
 	StageOf []int32
+	// Ungrouped is the number of stages the cuts give before grouping
+	// (StagesOptions.MaxStages); len(Stages) when nothing was grouped.
+	Ungrouped int
+	// ops is the number of ops of the graph the chain was made for.
+	ops int
 }
 
 // StagesOptions configures StagesOf.
 type StagesOptions struct {
 	// Time is the per-op time callback (nil: StagesDefaultTime).
 	Time StageTimeFunc
+	// Workspace is the per-op workspace callback in bytes (nil: the op's
+	// Workspace field). Plug the simulator's algorithm choice in
+	// (sim.Machine.OpWorkspace) so that the figures count what it counts.
+	Workspace StageTimeFunc
+	// MaxStages, when > 0, caps the number of stages: consecutive stages
+	// are grouped (balanced by forward time) into at most MaxStages, so
+	// that a solver can afford the chain. StageChain.Ungrouped keeps the
+	// count before grouping.
+	MaxStages int
 }
 
 // stageRoots returns, for every tensor, the tensor owning its storage.
@@ -126,9 +145,16 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 	if g == nil {
 		return nil, fmt.Errorf("stages: graph is nil")
 	}
+	if opts.MaxStages < 0 {
+		return nil, fmt.Errorf("stages: MaxStages = %d, expected >= 0 (0: no cap)", opts.MaxStages)
+	}
 	timeOf := opts.Time
 	if timeOf == nil {
 		timeOf = StagesDefaultTime(g)
+	}
+	wsOf := opts.Workspace
+	if wsOf == nil {
+		wsOf = func(op graph.OpID) int64 { return g.Ops[op].Workspace }
 	}
 	no, nt := len(g.Ops), len(g.Tensors)
 	nf := 0
@@ -230,6 +256,10 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 		stages = append(stages, st)
 		start = i + 1
 	}
+	ungrouped := len(stages)
+	if opts.MaxStages > 0 && len(stages) > opts.MaxStages {
+		stages = groupStages(stages, opts.MaxStages, timeOf, stageOf)
+	}
 	L := len(stages)
 	if last := &stages[L-1]; g.Loss != graph.NoTensor {
 		last.Output = root[g.Loss]
@@ -286,7 +316,7 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 		}
 	}
 
-	ch := &StageChain{Stages: stages, OpPinned: pinned, StageOf: stageOf}
+	ch := &StageChain{Stages: stages, OpPinned: pinned, StageOf: stageOf, Ungrouped: ungrouped, ops: no}
 	for i := nb; i < no; i++ {
 		ch.Update = append(ch.Update, graph.OpID(i))
 		ch.UpdateTime += timeOf(graph.OpID(i))
@@ -361,10 +391,24 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 				}
 			}
 		}
-		stageMeasureFwd(g, root, pinnedSt, lastRead, readByOwnBwd, st)
+		stageMeasureFwd(g, wsOf, root, pinnedSt, lastRead, readByOwnBwd, st)
+	}
+	rd := newRootReaders(g, root, nf)
+	opAtRank := make([]graph.OpID, n+1)
+	for i := nf; i < no; i++ {
+		opAtRank[rank[i]] = graph.OpID(i)
+	}
+	for r := 0; r < nt; r++ {
+		t := &g.Tensors[r]
+		if !pinnedSt[r] || t.Producer == graph.NoOp || int(t.Producer) >= nf || t.Kind.Persistent() || sim.IsAtomicClean(&g.Ops[t.Producer]) || lastUse[r] == 0 {
+			continue
+		}
+		if last := opAtRank[lastUse[r]]; int(last) < nb {
+			stages[stageOf[last]].ReleasedBytes += t.Bytes
+		}
 	}
 	for s := L - 1; s >= 0; s-- {
-		stageMeasureBwd(g, root, pinnedSt, stageOf, rank, lastUse, int32(s), ch)
+		stageMeasureBwd(g, wsOf, root, rd, pinnedSt, stageOf, rank, lastUse, int32(s), ch)
 	}
 	// Update phase: from the held gradients, allocate each update op's
 	// outputs and free storages at their last use (updated parameters and
@@ -381,7 +425,7 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 				cur += g.Tensors[t].Bytes
 			}
 		}
-		ch.UpdatePeak = max(ch.UpdatePeak, cur+o.Workspace)
+		ch.UpdatePeak = max(ch.UpdatePeak, cur+wsOf(op))
 		for j, t := range o.Inputs {
 			r := root[t]
 			p := g.Tensors[r].Producer
@@ -403,7 +447,7 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 
 // stageMeasureFwd fills XBarBytes, FwdPeakNone and FwdPeakAll of st.
 // lastRead is scratch space of one entry per tensor.
-func stageMeasureFwd(g *graph.Graph, root []graph.TensorID, pinnedSt []bool, lastRead []int32, readByBwd []bool, st *Stage) {
+func stageMeasureFwd(g *graph.Graph, wsOf StageTimeFunc, root []graph.TensorID, pinnedSt []bool, lastRead []int32, readByBwd []bool, st *Stage) {
 	for _, op := range st.Fwd {
 		for _, t := range g.Ops[op].Outputs {
 			lastRead[root[t]] = -1
@@ -445,7 +489,7 @@ func stageMeasureFwd(g *graph.Graph, root []graph.TensorID, pinnedSt []bool, las
 					cur += g.Tensors[t].Bytes
 				}
 			}
-			if v := cur + o.Workspace; v > peak {
+			if v := cur + wsOf(op); v > peak {
 				peak = v
 			}
 			for j, t := range o.Inputs {
@@ -468,6 +512,47 @@ func stageMeasureFwd(g *graph.Graph, root []graph.TensorID, pinnedSt []bool, las
 	}
 }
 
+// groupStages merges consecutive stages into n groups of about equal
+// forward time (each group at least one stage) and renumbers stageOf for
+// the forward ops. A group's input is its first stage's, its output its
+// last stage's.
+func groupStages(stages []Stage, n int, timeOf StageTimeFunc, stageOf []int32) []Stage {
+	w := make([]int64, len(stages)+1)
+	for k := range stages {
+		var t int64
+		for _, op := range stages[k].Fwd {
+			t += max(timeOf(op), 1)
+		}
+		w[k+1] = w[k] + t
+	}
+	total := w[len(stages)]
+	out := make([]Stage, 0, n)
+	k := 0
+	for gi := 0; gi < n; gi++ {
+		// Close group gi at the first stage whose cumulative time reaches
+		// (gi+1)/n of the total, leaving at least one stage per later group.
+		end := k + 1
+		target := total / int64(n) * int64(gi+1)
+		if gi == n-1 {
+			end = len(stages)
+		} else {
+			for end < len(stages)-(n-1-gi) && w[end] < target {
+				end++
+			}
+		}
+		grp := Stage{Input: stages[k].Input, Output: stages[end-1].Output}
+		for j := k; j < end; j++ {
+			for _, op := range stages[j].Fwd {
+				grp.Fwd = append(grp.Fwd, op)
+				stageOf[op] = int32(len(out))
+			}
+		}
+		out = append(out, grp)
+		k = end
+	}
+	return out
+}
+
 func stageDupRoot(root []graph.TensorID, ins []graph.TensorID, r graph.TensorID) bool {
 	for _, t := range ins {
 		if root[t] == r {
@@ -481,7 +566,7 @@ func stageDupRoot(root []graph.TensorID, ins []graph.TensorID, r graph.TensorID)
 // backward from x-bar plus the incoming gradient, freeing each storage at its
 // last use in the solvers' order (rank), and classifying the surviving
 // outputs as the gradient passed to the previous stage or held gradients.
-func stageMeasureBwd(g *graph.Graph, root []graph.TensorID, pinnedSt []bool, stageOf []int32, rank, lastUse []int32, s int32, ch *StageChain) {
+func stageMeasureBwd(g *graph.Graph, wsOf StageTimeFunc, root []graph.TensorID, rd *rootReaders, pinnedSt []bool, stageOf []int32, rank, lastUse []int32, s int32, ch *StageChain) {
 	st := &ch.Stages[s]
 	if int(s)+1 < len(ch.Stages) {
 		st.GradInBytes = ch.Stages[s+1].GradOutBytes
@@ -495,7 +580,7 @@ func stageMeasureBwd(g *graph.Graph, root []graph.TensorID, pinnedSt []bool, sta
 				cur += g.Tensors[t].Bytes
 			}
 		}
-		if v := cur + o.Workspace; v > peak {
+		if v := cur + wsOf(op); v > peak {
 			peak = v
 		}
 		for j, t := range o.Inputs {
@@ -507,7 +592,7 @@ func stageMeasureBwd(g *graph.Graph, root []graph.TensorID, pinnedSt []bool, sta
 			// the incoming gradient and this backward's own outputs. Others
 			// (the stage input, held gradients) belong to the caller.
 			p := g.Tensors[r].Producer
-			if p == graph.NoOp || !(stageOf[p] == s || (stageOf[p] == s+1 && g.Ops[p].Phase == graph.Backward && stageOnlyReadBy(g, r, stageOf, s))) {
+			if p == graph.NoOp || !(stageOf[p] == s || (stageOf[p] == s+1 && g.Ops[p].Phase == graph.Backward && stageOnlyReadBy(g, rd, r, stageOf, s))) {
 				continue
 			}
 			if lastUse[r] == rank[op] {
@@ -527,7 +612,7 @@ func stageMeasureBwd(g *graph.Graph, root []graph.TensorID, pinnedSt []bool, sta
 				continue
 			}
 			outside, onlyPrev := false, true
-			for _, c := range g.Consumers(t) {
+			for _, c := range rd.of(t) {
 				if stageOf[c] == s && g.Ops[c].Phase == graph.Backward {
 					continue
 				}
@@ -559,11 +644,44 @@ func isOutputOf(o *graph.Op, t graph.TensorID) bool {
 
 // stageOnlyReadBy reports whether every reader of storage r is a backward op
 // of stage s (r is then a gradient passed into s, counted in its base).
-func stageOnlyReadBy(g *graph.Graph, r graph.TensorID, stageOf []int32, s int32) bool {
-	for _, c := range g.Consumers(r) {
+func stageOnlyReadBy(g *graph.Graph, rd *rootReaders, r graph.TensorID, stageOf []int32, s int32) bool {
+	for _, c := range rd.of(r) {
 		if stageOf[c] != s || g.Ops[c].Phase != graph.Backward {
 			return false
 		}
 	}
 	return true
 }
+
+// rootReaders lists, per storage, the non-forward ops reading it directly
+// or through a view (flat CSR arrays).
+type rootReaders struct {
+	start []int32
+	ops   []graph.OpID
+}
+
+func newRootReaders(g *graph.Graph, root []graph.TensorID, nf int) *rootReaders {
+	nt := len(g.Tensors)
+	rd := &rootReaders{start: make([]int32, nt+1)}
+	for i := nf; i < len(g.Ops); i++ {
+		for _, t := range g.Ops[i].Inputs {
+			rd.start[root[t]+1]++
+		}
+	}
+	for r := 0; r < nt; r++ {
+		rd.start[r+1] += rd.start[r]
+	}
+	rd.ops = make([]graph.OpID, rd.start[nt])
+	fill := append([]int32(nil), rd.start[:nt]...)
+	for i := nf; i < len(g.Ops); i++ {
+		for _, t := range g.Ops[i].Inputs {
+			r := root[t]
+			rd.ops[fill[r]] = graph.OpID(i)
+			fill[r]++
+		}
+	}
+	return rd
+}
+
+// of returns the readers of storage r.
+func (rd *rootReaders) of(r graph.TensorID) []graph.OpID { return rd.ops[rd.start[r]:rd.start[r+1]] }
