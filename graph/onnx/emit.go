@@ -112,8 +112,41 @@ func (imp *importer) emit1(n *NodeProto, typ string, ins []*value, out *value, f
 	return []*value{out}, nil
 }
 
-// view adds a zero-cost op of type typ whose output aliases src.
+// view adds a zero-cost op of type typ whose output aliases src. A view of
+// a parameter (or of a view of one, see value.params) is emitted lazily,
+// when an op reads it: torch.onnx reorders the gates of nn.LSTM's weights
+// with Slice and Concat nodes that the lstm op reads through to the
+// parameters, so these views never appear.
 func (imp *importer) view(n *NodeProto, typ string, src, out *value, attrs ...string) ([]*value, error) {
+	if ps := paramSources(src); ps != nil && out.lazy == nil {
+		out.params = ps
+		out.lazy = func() graph.TensorID {
+			vs, err := imp.viewNow(n, typ, src, out, attrs...)
+			if err != nil {
+				imp.b.Errorf("node %q: %v", n.GetName(), err)
+				return graph.NoTensor
+			}
+			return vs[0].tensor
+		}
+		return []*value{out}, nil
+	}
+	return imp.viewNow(n, typ, src, out, attrs...)
+}
+
+// paramSources returns the parameters v is, or is a view or a
+// concatenation of views of (value.params); nil for other values.
+func paramSources(v *value) []*value {
+	if v == nil {
+		return nil
+	}
+	if v.kind == graph.Parameter {
+		return []*value{v}
+	}
+	return v.params
+}
+
+// viewNow emits the view op of view at once.
+func (imp *importer) viewNow(n *NodeProto, typ string, src, out *value, attrs ...string) ([]*value, error) {
 	t := imp.tensorOf(src)
 	if t == graph.NoTensor {
 		return nil, fmt.Errorf("input %q: %w", src.name, imp.b.Err())

@@ -210,6 +210,9 @@ type value struct {
 	lazy func() graph.TensorID
 	// transposeOf is set on the transpose [1, 0] of a 2-D weight.
 	transposeOf *value
+	// params, on a view of parameters or a concatenation of such views,
+	// lists the parameters it reads, in order of first appearance.
+	params []*value
 }
 
 // importer holds the state of one conversion.

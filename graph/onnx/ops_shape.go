@@ -457,6 +457,36 @@ func opConcat(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 		return []*value{imp.constOut(n, 0, xs[0].et, shape, ints, flts)}, nil
 	}
 	out := imp.newOut(n, 0, xs[0].et, shape)
+	// A concatenation of parameters (torch.onnx's reordering of LSTM gate
+	// weights) is emitted only if an op other than an lstm reads it.
+	var params []*value
+	for _, v := range xs {
+		ps := paramSources(v)
+		if ps == nil {
+			params = nil
+			break
+		}
+		for _, p := range ps {
+			dup := false
+			for _, q := range params {
+				dup = dup || q == p
+			}
+			if !dup {
+				params = append(params, p)
+			}
+		}
+	}
+	if params != nil {
+		out.params = params
+		out.lazy = func() graph.TensorID {
+			if _, err := imp.emit1(n, graph.OpConcat, xs, out, 0, "dim", fmt.Sprint(axis)); err != nil {
+				imp.b.Errorf("node %q: %v", n.GetName(), err)
+				return graph.NoTensor
+			}
+			return out.tensor
+		}
+		return []*value{out}, nil
+	}
 	return imp.emit1(n, graph.OpConcat, xs, out, 0, "dim", fmt.Sprint(axis))
 }
 
@@ -618,7 +648,7 @@ func opTranspose(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 		// A transposed weight: a fused linear may read the weight itself.
 		out.transposeOf = x
 		out.lazy = func() graph.TensorID {
-			vs, err := imp.view(n, graph.OpTranspose, x, out, "perm", joinInts(perm))
+			vs, err := imp.viewNow(n, graph.OpTranspose, x, out, "perm", joinInts(perm))
 			if err != nil {
 				imp.b.Errorf("node %q: %v", n.GetName(), err)
 				return graph.NoTensor

@@ -37,7 +37,7 @@ const (
 	OpReduceSum       = "reduce_sum"         // x -> sum (or product) over dims
 	OpReduceMax       = "reduce_max"         // x -> max (or min) over dims; saves input and output
 	OpAdaptiveMaxPool = "adaptive_maxpool2d" // x -> (y, indices)
-	OpLSTM            = "lstm"               // (X, W, R[, B, seq_lens, h0, c0, P]) -> (Y, Y_h, Y_c, workspace)
+	OpLSTMStep        = "lstm_step"          // (x_proj_t, h_prev, c_prev, W_hh[, b_hh][, P]) -> (h, c, gates, tanh_c); see opLSTM
 	OpCompare         = "compare"            // (a, b) -> bool (attr op: Equal, Less, ...); no gradient
 	OpNot             = "not"                // x -> bool; no gradient
 )
@@ -77,8 +77,10 @@ func extraRules() map[string]graph.GradRule {
 		OpReduceSum:       {Factor: 1},
 		OpReduceMax:       {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveOut(0)}, Factor: 1},
 		OpAdaptiveMaxPool: {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveOut(1)}, NoGradOutputs: []int{1}, Factor: 0.2},
-		OpLSTM: {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveIn(1), graph.SaveIn(2), graph.SaveOut(0), graph.SaveOut(3)},
-			NoGradOutputs: []int{3}, Factor: 2},
+		// One step of PyTorch's CPU LSTMCell: the backward reads h_prev
+		// (addmm), c_prev (f*c_prev), W_hh, the activated gates and tanh(c).
+		OpLSTMStep: {Saves: []graph.Saved{graph.SaveIn(1), graph.SaveIn(2), graph.SaveIn(3), graph.SaveOut(2), graph.SaveOut(3)},
+			NoGradOutputs: []int{2, 3}, Factor: 2},
 	}
 }
 
