@@ -22,8 +22,8 @@ import (
 //     c = f*c_prev + i*g, h = o*tanh(c). It returns h, c, the activated
 //     gates [batch, 4H] and tanh(c); its backward reads what autograd saves
 //     for these ops: h_prev (addmm), c_prev (f*c_prev), the gates (the
-//     in-place sigmoid/tanh outputs and the products' operands) and tanh(c)
-//   - 4H + 3H per batch row per step, h and c being the next step's
+//     in-place sigmoid/tanh outputs and the products' operands) and tanh(c):
+//     4H + 3H per batch row per step, h and c being the next step's
 //     h_prev and c_prev. The product i*g, added into f*c_prev in place, is
 //     the op's workspace;
 //   - Y: the per-step h stacked (concat), both directions concatenated;
