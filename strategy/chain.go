@@ -2,10 +2,12 @@ package strategy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
-	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/chain"
+	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/sim"
 )
 
 var chenSqrt = Strategy{
@@ -46,6 +48,9 @@ func planChenGreedy(ctx context.Context, g *graph.Graph, o Options) (Result, err
 }
 
 func planOptimalChain(ctx context.Context, g *graph.Graph, o Options) (Result, error) {
+	if o.Slots < 0 || o.Slots > chain.OptimalMaxSlots {
+		return Result{}, fmt.Errorf("optimal-chain: slots = %d, expected 0..%d (0: %d)", o.Slots, chain.OptimalMaxSlots, chain.OptimalDefaultSlots)
+	}
 	limit := o.planningLimit()
 	if limit <= 0 {
 		return Result{Status: StatusInfeasible, Reason: "needs a budget (--budget) or a device with a capacity"}, nil
@@ -54,9 +59,23 @@ func planOptimalChain(ctx context.Context, g *graph.Graph, o Options) (Result, e
 	if err != nil {
 		return Result{}, err
 	}
-	p, rep, err := chain.OptimalChain(ctx, g, limit, chain.OptimalOptions{Sim: so})
-	if err != nil && p == nil {
-		return Result{Status: StatusInfeasible, Reason: err.Error()}, nil
+	p, rep, err := chain.OptimalChain(ctx, g, limit, chain.OptimalOptions{Sim: so, Slots: o.Slots, Progress: o.Progress})
+	st := Stats{Detail: optimalDetail(rep), Evaluations: rep.Tried}
+	if err != nil && p == nil && !errors.Is(err, sim.ErrCanceled) {
+		return Result{Status: StatusInfeasible, Reason: err.Error(), Stats: st}, nil
 	}
-	return Result{Plan: p, Stats: Stats{Detail: fmt.Sprintf("%d stages", rep.Stages)}}, err
+	return Result{Plan: p, Stats: st}, err
+}
+
+// optimalDetail says how many stages the DP solved and, when it grouped
+// them, what grouping may cost.
+func optimalDetail(rep chain.ChainReport) string {
+	if rep.Groups == 0 || rep.Groups == rep.Stages {
+		return fmt.Sprintf("%d stages, exact", rep.Stages)
+	}
+	gap := 0.0
+	if rep.BaseTime > 0 {
+		gap = 100 * float64(rep.GroupGapBound) / float64(rep.BaseTime)
+	}
+	return fmt.Sprintf("%d stages grouped into %d (--slots %d), grouping costs at most %.1f%% of the step time", rep.Stages, rep.Groups, rep.Slots, gap)
 }

@@ -76,6 +76,10 @@ type Options struct {
 	Search sublinear.SearchOptions
 	// DTR is the runtime evictor's configuration (budget set per run).
 	DTR dtr.Config
+	// Slots is optimal-chain's memory discretization (0:
+	// chain.OptimalDefaultSlots); it also bounds the chain depth its DP
+	// affords before grouping stages (chain.OptimalMaxStages).
+	Slots int
 	// DTREnabled records MEGENGINE_ENABLE_DROP / MEGENGINE_DTR_AUTO_DROP:
 	// the sublinear strategies refuse to run with DTR enabled, as MegEngine
 	// does (config.CheckExclusive).

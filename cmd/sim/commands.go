@@ -311,6 +311,7 @@ type commonRun struct {
 	strategies string
 	budget     string
 	seed       uint64
+	slots      int
 	cmd        *cobra.Command
 }
 
@@ -336,6 +337,7 @@ func (c *commonRun) register(cmd *cobra.Command, list bool, defaultStrategies st
 	}
 	f.StringVar(&c.budget, "budget", "", "memory budget: a size with a unit (8GiB, 512MB) or a ratio of the baseline peak in (0, 1] (0.5) or a percentage (50%)")
 	f.Uint64Var(&c.seed, "seed", strategy.DefaultSeed, "seed of the randomized searches")
+	f.IntVar(&c.slots, "slots", 0, "memory slots of optimal-chain's dynamic program (0: 500); more slots plan finer, and deeper chains are grouped sooner")
 	c.sf = registerSettings(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("device", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return sim.DeviceNames(), cobra.ShellCompDirectiveNoFileComp
@@ -421,7 +423,7 @@ func (a *app) setup(ctx context.Context, c *commonRun, list string) (*runSetup, 
 	if err != nil {
 		return nil, err
 	}
-	o.Allocator, o.Budget, o.Seed = c.allocator, size, c.seed
+	o.Allocator, o.Budget, o.Seed, o.Slots = c.allocator, size, c.seed, c.slots
 	if err := checkExclusive(c.listed(), sts, o); err != nil {
 		return nil, err
 	}
@@ -825,7 +827,7 @@ batch: the table Checkmate and DTR publish.`,
 		if _, err := models.Lookup(c.in.model); err != nil {
 			return usageError{err}
 		}
-		so.Allocator, so.Budget, so.Seed = c.allocator, size, c.seed
+		so.Allocator, so.Budget, so.Seed, so.Slots = c.allocator, size, c.seed, c.slots
 		if err := checkExclusive(c.listed(), sts, so); err != nil {
 			return err
 		}
