@@ -49,12 +49,21 @@ func (s *mgeSearch) runBudget() {
 	if p.n >= 2 && s.ctx.Err() == nil {
 		gaEvals := int64(s.opts.GeneticIters) * int64(s.opts.PoolSize) * 2
 		limit := max(gaEvals, min(64*int64(len(p.cands)), 4*gaEvals))
+		// An evaluation visits every op, so on large graphs the polish is
+		// capped by ops visited, not evaluations: the budget search stays
+		// near-linear in the graph (about polishOpVisits / n evaluations).
+		limit = min(limit, max(polishOpVisits/int64(p.n), 1))
 		s.polish(limit)
 	}
 	if s.ctx.Err() != nil {
 		s.cancelled = true
 	}
 }
+
+// polishOpVisits caps the ops the polish visits (evaluations times ops):
+// about five seconds of evaluations on one core. It binds only on graphs of
+// more than about 30k ops.
+const polishOpVisits = 100_000_000
 
 // polishStarts is the number of distinct top records the local search
 // starts from, besides the extra seeds.
@@ -119,7 +128,8 @@ func (s *mgeSearch) polish(limit int64) {
 // greedyMerge builds a plan from the dense end: starting with every op a
 // split point (nothing recomputed), it repeatedly removes the split point
 // that lowers the peak most per unit of added recompute time, until the
-// budget is met, no removal lowers the peak, or limit evaluations are spent.
+// budget is met, no removal lowers the peak, or the next round (one
+// evaluation per split point) would pass limit evaluations.
 func (s *mgeSearch) greedyMerge(limit int64, ratio bool) (mgeRecord, int64) {
 	p := s.p
 	cur := make([]int32, 0, len(p.cands)+1)
@@ -127,7 +137,9 @@ func (s *mgeSearch) greedyMerge(limit int64, ratio bool) (mgeRecord, int64) {
 	cur = append(cur, int32(p.n-1))
 	best := mgeRecord{s: cur, r: s.evalOne(cur)}
 	spent := int64(1)
-	for !s.feasible(best.r) && spent < limit && s.ctx.Err() == nil {
+	// A round evaluates every removal; one that cannot finish within limit
+	// is not started (its choice would only see a prefix of the graph).
+	for !s.feasible(best.r) && spent+int64(len(best.s)-1) <= limit && s.ctx.Err() == nil {
 		var next mgeRecord
 		bestGain := -1.0
 		for k := 0; k+1 < len(best.s) && spent < limit; k++ {
