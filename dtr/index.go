@@ -37,9 +37,22 @@ import (
 //   - static (msps: c / m <= (c + ancestors) / m; size: 1 / m exact): one
 //     heap on the static key.
 //   - lru: one heap on the last access, which is the exact score.
+//   - lookahead family (lookahead, lookahead-msps): score = num / (m *
+//     max(next - step, 1)) with num >= c. Buckets by c/m as for staleness;
+//     within a bucket the heap is ordered by next use, latest at the root,
+//     and the bound 2^k / max(next - step, 1) grows from the root down. The
+//     step moves every distance but not the order within a bucket; a
+//     candidate's next use changes only when the step passes it, that is
+//     after the top-level op that reads it, whose inputs are then re-keyed
+//     (the Oracle contract). Candidates never used again score exactly 0
+//     and go to a bucket ordered by pool sequence.
 //
-// Lookahead, lookahead-msps and megengine (next-use distances move with the
-// step, MegEngine's est and recompute penalty) keep the scan, as do parity
+// In the bucket of zero-cost candidates (bound 0) and the never-used bucket,
+// the heap is ordered by pool sequence number: once a zero score is found,
+// a subtree whose root comes later in pool order cannot win (ties between
+// zeros go to the earlier candidate), so it is skipped.
+//
+// megengine (its est and recompute penalty) keeps the scan, as do parity
 // mode (the reference's order of evaluation and its evaluation counts),
 // sqrt sampling and the host-retry scoring with adjacent free bytes.
 
@@ -50,6 +63,7 @@ const (
 	idxStale
 	idxStatic
 	idxLRU
+	idxAhead
 )
 
 const (
@@ -61,8 +75,9 @@ const (
 	idxLow       = 1  // c/m below 2^-64: bound 0
 	idxFirst     = 2  // first log bucket
 	idxInfB      = idxFirst + 2*idxOctaves*idxPerOctave
-	idxBuckets   = idxInfB + 1 // idxInfB: m = 0, bound +Inf
-	idxSlack     = 1e-9        // relative slack on bounds, far above float rounding
+	idxNever     = idxInfB + 1  // lookahead: never used again, score 0
+	idxBuckets   = idxNever + 1 // idxInfB: m = 0, bound +Inf
+	idxSlack     = 1e-9         // relative slack on bounds, far above float rounding
 )
 
 type candIndex struct {
@@ -71,6 +86,20 @@ type candIndex struct {
 	lo    []float64 // staleness family: lower bound of c/m in the bucket
 	full  []uint64  // bitset of non-empty buckets
 	stack []int32   // scratch: DFS over a heap
+	// eq: the key's numerator includes the eq-class neighbour cost
+	// (dtr-eqclass, lookahead), lowered to stay a lower bound of the
+	// score's (see keyNum). Evictions only raise class values; a
+	// recomputation lowers its class's by what its eviction added. drop
+	// sums those decreases since the epoch began, allow is the epoch's
+	// allowance for them; dropped lists the storages recomputed since
+	// the last re-keying of their neighbours. refresh lists the
+	// candidates a search found costlier than their keys say (re-keyed
+	// after it: the lazy update).
+	eq      bool
+	drop    int64
+	allow   int64
+	dropped []int32
+	refresh []int32
 }
 
 func indexKind(cfg *Config) idxKind {
@@ -84,6 +113,8 @@ func indexKind(cfg *Config) idxKind {
 		return idxStatic
 	case LRU:
 		return idxLRU
+	case Lookahead, LookaheadMSPS:
+		return idxAhead
 	}
 	return idxNone
 }
@@ -97,26 +128,55 @@ func newCandIndex(k idxKind) *candIndex {
 	return x
 }
 
+// seqKeyed reports whether bucket b's heap is ordered by pool sequence.
+func seqKeyed(b int) bool { return b == idxZero || b == idxNever }
+
+// logBucket returns the bucket of c/m for c > 0, m > 0.
+func logBucket(c, m int64) int {
+	j := math.Floor(math.Log2(float64(c)/float64(m)) * idxPerOctave)
+	switch {
+	case j < -idxOctaves*idxPerOctave:
+		return idxLow
+	case j >= idxOctaves*idxPerOctave:
+		return idxInfB - 1
+	}
+	return idxFirst + idxOctaves*idxPerOctave + int(j)
+}
+
 // bucketOf returns the bucket of storage s and sets its heap key.
 func (r *Runtime) bucketOf(s int32) int {
 	st := &r.storages[s]
 	switch r.idx.kind {
 	case idxStale:
 		st.ikey = float64(st.lastAccess)
+		kn := r.keyNum(s)
+		st.knum = kn
 		switch {
 		case st.size == 0:
 			return idxInfB
-		case st.compute == 0:
+		case kn == 0:
+			st.ikey = float64(st.seq)
 			return idxZero
 		}
-		j := math.Floor(math.Log2(float64(st.compute)/float64(st.size)) * idxPerOctave)
+		return logBucket(kn, st.size)
+	case idxAhead:
+		n := r.nextUse(s)
+		st.inext = n
+		st.ikey = -float64(n)
 		switch {
-		case j < -idxOctaves*idxPerOctave:
-			return idxLow
-		case j >= idxOctaves*idxPerOctave:
-			return idxInfB - 1
+		case n == math.MaxInt64:
+			st.ikey = float64(st.seq)
+			return idxNever
+		case st.size == 0:
+			return idxInfB
 		}
-		return idxFirst + idxOctaves*idxPerOctave + int(j)
+		kn := r.keyNum(s)
+		st.knum = kn
+		if kn == 0 {
+			st.ikey = float64(st.seq)
+			return idxZero
+		}
+		return logBucket(kn, st.size)
 	case idxStatic:
 		if r.cfg.Heuristic == Size {
 			st.ikey = 1 / float64(st.size)
@@ -130,6 +190,77 @@ func (r *Runtime) bucketOf(s int32) int {
 	default: // idxLRU
 		st.ikey = float64(st.lastAccess)
 		return 0
+	}
+}
+
+// keyNum is the score numerator a key is computed with: the storage's
+// cost, plus, when the index tracks it, its eq-class neighbour cost less
+// what the classes may still lose in this epoch (allow - drop): a class's
+// value drops only by recomputations, whose sum over the epoch stays
+// within allow, so the key stays a lower bound of the exact numerator
+// until the epoch ends and everything is re-keyed. The neighbours of a
+// recomputed storage (which may lose the whole class, not just its share)
+// are re-keyed at once. Not counted as a heuristic evaluation.
+func (r *Runtime) keyNum(s int32) int64 {
+	c := r.storages[s].compute
+	if r.idx.eq {
+		c += r.eqKeyPart(r.eqNeighbours(s))
+	}
+	return c
+}
+
+// eqKeyPart is the part of eq-class neighbour cost e a key may count.
+func (r *Runtime) eqKeyPart(e int64) int64 {
+	return max(e-(r.idx.allow-r.idx.drop), 0)
+}
+
+// idxDropped re-keys, after recomputations, the candidates next to the
+// recomputed storages (they may have lost their link to a class) and, once
+// the classes' values have dropped by more than the epoch's allowance since
+// it began, every candidate (a new epoch).
+func (r *Runtime) idxDropped() {
+	x := r.idx
+	if x.drop > x.allow {
+		r.idxNewEpoch()
+	} else {
+		for _, s := range x.dropped {
+			r.idxRekeyNeighbours(s)
+		}
+	}
+	x.dropped = x.dropped[:0]
+}
+
+// idxNewEpoch starts an epoch of the eq-class keys: the allowance is a
+// sixteenth of the model compute so far (so a run has about 16 epochs per
+// baseline compute recomputed), and every candidate is re-keyed.
+func (r *Runtime) idxNewEpoch() {
+	x := r.idx
+	x.drop = 0
+	x.allow = max(r.stats.ModelCompute/16, 1)
+	for _, s := range r.pool {
+		if s >= 0 && r.storages[s].ibucket >= 0 {
+			r.idxRekey(s)
+		}
+	}
+}
+
+// idxRekeyNeighbours re-keys the indexed neighbours of storage s whose key
+// numerator is no longer the current one.
+func (r *Runtime) idxRekeyNeighbours(s int32) {
+	for _, t := range r.storages[s].tensors {
+		tt := &r.tensors[t]
+		for _, p := range r.ops[tt.op].args {
+			r.idxRekeyIfChanged(s, r.tensors[p].st)
+		}
+		for _, c := range tt.children {
+			r.idxRekeyIfChanged(s, r.tensors[c].st)
+		}
+	}
+}
+
+func (r *Runtime) idxRekeyIfChanged(s, ns int32) {
+	if ns != s && r.storages[ns].ibucket >= 0 && r.keyNum(ns) != r.storages[ns].knum {
+		r.idxRekey(ns)
 	}
 }
 
@@ -189,7 +320,7 @@ func (r *Runtime) touch(s int32, clock int64) {
 		return
 	}
 	st.lastAccess = clock
-	if r.idx != nil && st.ibucket >= 0 && r.idx.kind != idxStatic {
+	if r.idx != nil && st.ibucket >= 0 && (r.idx.kind == idxStale || r.idx.kind == idxLRU) && !seqKeyed(int(st.ibucket)) {
 		// the key only grows: sift down in place
 		st.ikey = float64(clock)
 		r.idxDown(int(st.ibucket), int(st.ipos))
@@ -238,11 +369,24 @@ func (r *Runtime) idxDown(b, i int) {
 
 // bound is a lower bound of s's exact score in bucket b at the current clock.
 func (r *Runtime) bound(b int, s int32) float64 {
+	if seqKeyed(b) {
+		return 0 // the heap order says nothing about the score
+	}
 	st := &r.storages[s]
-	if r.idx.kind == idxStale {
+	switch r.idx.kind {
+	case idxStale:
 		d := r.stats.Clock - st.lastAccess
 		if d <= 0 {
 			return math.Inf(1)
+		}
+		return r.idx.lo[b] / float64(d)
+	case idxAhead:
+		if b == idxNever {
+			return 0
+		}
+		d := st.inext - r.step
+		if d < 1 {
+			d = 1
 		}
 		return r.idx.lo[b] / float64(d)
 	}
@@ -289,6 +433,14 @@ func (r *Runtime) chooseIndexed() int32 {
 			}
 		}
 	}
+	// lazy update: the candidates found costlier than their keys say get
+	// their keys raised, so later searches skip them sooner
+	for _, s := range x.refresh {
+		if r.storages[s].ibucket >= 0 {
+			r.idxRekey(s)
+		}
+	}
+	x.refresh = x.refresh[:0]
 	return c.best
 }
 
@@ -312,7 +464,13 @@ func (r *Runtime) idxSearch(b int, c *idxChoice) {
 		if c.best >= 0 && r.bound(b, s) > c.bs.f {
 			continue // the whole subtree is bounded above the best
 		}
+		if c.best >= 0 && c.bs.f == 0 && seqKeyed(b) && r.storages[s].seq > c.bseq {
+			continue // the subtree comes after the best zero in pool order
+		}
 		sc := r.evaluate(s)
+		if st := &r.storages[s]; r.idx.eq && b != idxNever && st.compute+r.eqKeyPart(sc.num-st.compute) > st.knum {
+			r.idx.refresh = append(r.idx.refresh, s)
+		}
 		if seq := r.storages[s].seq; c.best < 0 || r.idxBetter(sc, seq, c.bs, c.bseq) {
 			c.best, c.bs, c.bseq = s, sc, seq
 		}

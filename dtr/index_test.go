@@ -12,7 +12,7 @@ import (
 
 // indexedHeuristics are the heuristics the default mode searches with the
 // candidate index.
-var indexedHeuristics = []Heuristic{HDTR, HDTREqClass, HDTRLocal, MSPS, LRU, Size}
+var indexedHeuristics = []Heuristic{HDTR, HDTREqClass, HDTRLocal, MSPS, LRU, Size, Lookahead, LookaheadMSPS}
 
 // TestIndexMatchesScanOnLogs replays both logs at every ratio with every
 // indexed heuristic, eager and lazy locking, and checks at every eviction
@@ -37,12 +37,18 @@ func TestIndexMatchesScanOnLogs(t *testing.T) {
 					require.NoError(t, err)
 					require.NotNil(t, rt.idx, h.String())
 					rt.idxCheck = true
+					if h.NeedsOracle() {
+						rt.SetOracle(newTraceOracle(tr))
+					}
 					errI := rt.replay(context.Background(), tr)
 					sc := cfg
 					sc.Scan = true
 					rs, err := New(sc, nil)
 					require.NoError(t, err)
 					require.Nil(t, rs.idx)
+					if h.NeedsOracle() {
+						rs.SetOracle(newTraceOracle(tr))
+					}
 					errS := rs.replay(context.Background(), tr)
 					name := fmt.Sprintf("%s %s lazy=%v ratio %.1f", m, h, lazy, ratio)
 					require.Zero(t, rt.idxMismatch, name)

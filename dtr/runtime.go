@@ -37,7 +37,9 @@ type AdjacencyHost interface {
 
 // Oracle tells the Lookahead heuristic when a tensor is next used: the step
 // (count of top-level Compute calls) of its next use at or after now, or
-// math.MaxInt64 if never.
+// math.MaxInt64 if never. A tensor's answer may change only once the step
+// passes it: a use at step k is an input of the k-th top-level Compute (the
+// candidate index re-keys that op's inputs after it, see index.go).
 type Oracle interface {
 	NextUse(t TensorID, now int64) int64
 }
@@ -119,6 +121,8 @@ type storage struct {
 	ibucket int16
 	ipos    int32
 	seq     int64
+	inext   int64 // lookahead index: next use when keyed
+	knum    int64 // the score numerator the key was computed with
 }
 
 type tensor struct {
@@ -217,6 +221,7 @@ func New(cfg Config, host Host) (*Runtime, error) {
 	r.stats.Clock = 1
 	if k := indexKind(&cfg); k != idxNone {
 		r.idx = newCandIndex(k)
+		r.idx.eq = cfg.Heuristic == HDTREqClass || cfg.Heuristic == Lookahead
 	}
 	return r, nil
 }
@@ -357,6 +362,15 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 		r.touch(r.tensors[t].st, r.stats.Clock)
 	}
 	r.step++
+	if r.idx != nil && r.idx.kind == idxAhead {
+		// the inputs' next uses were this step: re-key them (the index's
+		// Oracle contract, see index.go)
+		for _, p := range o.args {
+			if s := r.tensors[p].st; r.storages[s].ibucket >= 0 {
+				r.idxRekey(s)
+			}
+		}
+	}
 	if len(r.pending) > 0 {
 		r.retryPending()
 	}
@@ -1011,15 +1025,18 @@ func (r *Runtime) compute(t int32, remat bool) error {
 		r.stats.Memory -= o.sizes[r.tensors[u].index]
 	}
 	eq := r.usesEqClass()
+	dropped := false
 	for _, s := range r.scratch[rs:] {
 		st := &r.storages[s]
 		if remat {
 			st.remats++
 		}
-		if st.refInt == 0 && !st.pinned {
-			r.makeEvictable(s)
-		}
 		if eq && st.ecn >= 0 {
+			dropped = true
+			if r.idx != nil && r.idx.eq {
+				r.idx.dropped = append(r.idx.dropped, s)
+				r.idx.drop += st.ecv
+			}
 			root := r.ufFind(st.ecn)
 			if r.cfg.Parity {
 				r.ufValue[root] -= r.hcost(s) // as the reference
@@ -1031,6 +1048,14 @@ func (r *Runtime) compute(t int32, remat bool) error {
 			}
 			st.ecn = -1
 		}
+	}
+	for _, s := range r.scratch[rs:] {
+		if st := &r.storages[s]; st.refInt == 0 && !st.pinned {
+			r.makeEvictable(s)
+		}
+	}
+	if dropped && r.idx != nil && r.idx.eq {
+		r.idxDropped()
 	}
 	r.scratch = r.scratch[:base]
 	return nil
