@@ -42,7 +42,14 @@ func PlanFromSchedule(g *graph.Graph, strategy string, ops []graph.OpID) (*Plan,
 		r := g.StorageOf(graph.TensorID(i))
 		root[i] = r
 		rt := &g.Tensors[r]
-		keep[i] = rt.Producer == graph.NoOp || rt.Kind.Persistent() || isFinalParamGrad(g, r)
+		keep[i] = rt.Producer == graph.NoOp || rt.Kind.Persistent()
+	}
+	// A parameter's final gradient keeps its storage (it may be a view, as
+	// an exporter trace's .grad of a transposed mm output is).
+	for i := range g.Tensors {
+		if isFinalParamGrad(g, graph.TensorID(i)) {
+			keep[root[i]] = true
+		}
 	}
 	// Reverse pass: liveAfter[r] says storage r is read later, before being
 	// re-created. freeAt collects (position, tensor) pairs.
@@ -97,7 +104,7 @@ func PlanFromSchedule(g *graph.Graph, strategy string, ops []graph.OpID) (*Plan,
 	return &Plan{Strategy: strategy, Steps: steps}, nil
 }
 
-// isFinalParamGrad reports whether storage r is a parameter's gradient that
+// isFinalParamGrad reports whether tensor r is a parameter's gradient that
 // no grad_accumulate sums further: the parameter's .grad (PyTorch), gradient
 // array (MXNet) or param.grad (MegEngine), which the framework holds until
 // the next step clears it, so it stays allocated to the end of the step

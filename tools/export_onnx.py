@@ -2,7 +2,10 @@
 """Export the ONNX models remat's importer is tested on.
 
 Writes torchvision's resnet18, resnet50, mobilenet_v2, densenet121 and vgg16
-and a small transformer encoder classifier to OUT/<name>.onnx with
+and a small transformer encoder classifier to OUT/<name>.onnx (and, on
+request, the other fidelity families: googlenet (Inception), squeezenet1_1,
+vgg11s (VGG-style with global pooling, exportable at any image size), a small
+vision transformer "vit" and a 2-layer LSTM classifier "lstm") with
 export_params=False: the weights are not stored, they stay graph inputs with
 their shapes, so each file is a few hundred kilobytes however large the
 model. The batch axis is dynamic (named "batch"); remat's importer fixes it
@@ -16,6 +19,7 @@ Usage (from the repository root):
 
     /usr/bin/python3 tools/export_onnx.py                  # all models, 224x224
     /usr/bin/python3 tools/export_onnx.py --out DIR --image 224 resnet18 transformer
+    /usr/bin/python3 tools/export_onnx.py --out DIR --image 32 --opset 0 vit lstm googlenet
 
 Needs torch and torchvision (tested with torch 1.13, torchvision 0.14).
 """
@@ -30,7 +34,9 @@ import torch.nn as nn
 OPSET = 17  # LayerNormalization needs 17 (the highest torch 1.13 exports); BatchNormalization training_mode needs >= 14
 
 VISION = ["resnet18", "resnet50", "mobilenet_v2", "densenet121", "vgg16"]
-ALL = VISION + ["transformer"]
+DEFAULT = VISION + ["transformer"]
+EXTRA = ["googlenet", "squeezenet1_1", "vgg11s", "vit", "lstm"]
+ALL = DEFAULT + EXTRA
 
 
 class TinyTransformer(nn.Module):
@@ -55,22 +61,84 @@ class TinyTransformer(nn.Module):
         return self.head(x.mean(dim=1))
 
 
-def build(name):
-    """Return (model, example input) for a model name."""
-    if name == "transformer":
-        m = TinyTransformer()
-        return m, torch.randint(0, 1000, (2, m.seq), dtype=torch.int64)
+class TinyViT(nn.Module):
+    """Vision transformer: 8x8 patches embedded by a strided convolution, a
+    class token, learned positions, a 2-layer nn.TransformerEncoder (d_model
+    64, 4 heads, feed-forward 128, GELU, dropout 0.1), LayerNorm and a linear
+    head on the class token."""
+
+    def __init__(self, image=32, patch=8, d_model=64, nhead=4, ff=128, layers=2, classes=10):
+        super().__init__()
+        self.embed = nn.Conv2d(3, d_model, patch, stride=patch)
+        n = (image // patch) ** 2
+        self.cls = nn.Parameter(torch.zeros(1, 1, d_model))
+        self.pos = nn.Parameter(torch.zeros(1, n + 1, d_model))
+        layer = nn.TransformerEncoderLayer(d_model, nhead, ff, dropout=0.1, activation="gelu", batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, classes)
+
+    def forward(self, x):
+        x = self.embed(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        x = self.norm(self.encoder(x))
+        return self.head(x[:, 0])
+
+
+class TinyLSTM(nn.Module):
+    """Token classifier: embedding 64, a 2-layer nn.LSTM (hidden 64,
+    batch_first) over 16 tokens, a linear head on the last step."""
+
+    def __init__(self, vocab=1000, seq=16, embed=64, hidden=64, layers=2, classes=10):
+        super().__init__()
+        self.seq = seq
+        self.embed = nn.Embedding(vocab, embed)
+        self.lstm = nn.LSTM(embed, hidden, layers, batch_first=True)
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, ids):
+        out, _ = self.lstm(self.embed(ids))
+        return self.head(out[:, -1])
+
+
+def vgg11s():
+    """VGG-style: torchvision's vgg11 convolutions, global average pooling
+    and one linear layer (vgg16's 7x7 adaptive pooling exports only at
+    multiples of 224 pixels)."""
     import torchvision
 
-    return getattr(torchvision.models, name)(), None
+    m = torchvision.models.vgg11()
+    m.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+    m.classifier = nn.Linear(512, 1000)
+    return m
 
 
-def export(name, out_dir, image):
-    model, example = build(name)
-    if example is None:
-        example = torch.randn(2, 3, image, image)
+def build(name, image=224, batch=2):
+    """Return (model, example input, number of classes) for a model name."""
+    if name in ("transformer", "lstm"):
+        m = TinyTransformer() if name == "transformer" else TinyLSTM()
+        return m, torch.randint(0, 1000, (batch, m.seq), dtype=torch.int64), 10
+    x = torch.randn(batch, 3, image, image)
+    if name == "vit":
+        return TinyViT(image=image), x, 10
+    if name == "vgg11s":
+        return vgg11s(), x, 1000
+    import torchvision
+
+    kw = {}
+    if name == "googlenet":
+        kw = {"aux_logits": False, "init_weights": False}
+    return getattr(torchvision.models, name)(**kw), x, 1000
+
+
+def export(name, out_dir, image, opset=OPSET):
+    """Export a model in training mode to OUT_DIR/NAME.onnx with a dynamic
+    batch axis; opset None uses torch.onnx.export's default, as a user who
+    does not pass opset_version gets."""
+    model, example, _ = build(name, image)
     model.train()
     path = os.path.join(out_dir, name + ".onnx")
+    kw = {} if opset is None else {"opset_version": opset}
     torch.onnx.export(
         model,
         (example,),
@@ -78,10 +146,10 @@ def export(name, out_dir, image):
         export_params=False,
         training=torch.onnx.TrainingMode.TRAINING,
         do_constant_folding=False,
-        opset_version=OPSET,
         input_names=["input"],
         output_names=["output"],
         dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
+        **kw,
     )
     params = sum(p.numel() for p in model.parameters())
     print(f"{path}: {os.path.getsize(path)} bytes, {params} parameters", file=sys.stderr)
@@ -92,7 +160,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="testdata/onnx", help="output directory (default testdata/onnx)")
     ap.add_argument("--image", type=int, default=224, help="image height and width of the vision models (default 224)")
-    ap.add_argument("models", nargs="*", default=ALL, help="models to export (default: all of %s)" % ", ".join(ALL))
+    ap.add_argument("--opset", type=int, default=OPSET, help="ONNX opset (default %d; 0: torch.onnx.export's default)" % OPSET)
+    ap.add_argument("models", nargs="*", default=DEFAULT, help="models to export (default: %s; also %s)" % (", ".join(DEFAULT), ", ".join(EXTRA)))
     args = ap.parse_args(argv)
     for m in args.models:
         if m not in ALL:
@@ -100,7 +169,7 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(0)
     for m in args.models:
-        export(m, args.out, args.image)
+        export(m, args.out, args.image, args.opset or None)
 
 
 if __name__ == "__main__":

@@ -1,32 +1,42 @@
 #!/usr/bin/python3
-"""Fidelity harness: remat's predicted peak memory vs PyTorch's own.
+"""Fidelity harness: remat's predicted peak memory vs PyTorch's own, through
+the path a user takes.
 
-For each model and batch size it runs one training step on CPU (forward,
-F.cross_entropy against random labels, backward, SGD step without momentum,
-gradients set to None beforehand) under torch.profiler with
-profile_memory=True, after one warm-up step. The measured peak is the bytes
-resident before the step (parameters, buffers, the input and the labels) plus
-the largest running sum of the profiler's [memory] allocation and free events
-in time order: what PyTorch's CPU allocator had handed out at its fullest.
+For each model it exports the ONNX file a new user would
+(torch.onnx.export(..., training=TrainingMode.TRAINING), torch's default
+opset, dynamic batch axis; tools/export_onnx.py) and, for each batch size and
+for a training step with SGD and without an optimizer, runs:
 
-It then predicts the same peak twice, with the ideal allocator and no
-strategy (sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})), through
-tools/fidelity (go run ./tools/fidelity):
-  * ONNX route: testdata/onnx/<model>.onnx imported with graph/onnx.Import
-    (batch set, loss cross_entropy, SGD updating in place, dropout saving a
-    mask of the input's type as PyTorch does on CPU);
-  * exporter route: tools/export_torch.py's trace of the same step.
+  * measured: one step on CPU (gradients set to None, forward,
+    F.cross_entropy against random labels, backward, and SGD.step() (lr 0.01,
+    no momentum) unless the optimizer is none) under torch.profiler with
+    profile_memory=True, after one warm-up step. The step peak is the largest
+    running sum of the profiler's [memory] allocation and free events in time
+    order: what PyTorch's CPU allocator handed out at its fullest on top of
+    what was resident before the step (parameters, buffers, input, labels).
+  * ONNX route: exactly the user's command, with no other flag,
+        sim report --onnx M.onnx --batch B --device cpu --allocator ideal --strategies none --format json
+    and again with --optimizer none. Its peak minus the resident bytes
+    (parameters, buffers, input and labels, as PyTorch holds them) is the
+    predicted step peak.
+  * exporter route: tools/export_torch.py's trace of the same step, through
+        sim report --graph step.json --device cpu --allocator ideal --strategies none --format json
 
-Checkpoint rows run torch.utils.checkpoint.checkpoint_sequential over
-vgg16.features (31 modules) and mobilenet_v2.features (19 modules) with k
-segments (use_reentrant=False) and compare with the equivalent plan built by
-tools/fidelity -checkpoint from the ONNX import.
+Checkpoint rows run torch.utils.checkpoint (use_reentrant=False) around one
+or several regions of a model - checkpoint_sequential over vgg11s.features,
+and each of resnet18's four stages - against the plan tools/fidelity builds
+on the ONNX import through the same options path (-checkpoint REGIONS).
 
-Images are 224x224 (the ONNX files' size; vgg16's adaptive pooling cannot be
-exported at smaller sizes), the transformer reads 64 tokens. Batch sizes 2
-and 4. Runtime on 2 cores: a few minutes.
+Images are 64x64 by default, sequences 64 (transformer) and 16 (lstm)
+tokens; batch sizes 2 and 4. Runtime on 2 cores: a few minutes.
 
     /usr/bin/python3 tools/fidelity.py --out docs/fidelity.md
+    /usr/bin/python3 tools/fidelity.py --models resnet18,vit --batches 2 --no-checkpoint --out /tmp/f.md
+
+With --export DIR it only writes, for the Go test of tools/fidelity, each
+model's ONNX file DIR/NAME.onnx and the exporter's traces of the steps with
+SGD and without an optimizer (DIR/NAME.sgd.json, DIR/NAME.none.json) at the
+first batch size.
 """
 
 import argparse
@@ -47,21 +57,30 @@ sys.path.insert(0, HERE)
 import export_onnx  # noqa: E402
 import export_torch  # noqa: E402
 
-MODELS = ["resnet18", "resnet50", "mobilenet_v2", "densenet121", "vgg16", "transformer"]
+# One model per family at least: CNNs (incl. Inception- and SqueezeNet-style
+# and a VGG-style), a vision transformer, a transformer encoder, an LSTM.
+MODELS = ["resnet18", "resnet50", "mobilenet_v2", "densenet121", "vgg11s", "googlenet", "squeezenet1_1",
+          "vit", "transformer", "lstm"]
+FAMILY = {"resnet18": "CNN", "resnet50": "CNN", "mobilenet_v2": "CNN", "densenet121": "CNN",
+          "vgg11s": "CNN (VGG-style)", "googlenet": "CNN (Inception)", "squeezenet1_1": "CNN (SqueezeNet)",
+          "vit": "vision transformer", "transformer": "transformer encoder", "lstm": "LSTM"}
 BATCHES = [2, 4]
+IMAGE = 64
+OPTIMIZERS = ["sgd", "none"]
 NOTES_MARKER = "<!-- notes: kept by tools/fidelity.py -->"
-CHECKPOINTS = [("vgg16", "features", 31, 4), ("mobilenet_v2", "features", 19, 4)]
+# (model, regions for tools/fidelity, description, how to checkpoint the
+# PyTorch model)
+CHECKPOINTS = [
+    ("vgg11s", ["-checkpoint-sequential", "features:21:4"], "checkpoint_sequential(features, 4)", ("sequential", "features", 4)),
+    ("resnet18", ["-checkpoint", "layer1;layer2;layer3;layer4"], "checkpoint(layer1) ... checkpoint(layer4)",
+     ("modules", ["layer1", "layer2", "layer3", "layer4"])),
+]
 
 
-def make(name, batch):
+def make(name, batch, image=IMAGE):
+    """The model (seeded), its input and labels."""
     torch.manual_seed(0)
-    model, _ = export_onnx.build(name)
-    if name == "transformer":
-        x = torch.randint(0, 1000, (batch, model.seq), dtype=torch.int64)
-        classes = 10
-    else:
-        x = torch.randn(batch, 3, 224, 224)
-        classes = 1000
+    model, x, classes = export_onnx.build(name, image, batch)
     y = torch.randint(0, classes, (batch,), dtype=torch.int64)
     return model, x, y
 
@@ -90,22 +109,38 @@ def checkpoint_sequential(functions, segments, x):
     return run(end + 1, len(functions) - 1)(x)
 
 
-class Checkpointed(nn.Module):
-    """A torchvision model whose `attr` Sequential runs under
-    checkpoint_sequential with k segments."""
+class Sequential(nn.Module):
+    """A Sequential run under checkpoint_sequential with k segments."""
 
-    def __init__(self, model, attr, k):
+    def __init__(self, seq, k):
         super().__init__()
-        self.model, self.attr, self.k = model, attr, k
+        self.seq, self.k = seq, k
 
     def forward(self, x):
-        x = checkpoint_sequential(getattr(self.model, self.attr), self.k, x)
-        m = self.model
-        if hasattr(m, "avgpool"):  # vgg
-            x = torch.flatten(m.avgpool(x), 1)
-        else:  # mobilenet_v2
-            x = torch.flatten(F.adaptive_avg_pool2d(x, (1, 1)), 1)
-        return m.classifier(x)
+        return checkpoint_sequential(self.seq, self.k, x)
+
+
+class Region(nn.Module):
+    """A module run under torch.utils.checkpoint.checkpoint (non-reentrant)."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+
+        return checkpoint(self.m, x, use_reentrant=False)
+
+
+def checkpointed(model, how):
+    """model with its regions checkpointed as CHECKPOINTS says."""
+    if how[0] == "sequential":
+        setattr(model, how[1], Sequential(getattr(model, how[1]), how[2]))
+    else:
+        for attr in how[1]:
+            setattr(model, attr, Region(getattr(model, attr)))
+    return model
 
 
 def resident_bytes(model, *tensors):
@@ -114,10 +149,33 @@ def resident_bytes(model, *tensors):
     return n + sum(t.numel() * t.element_size() for t in tensors)
 
 
-def measure(model, x, y):
-    """PyTorch's peak bytes of one training step (see the module doc)."""
+class NoOptimizer:
+    """The step without an optimizer: gradients are set to None before it
+    and stay in .grad after it."""
+
+    def __init__(self, model):
+        self.params = list(model.parameters())
+        self.state = {}
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.params:
+            p.grad = None
+
+    def step(self):
+        pass
+
+
+def optimizer(model, name):
+    if name == "none":
+        return NoOptimizer(model)
+    return torch.optim.SGD(model.parameters(), lr=0.01)
+
+
+def step_events(model, x, y, opt_name="sgd"):
+    """Runs the measured step; returns the profiler's [memory] events in time
+    order and the profiler's events."""
     model.train()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    opt = optimizer(model, opt_name)
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -128,28 +186,45 @@ def measure(model, x, y):
     opt.zero_grad(set_to_none=True)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
-    events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-    events.sort(key=lambda e: e.start_us())  # stable: ties keep record order
+    events = list(prof.profiler.kineto_results.events())
+    mem = [e for e in events if e.name() == "[memory]"]
+    mem.sort(key=lambda e: e.start_us())  # stable: ties keep record order
+    return mem, events
+
+
+def measure(model, x, y, opt_name="sgd"):
+    """(resident bytes, step peak bytes) of one PyTorch step (see the doc)."""
+    mem, _ = step_events(model, x, y, opt_name)
     cur = peak = 0
-    for e in events:
+    for e in mem:
         cur += e.nbytes()
         peak = max(peak, cur)
-    return resident_bytes(model, x, y) + peak
+    return resident_bytes(model, x, y), peak
 
 
-# What PyTorch's CPU dropout saves for backward: a noise tensor of the input's
-# type (F.dropout is fused into native_dropout, with a bool mask, only on
-# CUDA); the ONNX import must model it to predict a CPU step (see
-# graph/onnx.DropoutMaskLikeInput).
-DROPOUT_MASK = "like-input"
+class Tools:
+    """The sim and tools/fidelity binaries, built once from this tree."""
+
+    def __init__(self, tmp):
+        self.sim = os.path.join(tmp, "sim")
+        self.fidelity = os.path.join(tmp, "fidelity")
+        for out, pkg in ((self.sim, "./cmd/sim"), (self.fidelity, "./tools/fidelity")):
+            subprocess.run(["go", "build", "-o", out, pkg], cwd=ROOT, check=True)
+
+    def report(self, args):
+        """sim report ARGS --device cpu --allocator ideal --strategies none: the peak."""
+        cmd = [self.sim, "report"] + args + ["--device", "cpu", "--allocator", "ideal", "--strategies", "none", "--format", "json"]
+        out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True)
+        return json.loads(out.stdout)["rows"][0]["peak_allocated"]
+
+    def plan(self, args):
+        out = subprocess.run([self.fidelity] + args, cwd=ROOT, check=True, capture_output=True, text=True)
+        return json.loads(out.stdout)["peak_allocated"]
 
 
-def predict(args):
-    if "-onnx" in args:
-        args = args + ["-dropout-mask", DROPOUT_MASK]
-    out = subprocess.run(["go", "run", "./tools/fidelity"] + args, cwd=ROOT, check=True,
-                         capture_output=True, text=True)
-    return json.loads(out.stdout)["peak_allocated"]
+def trace(model, x, y, opt_name, path, name):
+    g = export_torch.trace_step(model, x, y, optimizer=optimizer(model, opt_name), name=name)
+    export_torch.write_graph(g, path)
 
 
 def rel(p, m):
@@ -157,7 +232,17 @@ def rel(p, m):
 
 
 def mb(b):
-    return "%.1f" % (b / 2**20)
+    return "%.2f" % (b / 2**20)
+
+
+def export_all(models, out, image, batch):
+    """--export: ONNX files and exporter traces for the Go test."""
+    os.makedirs(out, exist_ok=True)
+    for name in models:
+        export_onnx.export(name, out, image, None)
+        for opt in OPTIMIZERS:
+            model, x, y = make(name, batch, image)
+            trace(model, x, y, opt, os.path.join(out, "%s.%s.json" % (name, opt)), name)
 
 
 def main(argv=None):
@@ -165,79 +250,107 @@ def main(argv=None):
     ap.add_argument("--out", default="docs/fidelity.md")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--batches", default=",".join(map(str, BATCHES)))
+    ap.add_argument("--image", type=int, default=IMAGE, help="image size of the vision models (default %d)" % IMAGE)
     ap.add_argument("--no-checkpoint", action="store_true")
+    ap.add_argument("--export", metavar="DIR", help="only write ONNX files and exporter traces to DIR (see above)")
     args = ap.parse_args(argv)
     torch.set_num_threads(2)
-    rows, ck_rows = [], []
+    models = args.models.split(",")
+    for m in models:
+        if m not in export_onnx.ALL:
+            ap.error("model %r: expected one of %s" % (m, ", ".join(export_onnx.ALL)))
+    batches = [int(b) for b in args.batches.split(",")]
+    if args.export:
+        export_all(models, args.export, args.image, batches[0])
+        return
     tmp = tempfile.mkdtemp()
-    for name in args.models.split(","):
-        onnx_path = os.path.join(ROOT, "testdata", "onnx", name + ".onnx")
-        for batch in [int(b) for b in args.batches.split(",")]:
-            model, x, y = make(name, batch)
-            measured = measure(model, x, y)
-            p_onnx = predict(["-onnx", onnx_path, "-batch", str(batch)])
-            model, x, y = make(name, batch)
-            jpath = os.path.join(tmp, "%s_%d.json" % (name, batch))
-            export_torch.write_graph(export_torch.trace_step(model, x, y, name=name), jpath)
-            p_exp = predict(["-json", jpath])
-            rows.append((name, batch, measured, p_onnx, p_exp))
-            print("%-12s b=%d measured %s MB onnx %s (%+.1f%%) exporter %s (%+.1f%%)" % (
-                name, batch, mb(measured), mb(p_onnx), 100 * rel(p_onnx, measured), mb(p_exp),
-                100 * rel(p_exp, measured)), file=sys.stderr)
+    tools = Tools(tmp)
+    rows, ck_rows = [], []
+    for name in models:
+        export_onnx.export(name, tmp, args.image, None)
+        onnx_path = os.path.join(tmp, name + ".onnx")
+        for batch in batches:
+            for opt in OPTIMIZERS:
+                model, x, y = make(name, batch, args.image)
+                resident, measured = measure(model, x, y, opt)
+                flags = ["--onnx", onnx_path, "--batch", str(batch)] + (["--optimizer", "none"] if opt == "none" else [])
+                p_onnx = tools.report(flags) - resident
+                model, x, y = make(name, batch, args.image)
+                jpath = os.path.join(tmp, "%s_%d_%s.json" % (name, batch, opt))
+                trace(model, x, y, opt, jpath, name)
+                p_exp = tools.report(["--graph", jpath]) - resident
+                rows.append((name, batch, opt, measured, p_onnx, p_exp))
+                print("%-13s b=%d %-4s measured %s MiB onnx %s (%+.1f%%) exporter %s (%+.1f%%)" % (
+                    name, batch, opt, mb(measured), mb(p_onnx), 100 * rel(p_onnx, measured), mb(p_exp),
+                    100 * rel(p_exp, measured)), file=sys.stderr)
     if not args.no_checkpoint:
-        for name, attr, mods, k in CHECKPOINTS:
-            onnx_path = os.path.join(ROOT, "testdata", "onnx", name + ".onnx")
-            for batch in [int(b) for b in args.batches.split(",")]:
-                model, x, y = make(name, batch)
-                measured = measure(Checkpointed(model, attr, k), x, y)
-                p = predict(["-onnx", onnx_path, "-batch", str(batch), "-checkpoint", "%s:%d:%d" % (attr, mods, k)])
-                ck_rows.append((name, attr, k, batch, measured, p))
-                print("%-12s %s k=%d b=%d measured %s MB plan %s (%+.1f%%)" % (
-                    name, attr, k, batch, mb(measured), mb(p), 100 * rel(p, measured)), file=sys.stderr)
-    write_doc(args.out, rows, ck_rows)
+        for name, spec, desc, how in CHECKPOINTS:
+            if name not in models:
+                export_onnx.export(name, tmp, args.image, None)
+            onnx_path = os.path.join(tmp, name + ".onnx")
+            for batch in batches:
+                model, x, y = make(name, batch, args.image)
+                resident, measured = measure(checkpointed(model, how), x, y)
+                p = tools.plan(["-onnx", onnx_path, "-batch", str(batch), "-device", "cpu"] + spec) - resident
+                ck_rows.append((name, desc, " ".join(spec), batch, measured, p))
+                print("%-13s %s b=%d measured %s MiB plan %s (%+.1f%%)" % (
+                    name, desc, batch, mb(measured), mb(p), 100 * rel(p, measured)), file=sys.stderr)
+    write_doc(args.out, rows, ck_rows, args.image, " ".join(sys.argv[1:]) if argv is None else " ".join(argv))
 
 
-def write_doc(path, rows, ck_rows):
+def write_doc(path, rows, ck_rows, image, cmdline):
     notes = NOTES_MARKER + "\n"
     if os.path.exists(path):
         with open(path) as f:
             old = f.read()
         if NOTES_MARKER in old:
             notes = old[old.index(NOTES_MARKER):]
+    within5 = sum(1 for r in rows if abs(rel(r[4], r[3])) <= 0.05)
+    within10 = sum(1 for r in rows if abs(rel(r[4], r[3])) <= 0.10)
     lines = [
         "# Fidelity: predicted vs measured peak memory",
         "",
-        "Generated by `/usr/bin/python3 tools/fidelity.py --out docs/fidelity.md` (torch %s, CPU, "
-        "224x224 images, 64-token sequences). Do not edit the tables by hand; the prose after them "
-        "(after the notes marker) is kept when the file is regenerated." % torch.__version__,
+        "Generated by `/usr/bin/python3 tools/fidelity.py %s` (torch %s, CPU, %dx%d images, "
+        "64-token (transformer) and 16-token (lstm) sequences). Do not edit the tables by hand; the prose "
+        "after them (after the notes marker) is kept when the file is regenerated. "
+        "The per-strategy table is [docs/fidelity-plans.md](fidelity-plans.md)." % (cmdline.strip(), torch.__version__, image, image),
         "",
-        "Measured: PyTorch's own peak of one training step (torch.profiler, profile_memory=True: "
-        "resident parameters, buffers, input and labels plus the largest running sum of allocation "
-        "events). Predicted: remat's simulated peak with the ideal allocator and no strategy, from the "
-        "ONNX import (graph/onnx) and from the exporter's trace (tools/export_torch.py). MiB = 2^20 bytes; "
-        "error = (predicted - measured) / measured.",
+        "Measured: the step peak of one PyTorch training step on CPU (torch.profiler, profile_memory=True: the "
+        "largest running sum of allocation and free events; parameters, buffers, input and labels, resident "
+        "before the step, are not part of it). Optimizer sgd: `SGD(lr=0.01).step()` ends the step; none: "
+        "forward and backward only, the gradients stay in `.grad`.",
         "",
-        "| model | batch | measured MiB | ONNX import MiB | error | exporter MiB | error |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "Predicted, ONNX route: the user's command on the model exported with "
+        "`torch.onnx.export(..., training=TrainingMode.TRAINING)` (torch's default opset), with no other flag: "
+        "`sim report --onnx M.onnx --batch B --device cpu --allocator ideal --strategies none` "
+        "(and `--optimizer none`), minus the resident bytes. Exporter route: "
+        "`sim report --graph step.json` with the same flags, on tools/export_torch.py's trace of the same step. "
+        "MiB = 2^20 bytes; error = (predicted - measured) / measured.",
+        "",
+        "ONNX route within 5%%: %d of %d rows; within 10%%: %d of %d." % (within5, len(rows), within10, len(rows)),
+        "",
+        "| model | family | batch | optimizer | measured MiB | ONNX import MiB | error | exporter MiB | error |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|",
     ]
-    for name, batch, m, po, pe in rows:
-        lines.append("| %s | %d | %s | %s | %+.1f%% | %s | %+.1f%% |" % (
-            name, batch, mb(m), mb(po), 100 * rel(po, m), mb(pe), 100 * rel(pe, m)))
+    for name, batch, opt, m, po, pe in rows:
+        lines.append("| %s | %s | %d | %s | %s | %s | %+.1f%% | %s | %+.1f%% |" % (
+            name, FAMILY.get(name, "-"), batch, opt, mb(m), mb(po), 100 * rel(po, m), mb(pe), 100 * rel(pe, m)))
     if ck_rows:
         lines += [
             "",
-            "## checkpoint_sequential",
+            "## Checkpointed regions",
             "",
-            "torch.utils.checkpoint.checkpoint_sequential(model.features, k, x) (its segmentation loop with use_reentrant=False, see tools/fidelity.py) "
-            "measured as above, against the equivalent plan on the ONNX import (`go run ./tools/fidelity "
-            "-checkpoint features:MODULES:k`: the first k-1 segments keep only their inputs and are "
-            "recomputed before their backward).",
+            "torch.utils.checkpoint.checkpoint (use_reentrant=False) around each region (checkpoint_sequential's "
+            "segmentation loop for a Sequential, see tools/fidelity.py), optimizer sgd, measured as above, against "
+            "the plan tools/fidelity builds on the ONNX import through the CLI's options path (`go run ./tools/fidelity "
+            "-onnx M.onnx -batch B -device cpu REGIONS`: each region keeps only its inputs and output and is "
+            "recomputed as a whole before the first backward op that differentiates one of its ops).",
             "",
-            "| model | sequential | k | batch | measured MiB | plan MiB | error |",
-            "|---|---|---:|---:|---:|---:|---:|",
+            "| model | PyTorch | tools/fidelity | batch | measured MiB | plan MiB | error |",
+            "|---|---|---|---:|---:|---:|---:|",
         ]
-        for name, attr, k, batch, m, p in ck_rows:
-            lines.append("| %s | %s | %d | %d | %s | %s | %+.1f%% |" % (name, attr, k, batch, mb(m), mb(p), 100 * rel(p, m)))
+        for name, desc, spec, batch, m, p in ck_rows:
+            lines.append("| %s | %s | `%s` | %d | %s | %s | %+.1f%% |" % (name, desc, spec, batch, mb(m), mb(p), 100 * rel(p, m)))
     lines += ["", notes.rstrip(), ""]
     with open(path, "w") as f:
         f.write("\n".join(lines))

@@ -1,20 +1,34 @@
-// Command fidelity prints remat's predicted peak memory of one training step
-// for the fidelity harness (tools/fidelity.py): the graph comes from an ONNX
-// file (graph/onnx.Import) or from the PyTorch exporter's native JSON
-// (tools/export_torch.py), and is simulated with the ideal allocator and no
-// strategy: sim.Simulate(g, sim.DefaultPlan(g), sim.Options{}).
+// Command fidelity predicts the peak memory of one training step through the
+// CLI's own path, for the fidelity harness (tools/fidelity.py) and for
+// checkpoint plans the CLI cannot express. The settings are the
+// environment's (REMAT_*, MXNET_*, ... as sim reads them) with the same
+// flags as sim (-device, -framework, -dropout-mask, -optimizer), the
+// framework preset for the device and the strategy options come from
+// strategy.OptionsFor, and an ONNX model is imported with remat.ImportONNX:
+// the calls `sim report` makes, so a plain run prints the peak_allocated of
 //
-// With -checkpoint PREFIX:MODULES:K the plan instead mirrors
-// torch.utils.checkpoint.checkpoint_sequential(PREFIX, K): forward ops whose
-// ONNX node name lies in module PREFIX.i of the first K-1 segments keep only
-// the segment inputs, and each such segment is recomputed right before the
-// first backward op that differentiates one of its ops.
+//	sim report --onnx M --batch B --device cpu --allocator ideal --strategies none
 //
-// The ONNX import models PyTorch on CPU by default (-dropout-mask
-// like-input: dropout saves a mask of the input's type, see
-// onnx.DropoutMaskLikeInput), since the harness measures CPU steps.
+// (TestSameAsCLI checks that). The graph comes from an ONNX file or from the
+// PyTorch exporter's native JSON (tools/export_torch.py).
 //
-// Output: one JSON object {"graph", "ops", "params", "peak_allocated"}.
+// With -checkpoint REGIONS the plan instead mirrors torch.utils.checkpoint
+// (use_reentrant=False) around each region: the forward ops of a region keep
+// nothing for backward but the region's input, and the region is
+// recomputed as a whole right before the first backward op that
+// differentiates one of its ops (when autograd first unpacks one of its
+// saved tensors). REGIONS is a list separated by ';' of
+//
+//	MODULE       every forward op of module MODULE (ONNX scope /MODULE/), e.g. layer1
+//	MODULE.A-B   children A..B of the Sequential MODULE, e.g. features.0-6
+//
+// and -checkpoint-sequential MODULE:N:K is shorthand for the regions of
+// torch.utils.checkpoint.checkpoint_sequential(MODULE, K) over a Sequential
+// of N children (segments of N/K children, all but the last checkpointed).
+//
+// Output: one JSON object {"graph", "ops", "params", "resident",
+// "peak_allocated", "recomputes"}; resident is the bytes of the tensors no op
+// produces (parameters, buffers, inputs, labels), resident from the start.
 //
 // With -compare TRACE.json (and -onnx) it prints instead a tensor-by-tensor
 // comparison of the import with tools/export_torch.py's trace of the same
@@ -22,12 +36,13 @@
 // peak, the op it is reached at and what is live there.
 //
 //	go run ./tools/fidelity -onnx testdata/onnx/resnet18.onnx -batch 2
-//	go run ./tools/fidelity -json step.json
-//	go run ./tools/fidelity -onnx vgg16.onnx -batch 2 -checkpoint features:31:4
-//	go run ./tools/fidelity -onnx transformer.onnx -batch 2 -compare step.json
+//	go run ./tools/fidelity -onnx testdata/onnx/vgg16.onnx -batch 2 -checkpoint-sequential features:31:4
+//	go run ./tools/fidelity -onnx testdata/onnx/resnet18.onnx -batch 2 -checkpoint 'layer1;layer2;layer3;layer4'
+//	go run ./tools/fidelity -onnx testdata/onnx/transformer.onnx -batch 2 -compare step.json
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -36,9 +51,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/remat-dev/remat"
+	"github.com/remat-dev/remat/config"
 	"github.com/remat-dev/remat/graph"
-	"github.com/remat-dev/remat/graph/onnx"
 	"github.com/remat-dev/remat/sim"
+	"github.com/remat-dev/remat/strategy"
 )
 
 func main() {
@@ -52,53 +69,85 @@ type result struct {
 	Graph         string `json:"graph"`
 	Ops           int    `json:"ops"`
 	Params        int64  `json:"params"`
+	Resident      int64  `json:"resident"`
 	PeakAllocated int64  `json:"peak_allocated"`
 	Recomputes    int    `json:"recomputes"`
 }
 
+// settingFlags are the sim flags of settings this tool accepts, set through
+// config.Settings.With as sim sets them.
+var settingFlags = []string{"framework", "dropout-mask", "inplace-update", "cudnn-autotune"}
+
 func run(args []string) error {
 	fs := flag.NewFlagSet("fidelity", flag.ContinueOnError)
-	onnxPath := fs.String("onnx", "", "ONNX model to import")
-	jsonPath := fs.String("json", "", "native JSON graph (from tools/export_torch.py)")
-	batch := fs.Int64("batch", 1, "batch size for the ONNX import")
+	onnxPath := fs.String("onnx", "", "ONNX model to import (as sim --onnx)")
+	jsonPath := fs.String("json", "", "native JSON graph (as sim --graph; from tools/export_torch.py)")
+	batch := fs.Int64("batch", 0, "batch size for the ONNX import (0: 1)")
 	dims := fs.String("dims", "", "other symbolic dimensions, name=size,...")
-	optim := fs.String("optimizer", "sgd", "optimizer appended to the ONNX import (updates in place)")
-	ckpt := fs.String("checkpoint", "", "PREFIX:MODULES:K: plan of checkpoint_sequential over module PREFIX (ONNX only)")
+	optim := fs.String("optimizer", "", "optimizer appended to the ONNX import (as sim --optimizer; default sgd)")
+	devName := fs.String("device", "cpu", "device profile (as sim --device; its kind selects the framework preset)")
+	ckpt := fs.String("checkpoint", "", "checkpointed regions: MODULE or MODULE.A-B, separated by ';'")
+	seq := fs.String("checkpoint-sequential", "", "MODULE:N:K: the regions of checkpoint_sequential(MODULE, K) over N children")
 	cmp := fs.String("compare", "", "with -onnx: print a tensor-by-tensor comparison with this exporter trace (native JSON) instead of the JSON result")
-	mask := fs.String("dropout-mask", "like-input", "mask each training-mode Dropout saves (ONNX only): like-input (PyTorch on CPU, what the harness measures) or byte (PyTorch on CUDA)")
+	sets := map[string]*string{}
+	for _, n := range settingFlags {
+		sets[n] = fs.String(n, "", "setting flag --"+n+" of sim (default: the environment, else the preset)")
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if *cmp != "" && *onnxPath == "" {
 		return errors.New("-compare needs -onnx")
 	}
+	if *ckpt != "" && *seq != "" {
+		return errors.New("give -checkpoint or -checkpoint-sequential, not both")
+	}
+	s, _, err := config.Global()
+	if err != nil {
+		return err
+	}
+	for _, n := range settingFlags {
+		if *sets[n] == "" {
+			continue
+		}
+		if s, err = s.With(n, *sets[n], config.FlagSource(n)); err != nil {
+			return fmt.Errorf("-%s: %w", n, err)
+		}
+	}
+	dev, err := remat.Device(*devName)
+	if err != nil {
+		return fmt.Errorf("-device: %w", err)
+	}
+	o, s, err := strategy.OptionsFor(s, dev)
+	if err != nil {
+		return err
+	}
+	o.Allocator = strategy.AllocIdeal
 	var g *graph.Graph
-	var err error
 	switch {
 	case *onnxPath != "" && *jsonPath == "":
+		in := remat.ONNXInput{Batch: *batch, Optimizer: *optim}
+		if *dims != "" {
+			in.Dims = map[string]int64{}
+			for _, kv := range strings.Split(*dims, ",") {
+				k, v, ok := strings.Cut(kv, "=")
+				n, err := strconv.ParseInt(v, 10, 64)
+				if !ok || err != nil || n < 1 {
+					return fmt.Errorf("-dims %q: expected name=size pairs with sizes >= 1", *dims)
+				}
+				in.Dims[k] = n
+			}
+		}
 		f, err := os.Open(*onnxPath)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		dm, err := onnx.ParseDropoutMask(*mask)
-		if err != nil {
-			return fmt.Errorf("-dropout-mask: %w", err)
-		}
-		opts := onnx.Options{Batch: *batch, Optimizer: graph.Optimizer(*optim), InPlaceUpdate: true, DropoutMask: dm}
-		if *dims != "" {
-			opts.Dims = map[string]int64{}
-			for _, kv := range strings.Split(*dims, ",") {
-				k, v, ok := strings.Cut(kv, "=")
-				n, err := strconv.ParseInt(v, 10, 64)
-				if !ok || err != nil {
-					return fmt.Errorf("-dims %q: expected name=size pairs", *dims)
-				}
-				opts.Dims[k] = n
-			}
-		}
-		if g, err = onnx.Import(f, opts); err != nil {
-			return err
+		if g, err = remat.ImportONNX(f, s, in); err != nil {
+			return fmt.Errorf("%s: %w", *onnxPath, err)
 		}
 	case *jsonPath != "" && *onnxPath == "":
 		if g, err = graph.ReadFile(*jsonPath); err != nil {
@@ -114,81 +163,59 @@ func run(args []string) error {
 		}
 		return compare(os.Stdout, g, trace)
 	}
-	plan := sim.DefaultPlan(g)
-	if *ckpt != "" {
-		if plan, err = checkpointPlan(g, *ckpt); err != nil {
+	var regions []region
+	switch {
+	case *ckpt != "":
+		if regions, err = parseRegions(*ckpt); err != nil {
+			return fmt.Errorf("-checkpoint: %w", err)
+		}
+	case *seq != "":
+		if regions, err = sequentialRegions(*seq); err != nil {
+			return fmt.Errorf("-checkpoint-sequential: %w", err)
+		}
+	}
+	var res *sim.Result
+	if regions == nil {
+		// The strategy "none" of the table, as sim report runs it.
+		st, err := strategy.Lookup(strategy.Baseline)
+		if err != nil {
+			return err
+		}
+		r, err := st.Plan(context.Background(), g, o)
+		if err != nil {
+			return err
+		}
+		if r.Sim == nil {
+			return fmt.Errorf("strategy none: %s: %s", r.Status, r.Reason)
+		}
+		res = r.Sim
+	} else {
+		plan, err := checkpointPlan(g, regions)
+		if err != nil {
+			return err
+		}
+		so, err := o.SimOptions()
+		if err != nil {
+			return err
+		}
+		if res, err = sim.Simulate(g, plan, so); err != nil {
 			return err
 		}
 	}
-	res, err := sim.Simulate(g, plan, sim.Options{})
-	if err != nil {
-		return err
-	}
-	out := result{Graph: g.Name, Ops: len(g.Ops), Params: g.ParamCount(), PeakAllocated: res.PeakAllocated, Recomputes: res.Recomputes}
-	enc := json.NewEncoder(os.Stdout)
-	return enc.Encode(out)
+	out := result{Graph: g.Name, Ops: len(g.Ops), Params: g.ParamCount(), Resident: residentBytes(g),
+		PeakAllocated: res.PeakAllocated, Recomputes: res.Recomputes}
+	return json.NewEncoder(os.Stdout).Encode(out)
 }
 
-// checkpointPlan builds the plan of checkpoint_sequential(PREFIX, K) over a
-// Sequential of MODULES children: segments of MODULES/K modules, all but the
-// last checkpointed.
-func checkpointPlan(g *graph.Graph, spec string) (*sim.Plan, error) {
-	parts := strings.Split(spec, ":")
-	if len(parts) != 3 {
-		return nil, fmt.Errorf("-checkpoint %q: expected PREFIX:MODULES:K", spec)
-	}
-	prefix := parts[0]
-	mods, err1 := strconv.Atoi(parts[1])
-	k, err2 := strconv.Atoi(parts[2])
-	if err1 != nil || err2 != nil || mods <= 0 || k <= 0 || k > mods {
-		return nil, fmt.Errorf("-checkpoint %q: expected MODULES > 0 and 0 < K <= MODULES", spec)
-	}
-	size := mods / k // torch: segment_size = len(functions) // segments
-	segOf := make([]int, len(g.Ops))
-	marker := "/" + prefix + "/" + prefix + "."
-	found := 0
-	for i := range g.Ops {
-		segOf[i] = -1
-		op := &g.Ops[i]
-		if op.Phase != graph.Forward {
-			continue
-		}
-		j := strings.Index(op.Name, marker)
-		if j < 0 {
-			continue
-		}
-		rest := op.Name[j+len(marker):]
-		end := strings.IndexByte(rest, '/')
-		if end < 0 {
-			continue
-		}
-		m, err := strconv.Atoi(rest[:end])
-		if err != nil {
-			continue
-		}
-		if s := m / size; s < k-1 {
-			segOf[i] = s
-			found++
+// residentBytes sums the storages no op produces: parameters, buffers,
+// inputs and labels, resident before the step starts.
+func residentBytes(g *graph.Graph) int64 {
+	var n int64
+	for i := range g.Tensors {
+		t := &g.Tensors[i]
+		if t.Producer == graph.NoOp && t.AliasOf == graph.NoTensor {
+			n += t.Bytes
 		}
 	}
-	if found == 0 {
-		return nil, fmt.Errorf("-checkpoint %q: no forward op name contains %q", spec, marker)
-	}
-	var order []graph.OpID
-	done := make([]bool, k)
-	for i := range g.Ops {
-		op := &g.Ops[i]
-		if op.Phase == graph.Backward && op.Forward != graph.NoOp {
-			if s := segOf[op.Forward]; s >= 0 && !done[s] {
-				done[s] = true
-				for j := range g.Ops {
-					if segOf[j] == s {
-						order = append(order, graph.OpID(j))
-					}
-				}
-			}
-		}
-		order = append(order, graph.OpID(i))
-	}
-	return sim.PlanFromSchedule(g, "checkpoint_sequential", order)
+	return n
 }

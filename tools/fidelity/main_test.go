@@ -23,29 +23,45 @@ func importFile(t *testing.T, name string, batch int64) *graph.Graph {
 	f, err := os.Open(filepath.Join("..", "..", "testdata", "onnx", name+".onnx"))
 	require.NoError(t, err)
 	defer f.Close()
-	g, err := onnx.Import(f, onnx.Options{Batch: batch, Optimizer: graph.OptSGD, InPlaceUpdate: true})
+	g, err := onnx.Import(f, onnx.Options{Batch: batch, Optimizer: graph.OptSGD, InPlaceUpdate: true, DropoutMask: onnx.DropoutMaskLikeInput})
 	require.NoError(t, err)
 	return g
 }
 
 // The checkpoint_sequential plan recomputes the checkpointed segments once
-// each and lowers the peak below the plan without a strategy.
+// each and lowers the peak below the plan without a strategy; so does
+// per-stage checkpointing of a ResNet (several regions).
 func TestCheckpointPlan(t *testing.T) {
+	for _, c := range []struct{ model, spec string }{
+		{"vgg16", "features.0-6;features.7-13;features.14-20"},
+		{"resnet18", "layer1;layer2;layer3;layer4"},
+	} {
+		g := importFile(t, c.model, 2)
+		base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
+		require.NoError(t, err)
+		regions, err := parseRegions(c.spec)
+		require.NoError(t, err)
+		p, err := checkpointPlan(g, regions)
+		require.NoError(t, err)
+		res, err := sim.Simulate(g, p, sim.Options{})
+		require.NoError(t, err)
+		assert.Less(t, res.PeakAllocated, base.PeakAllocated, c.model)
+		assert.Positive(t, res.Recomputes, c.model)
+	}
+	seq, err := sequentialRegions("features:31:4")
+	require.NoError(t, err)
+	assert.Equal(t, []region{{"features", 0, 6}, {"features", 7, 13}, {"features", 14, 20}}, seq)
+	_, err = sequentialRegions("features:31")
+	assert.ErrorContains(t, err, "expected MODULE:N:K")
+	_, err = parseRegions("layer1;;layer2")
+	assert.ErrorContains(t, err, "empty region")
+	_, err = parseRegions("features.7-3")
+	assert.ErrorContains(t, err, "0 <= A <= B")
 	g := importFile(t, "vgg16", 2)
-	base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
-	require.NoError(t, err)
-	p, err := checkpointPlan(g, "features:31:4")
-	require.NoError(t, err)
-	res, err := sim.Simulate(g, p, sim.Options{})
-	require.NoError(t, err)
-	assert.Less(t, res.PeakAllocated, base.PeakAllocated)
-	// Segments of 7 modules: 0-6, 7-13, 14-20 are checkpointed; their
-	// forward ops run twice.
-	assert.Positive(t, res.Recomputes)
-	_, err = checkpointPlan(g, "features:31")
-	assert.ErrorContains(t, err, "expected PREFIX:MODULES:K")
-	_, err = checkpointPlan(g, "nothere:31:4")
-	assert.ErrorContains(t, err, "no forward op name contains")
+	_, err = checkpointPlan(g, []region{{"nothere", -1, -1}})
+	assert.ErrorContains(t, err, "region nothere: no forward op")
+	_, err = checkpointPlan(g, []region{{"features", 0, 6}, {"features", 5, 8}})
+	assert.ErrorContains(t, err, "must not overlap")
 }
 
 // TestExportTorch runs tools/export_torch.py on a tiny model and decodes
@@ -157,5 +173,9 @@ func TestCompareTransformer(t *testing.T) {
 func TestRunFlagErrors(t *testing.T) {
 	assert.ErrorContains(t, run([]string{"-json", "x.json", "-compare", "y.json"}), "-compare needs -onnx")
 	onnxPath := filepath.Join("..", "..", "testdata", "onnx", "transformer.onnx")
-	assert.ErrorContains(t, run([]string{"-onnx", onnxPath, "-dropout-mask", "bool"}), `-dropout-mask: onnx: dropout mask "bool"`)
+	assert.ErrorContains(t, run([]string{"-onnx", onnxPath, "-dropout-mask", "bool"}), `-dropout-mask: flag --dropout-mask="bool"`)
+	assert.ErrorContains(t, run([]string{"-onnx", onnxPath, "-device", "tpu"}), `-device: device "tpu": unknown`)
+	assert.ErrorContains(t, run([]string{"-onnx", onnxPath, "-checkpoint", "a", "-checkpoint-sequential", "a:2:1"}), "not both")
+	assert.ErrorContains(t, run([]string{"-onnx", onnxPath, "-optimizer", "lion"}), `optimizer "lion"`)
+	assert.ErrorContains(t, run([]string{}), "exactly one of -onnx and -json")
 }
