@@ -6,6 +6,7 @@ graph JSON; apply(model, plan, example_inputs) runs a `sim plan` schedule
 compares sim's predictions with measured runs.
 """
 
+from .apply import PlanError, PlanMismatch, apply
 from .trace import trace, write_graph
 
-__all__ = ["trace", "write_graph"]
+__all__ = ["trace", "write_graph", "apply", "PlanError", "PlanMismatch"]

@@ -116,6 +116,20 @@ class NodeMap:
         self.pending = None
 
 
+def is_unpack_detach(func, args, unpacked):
+    """Whether this call is autograd's detach of a tensor an unpack hook just
+    returned (unpacked: those tensors, oldest first); consumes the mark."""
+    if func is not torch.ops.aten.detach.default or not args:
+        unpacked.clear()
+        return False
+    for i, u in enumerate(unpacked):
+        if u is args[0]:
+            del unpacked[: i + 1]
+            return True
+    unpacked.clear()
+    return False
+
+
 class _Recorder(TorchDispatchMode):
     """Records every aten call as an op of the graph."""
 
@@ -133,6 +147,7 @@ class _Recorder(TorchDispatchMode):
         self.phase = "forward"
         self.measure = measure
         self.nodes = NodeMap()
+        self.unpacked = []
 
     # -- tensors --
 
@@ -173,8 +188,20 @@ class _Recorder(TorchDispatchMode):
 
     # -- ops --
 
+    def unpack(self, t):
+        """Identity unpack hook that marks t: autograd detaches what an
+        unpack hook returns, and that detach is bookkeeping, not an op."""
+        self.unpacked.append(t)
+        return t
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.unpacked and is_unpack_detach(func, args, self.unpacked):
+            out = func(*args, **kwargs)
+            tid = self.lookup(args[0])
+            if tid is not None:  # readers of the unpacked tensor read the saved one
+                self.ids[id(out)] = (weakref.ref(out), tid)
+            return out
         if self.phase == "forward":
             self.nodes.flush()
         flat_in, _ = tree_flatten((args, kwargs))
@@ -217,6 +244,10 @@ class _Recorder(TorchDispatchMode):
         return out
 
 
+def _keep(t):
+    return t
+
+
 def _as_tuple(inputs):
     if isinstance(inputs, (tuple, list)):
         return tuple(inputs)
@@ -256,7 +287,12 @@ def trace(model, inputs, labels, loss_fn=None, optimizer=None, measure=False, na
                 if isinstance(v, torch.Tensor):
                     rec.add_tensor(v, "optimizer_state%d" % len(rec.tensors), "optimizer_state")
         try:
-            with rec:
+            # Identity saved-tensor hooks: autograd then saves and unpacks
+            # tensors as it does under remat_torch.apply (without hooks it
+            # adds detach calls for saved outputs), so the op numbering of the
+            # trace is the one the applier sees. The detach autograd applies
+            # to each unpacked tensor is not an op of the graph (see unpack).
+            with rec, torch.autograd.graph.saved_tensors_hooks(_keep, rec.unpack):
                 loss = loss_fn(model(*inputs), labels)
                 rec.nodes.hook_backward(loss)
                 rec.phase = "backward"
