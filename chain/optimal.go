@@ -200,7 +200,8 @@ func stageCallbacks(g *graph.Graph, so sim.Options, timeOf StageTimeFunc) (Stage
 // The plan runs every stage's forward ops (pinned ones only the first time)
 // and backward ops in the schedule's order, then the update ops, with frees
 // placed by sim.PlanFromSchedule. A budget no schedule meets gives an error
-// wrapping ErrChainInfeasible with the report's MinFeasibleBytes set.
+// wrapping ErrChainInfeasible with the report's MinFeasibleBytes set, and
+// the least-memory plan (which does not fit the budget) when there is one.
 // Cancelling ctx returns the best plan found so far with a
 // *sim.CanceledError.
 func OptimalChain(ctx context.Context, g *graph.Graph, budget int64, opts OptimalOptions) (*sim.Plan, ChainReport, error) {
@@ -343,8 +344,17 @@ func OptimalChain(ctx context.Context, g *graph.Graph, budget int64, opts Optima
 		return finish(fmt.Errorf("optimal-chain: %w", err))
 	}
 	if !p.fits {
+		// The least-memory schedule is returned with the error: it does
+		// not fit, but it is the lowest peak the chain allows.
+		best, bestM = p, tab.usedSlots(lo)
+		plan, rep, _ := finish(nil)
+		rep.Feasible = false
 		rep.MinFeasibleBytes = p.res.PeakAllocated
-		return nil, rep, fmt.Errorf("optimal-chain: budget %d bytes, the least-memory schedule of %d stage groups needs %d bytes (%d pinned): %w", budget, rep.Groups, p.res.PeakAllocated, ch.Pinned, ErrChainInfeasible)
+		var held int64
+		for k := range ch.Stages {
+			held += ch.Stages[k].HeldGradBytes
+		}
+		return plan, rep, fmt.Errorf("optimal-chain: budget %d bytes, the least-memory schedule of %d stages needs %d bytes (%d bytes pinned: inputs, parameters, state and outputs that may not be recomputed; %d bytes of gradients held until the update): %w", budget, rep.Groups, p.res.PeakAllocated, ch.Pinned, held, ErrChainInfeasible)
 	}
 	best, bestM = p, tab.usedSlots(lo)
 	a, b := lo, mem

@@ -177,9 +177,18 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 	// Pinned ops: not recomputable, or producing a storage that a
 	// non-recomputable op writes in place.
 	pinned := make([]bool, no)
+	var inPlace []int32 // forward in-place ops left recomputable, see below
 	for i := 0; i < no; i++ {
 		o := &g.Ops[i]
 		if o.Recomputable() {
+			continue
+		}
+		// A deterministic in-place op (ReLU_) may run again right after
+		// the op that produced the storage it writes (the simulator allows
+		// it when that storage was computed again since): re-running a
+		// stage re-runs both, in order. Checked once the stages are known.
+		if i < nf && stageInPlaceOnly(g, o, root) {
+			inPlace = append(inPlace, int32(i))
 			continue
 		}
 		pinned[i] = true
@@ -201,6 +210,16 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 	for i := 0; i < nf; i++ {
 		for _, t := range g.Ops[i].Inputs {
 			lastFwdRead[root[t]] = int32(i)
+		}
+	}
+	lastInPlaceWrite := make([]int32, nt)
+	for i := 0; i < nf; i++ {
+		if o := &g.Ops[i]; o.Flags.Has(graph.InPlace) {
+			for _, t := range o.Outputs {
+				if r := root[t]; r != t {
+					lastInPlaceWrite[r] = int32(i)
+				}
+			}
 		}
 	}
 	diff := make([]int32, nf+1)
@@ -240,7 +259,10 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 					}
 				}
 			}
-			cut = out != graph.NoTensor
+			// Not between a storage's producer and an in-place op writing
+			// it (conv | ReLU_): the next stage could not re-run its
+			// in-place op without the producer.
+			cut = out != graph.NoTensor && lastInPlaceWrite[out] <= int32(i)
 		}
 		if !cut {
 			continue
@@ -316,6 +338,29 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 		}
 	}
 
+	// An in-place op stays recomputable only while the producers of the
+	// storages it writes are recomputed with it: in its stage and not
+	// pinned. Otherwise it and they are pinned (to a fixed point: pinning
+	// one may pin another's producer).
+	for changed := true; changed; {
+		changed = false
+		for _, i := range inPlace {
+			if pinned[i] {
+				continue
+			}
+			for _, t := range g.Ops[i].Outputs {
+				r := root[t]
+				if r == t {
+					continue
+				}
+				p := g.Tensors[r].Producer
+				if pinned[p] || stageOf[p] != stageOf[i] {
+					pinned[i], pinned[p], changed = true, true, true
+					break
+				}
+			}
+		}
+	}
 	ch := &StageChain{Stages: stages, OpPinned: pinned, StageOf: stageOf, Ungrouped: ungrouped, ops: no}
 	for i := nb; i < no; i++ {
 		ch.Update = append(ch.Update, graph.OpID(i))
@@ -510,6 +555,33 @@ func stageMeasureFwd(g *graph.Graph, wsOf StageTimeFunc, root []graph.TensorID, 
 			st.FwdPeakNone = peak
 		}
 	}
+}
+
+// stageInPlaceOnly reports whether o is not recomputable only because it
+// writes in place: deterministic (or with saved RNG state), not impure, and
+// every storage it writes produced by a forward op.
+func stageInPlaceOnly(g *graph.Graph, o *graph.Op, root []graph.TensorID) bool {
+	if o.Flags.Has(graph.Impure) || !o.Flags.Has(graph.InPlace) {
+		return false
+	}
+	if o.Flags.Has(graph.NonDeterministic) {
+		if v := o.Attrs[graph.AttrRNGSaved]; v != "1" && v != "true" {
+			return false
+		}
+	}
+	wrote := false
+	for _, t := range o.Outputs {
+		r := root[t]
+		if r == t {
+			continue
+		}
+		p := g.Tensors[r].Producer
+		if p == graph.NoOp || g.Ops[p].Phase != graph.Forward {
+			return false
+		}
+		wrote = true
+	}
+	return wrote
 }
 
 // groupStages merges consecutive stages into n groups of about equal

@@ -61,6 +61,12 @@ func planOptimalChain(ctx context.Context, g *graph.Graph, o Options) (Result, e
 	}
 	p, rep, err := chain.OptimalChain(ctx, g, limit, chain.OptimalOptions{Sim: so, Slots: o.Slots, Progress: o.Progress})
 	st := Stats{Detail: optimalDetail(rep), Evaluations: rep.Tried}
+	if err != nil && p != nil && errors.Is(err, chain.ErrChainInfeasible) {
+		// The least-memory plan: measured like any other, it shows how far
+		// the peak goes down and that it misses the budget.
+		st.Detail += "; " + err.Error()
+		return Result{Plan: p, Stats: st}, nil
+	}
 	if err != nil && p == nil && !errors.Is(err, sim.ErrCanceled) {
 		return Result{Status: StatusInfeasible, Reason: err.Error(), Stats: st}, nil
 	}
