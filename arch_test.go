@@ -23,7 +23,8 @@ const module = "github.com/remat-dev/remat"
 //     one cannot break another and the strategy table composes them;
 //   - strategy wires algorithms to options and renders nothing;
 //   - report renders strategies' results and holds no algorithm;
-//   - the facade, the CLI, tools and examples sit on top.
+//   - the facade, the CLI, tools, examples and internal/ (the module's own
+//     code generators, e.g. misusegen) sit on top.
 var layers = [][]string{
 	{"config"},
 	{"graph"},
@@ -32,7 +33,7 @@ var layers = [][]string{
 	{"strategy"},
 	{"report"},
 	{""}, // the facade, package remat
-	{"cmd", "tools", "examples"},
+	{"cmd", "tools", "examples", "internal"},
 }
 
 // family is a package's top directory ("" for the module root).

@@ -1,3 +1,5 @@
+//go:generate go run ./internal/misusegen
+
 // Package remat is the short way into remat's Go API: read or build a
 // training graph, choose a device, run one memory strategy or all of them,
 // and read each one's peak memory and step time.

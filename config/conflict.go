@@ -80,6 +80,7 @@ func PolicyPtr(p StaticPolicy) *StaticPolicy { return &p }
 // ge.static_memory_policy (from GE_USE_STATIC_MEMORY, a flag or an option) is
 // an error wrapping ErrConflict.
 func (s *Settings) WithMemoryConfig(mc MemoryConfig) (*Settings, error) {
+	s = s.or()
 	if mc.AtomicCleanPolicy != AtomicCleanTogether && mc.AtomicCleanPolicy != AtomicCleanSeparately {
 		return nil, fmt.Errorf("MemoryConfig.AtomicCleanPolicy = %d: expected 0 (clean together) or 1 (clean separately)", mc.AtomicCleanPolicy)
 	}
@@ -110,6 +111,7 @@ func (s *Settings) WithMemoryConfig(mc MemoryConfig) (*Settings, error) {
 // policy of the last WithMemoryConfig (default 0) and the static memory policy
 // from whatever source set it (always non-nil here).
 func (s *Settings) MemoryConfig() MemoryConfig {
+	s = s.or()
 	mc := MemoryConfig{}
 	if s.hasMem {
 		mc.AtomicCleanPolicy = s.mem.AtomicCleanPolicy
@@ -121,6 +123,7 @@ func (s *Settings) MemoryConfig() MemoryConfig {
 // StaticMemoryPolicy returns the effective static memory policy with 1
 // mapped to 2.
 func (s *Settings) StaticMemoryPolicy() StaticPolicy {
+	s = s.or()
 	return StaticPolicy(s.vals[GEStaticMemoryPolicy].n).Effective()
 }
 
@@ -128,6 +131,7 @@ func (s *Settings) StaticMemoryPolicy() StaticPolicy {
 // run concurrently (n > 1) under static memory policy 2 or 4 (or 1, which
 // behaves as 2): one shared arena cannot serve graphs running at once.
 func (s *Settings) CheckConcurrentGraphs(n int) error {
+	s = s.or()
 	p := s.StaticMemoryPolicy()
 	if n > 1 && (p == StaticArena || p == StaticArenaExpand) {
 		v := s.vals[GEStaticMemoryPolicy]

@@ -8,7 +8,8 @@ import (
 // Process models one process's view of its settings: read-once settings are
 // captured from the environment at the first call of Settings and never
 // re-read; dynamic settings are re-read at every call. It is safe for
-// concurrent use.
+// concurrent use. The zero Process reads an empty environment, like
+// NewProcess(nil).
 type Process struct {
 	env  Env
 	opts loadOptions
@@ -37,6 +38,10 @@ func NewProcess(env Env, opts ...Option) *Process {
 // every call (the process cannot re-read it).
 func (p *Process) Settings() (*Settings, []Warning, error) {
 	p.once.Do(func() {
+		if p.env == nil { // the zero Process
+			p.env = MapEnv(nil)
+			p.opts = applyOptions(nil)
+		}
 		p.captured = make(map[string]capturedVar)
 		for i := range registry {
 			d := &registry[i]

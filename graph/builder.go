@@ -53,8 +53,12 @@ func NewBuilder(name string) *Builder {
 
 // FromGraph returns a builder that appends to a copy of g's ops and tensors
 // (their slices are copied; per-op input and output slices are shared until
-// modified, which builders never do).
+// modified, which builders never do). A nil g is the empty graph: the
+// builder starts from nothing, as NewBuilder("") does.
 func FromGraph(g *Graph) *Builder {
+	if g == nil {
+		return NewBuilder("")
+	}
 	c := Graph{
 		Name:    g.Name,
 		Ops:     append([]Op(nil), g.Ops...),
@@ -224,6 +228,10 @@ func (b *Builder) Op(typ, name string, inputs ...TensorID) *OpBuilder {
 }
 
 func (o *OpBuilder) op() *Op {
+	if o.b == nil {
+		// The zero OpBuilder (not made by Builder.Op) builds nothing.
+		return &Op{ID: NoOp, Forward: NoOp}
+	}
 	if o.id < 0 || int(o.id) >= len(o.b.g.Ops) {
 		// Only possible when an OpBuilder is used after Build: record it
 		// and hand out a throwaway op instead of panicking.
@@ -254,6 +262,9 @@ func (o *OpBuilder) Out(name string, dt DType, shape ...int64) *OpBuilder {
 
 // OutKind adds an output tensor of an explicit kind.
 func (o *OpBuilder) OutKind(name string, kind TensorKind, dt DType, shape ...int64) *OpBuilder {
+	if o.b == nil {
+		return o // the zero OpBuilder builds nothing
+	}
 	t := o.b.NewTensor(name, kind, dt, shape...)
 	o.b.g.Tensors[t].Producer = o.id
 	o.addOutput(t)
@@ -273,6 +284,9 @@ func (o *OpBuilder) addOutput(t TensorID) {
 
 // OutBytes adds an output known only by its size.
 func (o *OpBuilder) OutBytes(name string, bytes int64) *OpBuilder {
+	if o.b == nil {
+		return o // the zero OpBuilder builds nothing
+	}
 	if bytes < 0 {
 		o.b.Errorf("op %q: output %q has %d bytes, expected >= 0", o.op().Name, name, bytes)
 		bytes = 0
@@ -286,6 +300,9 @@ func (o *OpBuilder) OutBytes(name string, bytes int64) *OpBuilder {
 // Alias makes the most recently added output a view of tensor of (sharing its
 // storage, adding no bytes).
 func (o *OpBuilder) Alias(of TensorID) *OpBuilder {
+	if o.b == nil {
+		return o // the zero OpBuilder builds nothing
+	}
 	op := o.op()
 	if len(op.Outputs) == 0 || !o.b.valid(of) {
 		o.b.Errorf("op %q: Alias(%d) needs an output and a defined tensor", op.Name, of)
@@ -315,6 +332,9 @@ func (o *OpBuilder) Forward(f OpID) *OpBuilder { o.op().Forward = f; return o }
 
 // Attr sets an attribute.
 func (o *OpBuilder) Attr(k, v string) *OpBuilder {
+	if o.b == nil {
+		return o // the zero OpBuilder builds nothing
+	}
 	op := o.op()
 	if op.Attrs == nil {
 		op.Attrs = map[string]string{}
@@ -329,6 +349,9 @@ func (o *OpBuilder) T() TensorID { return o.Output(0) }
 
 // Output returns the op's i-th output.
 func (o *OpBuilder) Output(i int) TensorID {
+	if o.b == nil {
+		return NoTensor
+	}
 	op := o.op()
 	if i < 0 || i >= len(op.Outputs) {
 		o.b.Errorf("op %q has %d outputs, asked for output %d", op.Name, len(op.Outputs), i)

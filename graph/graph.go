@@ -3,6 +3,9 @@ package graph
 // Graph is a training graph: ops in execution order and the tensors they read
 // and write. Build one with a Builder, decode one from JSON, or fill the
 // slices directly and call Validate, which also builds the consumer index.
+//
+// A nil *Graph reads as the empty graph (no ops, no tensors) in the
+// accessors; Validate rejects it.
 type Graph struct {
 	Name    string
 	Ops     []Op
@@ -20,23 +23,50 @@ type Graph struct {
 }
 
 // NumOps returns the number of ops.
-func (g *Graph) NumOps() int { return len(g.Ops) }
+func (g *Graph) NumOps() int {
+	if g == nil {
+		return 0
+	}
+	return len(g.Ops)
+}
 
 // NumTensors returns the number of tensors.
-func (g *Graph) NumTensors() int { return len(g.Tensors) }
+func (g *Graph) NumTensors() int {
+	if g == nil {
+		return 0
+	}
+	return len(g.Tensors)
+}
 
 // Op returns a pointer to op id.
-func (g *Graph) Op(id OpID) *Op { return &g.Ops[id] }
+// It returns nil for an ID the graph does not have (from another graph).
+func (g *Graph) Op(id OpID) *Op {
+	if g == nil || id < 0 || int(id) >= len(g.Ops) {
+		return nil
+	}
+	return &g.Ops[id]
+}
 
 // Tensor returns a pointer to tensor id.
-func (g *Graph) Tensor(id TensorID) *Tensor { return &g.Tensors[id] }
+// It returns nil for an ID the graph does not have (from another graph).
+func (g *Graph) Tensor(id TensorID) *Tensor {
+	if g == nil || id < 0 || int(id) >= len(g.Tensors) {
+		return nil
+	}
+	return &g.Tensors[id]
+}
 
 // Consumers returns the ops reading tensor t, in execution order (an op that
 // reads t twice appears once). The slice aliases the graph's index: do not
 // modify it. The index is built by Validate (or by the first call here on a
 // graph that was never validated; that lazy build is not safe for concurrent
 // use, so validate graphs before sharing them between goroutines).
+//
+// A tensor the graph does not have has no consumers.
 func (g *Graph) Consumers(t TensorID) []OpID {
+	if g == nil || t < 0 || int(t) >= len(g.Tensors) {
+		return nil
+	}
 	if len(g.consStart) != len(g.Tensors)+1 {
 		g.buildIndex()
 	}
@@ -89,7 +119,12 @@ func dupBefore(ins []TensorID, j int, t TensorID) bool {
 
 // StorageOf returns the tensor whose storage t uses: t itself, or the root of
 // its alias chain.
+//
+// A tensor the graph does not have is returned unchanged.
 func (g *Graph) StorageOf(t TensorID) TensorID {
+	if g == nil || t < 0 || int(t) >= len(g.Tensors) {
+		return t
+	}
 	for n := 0; g.Tensors[t].AliasOf != NoTensor && n <= len(g.Tensors); n++ {
 		t = g.Tensors[t].AliasOf
 	}
@@ -99,6 +134,9 @@ func (g *Graph) StorageOf(t TensorID) TensorID {
 // ParamCount returns the number of elements in parameter tensors (the figure
 // model zoos publish). Tensors without a shape count as zero.
 func (g *Graph) ParamCount() int64 {
+	if g == nil {
+		return 0
+	}
 	var n int64
 	for i := range g.Tensors {
 		t := &g.Tensors[i]
@@ -113,6 +151,9 @@ func (g *Graph) ParamCount() int64 {
 
 // OpsInPhase counts the ops of a phase.
 func (g *Graph) OpsInPhase(p Phase) int {
+	if g == nil {
+		return 0
+	}
 	n := 0
 	for i := range g.Ops {
 		if g.Ops[i].Phase == p {

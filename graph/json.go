@@ -55,6 +55,9 @@ func (e *FormatError) Error() string {
 	case e.Offset >= 0:
 		s += fmt.Sprintf("byte %d: ", e.Offset)
 	}
+	if e.Err == nil {
+		return s + "invalid graph file"
+	}
 	return s + e.Err.Error()
 }
 

@@ -22,7 +22,8 @@ type Allocator interface {
 	// error wrapping ErrOutOfMemory when the model cannot satisfy the request
 	// within its capacity; the allocator's state is then unchanged.
 	Alloc(bytes int64) (Block, error)
-	// Free returns a block obtained from Alloc.
+	// Free returns a block obtained from Alloc. Freeing a block that is not
+	// live (unknown, or already free) does nothing.
 	Free(b Block)
 	// Allocated is the number of bytes in live blocks, as the allocator
 	// accounts them (after its rounding).

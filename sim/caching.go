@@ -102,7 +102,8 @@ type CachingStats struct {
 // Every block is addressed: segments get increasing virtual base addresses,
 // so the model can answer which blocks are adjacent (AddressAllocator).
 // Alloc and Free run in O(log n) for n cached blocks and do not allocate in
-// steady state. A Caching is not safe for concurrent use.
+// steady state. A Caching is not safe for concurrent use. The zero value is
+// an empty unlimited allocator, like NewCaching(0).
 type Caching struct {
 	capacity int64
 	nodes    []tnode      // key (size, address) of every block
@@ -128,11 +129,23 @@ func NewCaching(capacity int64) *Caching {
 	return c
 }
 
+// init makes a zero Caching an empty unlimited one (NewCaching sets a
+// positive capacity, so this runs at most once).
+func (c *Caching) init() {
+	if c.capacity <= 0 {
+		c.capacity = math.MaxInt64
+		c.Reset()
+	}
+}
+
 // Name returns "caching".
 func (c *Caching) Name() string { return "caching" }
 
 // Capacity returns the capacity in bytes (math.MaxInt64 when unlimited).
-func (c *Caching) Capacity() int64 { return c.capacity }
+func (c *Caching) Capacity() int64 {
+	c.init()
+	return c.capacity
+}
 
 // Allocated returns the bytes of live blocks (their sizes after rounding and
 // after any unsplit remainder, as PyTorch's allocated_bytes counts them).
@@ -196,6 +209,7 @@ const maxRequest = math.MaxInt64 - 2*CachingRoundLarge
 // would not fit even after releasing every fully free cached segment; the
 // allocator is then unchanged.
 func (c *Caching) Alloc(bytes int64) (Block, error) {
+	c.init()
 	if bytes < 0 || bytes > maxRequest {
 		return -1, fmt.Errorf("caching allocator: alloc bytes %d: expected 0..%d", bytes, int64(maxRequest))
 	}
@@ -244,12 +258,12 @@ func (c *Caching) Alloc(bytes int64) (Block, error) {
 }
 
 // Free returns block b to its pool's cache, merging it with free neighbours
-// in its segment. Freeing a block that is not live is a programming error of
-// the caller (the Machine) and panics.
+// in its segment. Freeing a block that is not live (unknown, or already
+// free) does nothing, as with Ideal.
 func (c *Caching) Free(blk Block) {
 	b := int32(blk)
 	if b < 0 || int(b) >= len(c.meta) || c.meta[b].state != blkLive {
-		panic(fmt.Sprintf("sim: caching allocator: Free of block %d that is not live", blk))
+		return
 	}
 	m := &c.meta[b]
 	tr := &c.pools[m.pool]
@@ -327,6 +341,7 @@ func (c *Caching) AdjacentFree(blk Block) int64 {
 // they are scattered in many small holes. Reserved - Allocated itself (the
 // bytes held but not in use) is Stats().FreeBytes.
 func (c *Caching) Fragmentation() float64 {
+	c.init()
 	free := c.reserved - c.alloc
 	if free <= 0 {
 		return 0
@@ -336,6 +351,7 @@ func (c *Caching) Fragmentation() float64 {
 
 // Stats returns the allocator's counters.
 func (c *Caching) Stats() CachingStats {
+	c.init()
 	s := c.stats
 	s.Blocks = len(c.meta) - len(c.recycled)
 	s.Segments = len(c.segs) - len(c.freeSegs)
@@ -349,6 +365,7 @@ func (c *Caching) Stats() CachingStats {
 // EmptyCache releases every fully free cached segment (torch.cuda.empty_cache)
 // and returns the number of bytes released.
 func (c *Caching) EmptyCache() int64 {
+	c.init()
 	before := c.reserved
 	c.releaseCached()
 	return before - c.reserved

@@ -302,12 +302,17 @@ func TestCachingFragmentationClassic(t *testing.T) {
 	checkCaching(t, c)
 }
 
-func TestCachingResetAndPanics(t *testing.T) {
+func TestCachingResetAndBadFrees(t *testing.T) {
 	c := NewCaching(0)
 	a := mustAlloc(t, c, 3*mib)
 	c.Free(a)
-	assert.Panics(t, func() { c.Free(a) }, "double free")
-	assert.Panics(t, func() { c.Free(99) })
+	before := c.Stats()
+	c.Free(a) // double free: nothing happens
+	c.Free(99)
+	c.Free(-1)
+	assert.Equal(t, before, c.Stats(), "frees of blocks that are not live change nothing")
+	assert.Equal(t, int64(0), c.Allocated())
+	checkCaching(t, c)
 	c.Reset()
 	assert.Equal(t, int64(0), c.Reserved())
 	assert.Equal(t, int64(0), c.Allocated())
@@ -323,6 +328,15 @@ func TestCachingResetAndPanics(t *testing.T) {
 	assert.Equal(t, int64(math.MaxInt64), c.Capacity(), "capacity 0 is unlimited")
 	assert.Equal(t, int64(0), c.AdjacentFree(-1))
 	assert.Equal(t, 0.0, c.Fragmentation(), "the segment's remainder is the only free block")
+
+	// The zero value is an empty unlimited allocator.
+	var z Caching
+	assert.Equal(t, int64(math.MaxInt64), z.Capacity())
+	zb := mustAlloc(t, &z, 3*mib)
+	assert.Equal(t, c.Size(b), z.Size(zb))
+	z.Free(zb)
+	assert.Equal(t, int64(0), z.Allocated())
+	checkCaching(t, &z)
 	c.Free(b)
 	assert.Equal(t, 0.0, c.Fragmentation(), "one whole free segment")
 	mustAlloc(t, c, 19*mib) // takes the cached 20 MiB segment whole

@@ -20,16 +20,20 @@ type CostModel struct {
 	Device Profile
 }
 
-// OpDType returns the dtype whose peak throughput prices op.
+// OpDType returns the dtype whose peak throughput prices op. Tensors g does
+// not have (op from another graph) have no dtype; a nil op is priced as f32.
 func OpDType(g *graph.Graph, op *graph.Op) graph.DType {
+	if op == nil {
+		return graph.F32
+	}
 	for _, t := range op.Outputs {
-		if dt := g.Tensors[t].DType; dt.Valid() {
-			return dt
+		if t := g.Tensor(t); t != nil && t.DType.Valid() {
+			return t.DType
 		}
 	}
 	for _, t := range op.Inputs {
-		if dt := g.Tensors[t].DType; dt.Valid() {
-			return dt
+		if t := g.Tensor(t); t != nil && t.DType.Valid() {
+			return t.DType
 		}
 	}
 	return graph.F32
@@ -49,8 +53,11 @@ func (c CostModel) RooflineNs(flops, bytes int64, dt graph.DType) int64 {
 }
 
 // OpTime returns op's time in ns: TimeNs when measured, else the roofline
-// time plus the device's launch overhead.
+// time plus the device's launch overhead (0 for a nil op).
 func (c CostModel) OpTime(g *graph.Graph, op *graph.Op) int64 {
+	if op == nil {
+		return 0
+	}
 	if op.TimeNs > 0 {
 		return op.TimeNs
 	}

@@ -17,14 +17,22 @@ import "github.com/remat-dev/remat/graph"
 //     storage;
 //   - frees after one op are ordered by tensor ID.
 //
-// g must be valid.
+// g should be valid. A nil graph has no ops: its plan has no steps. A graph
+// whose ops name tensors or ops it does not have has no plan: DefaultPlan
+// returns nil (PlanFromSchedule says why), which Simulate and Replay reject.
 func DefaultPlan(g *graph.Graph) *Plan {
+	if g == nil {
+		return &Plan{Strategy: "none", Steps: []Step{}}
+	}
 	order := make([]graph.OpID, len(g.Ops))
 	for i := range order {
 		order[i] = graph.OpID(i)
 	}
 	// Every op of the identity order is in range, so PlanFromSchedule
-	// cannot fail here.
-	p, _ := PlanFromSchedule(g, "none", order)
+	// fails only on a malformed graph.
+	p, err := PlanFromSchedule(g, "none", order)
+	if err != nil {
+		return nil
+	}
 	return p
 }

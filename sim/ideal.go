@@ -6,7 +6,7 @@ import "fmt"
 // and reserved are both the sum of live bytes. It fails a request only when
 // the live bytes would exceed its capacity. Alloc and Free are O(1) and do
 // not allocate once the block table has grown to the peak number of live
-// blocks.
+// blocks. The zero value is an empty unlimited allocator, like NewIdeal(0).
 type Ideal struct {
 	capacity  int64
 	allocated int64
@@ -30,7 +30,12 @@ const unlimited = int64(1) << 62
 func (a *Ideal) Name() string { return "ideal" }
 
 // Capacity returns the allocator's capacity in bytes.
-func (a *Ideal) Capacity() int64 { return a.capacity }
+func (a *Ideal) Capacity() int64 {
+	if a.capacity <= 0 {
+		return unlimited // the zero value
+	}
+	return a.capacity
+}
 
 // Alloc records a live block of bytes.
 func (a *Ideal) Alloc(bytes int64) (Block, error) {
@@ -38,6 +43,10 @@ func (a *Ideal) Alloc(bytes int64) (Block, error) {
 		return -1, fmt.Errorf("ideal allocator: request of %d bytes, expected >= 0", bytes)
 	}
 	if bytes > a.capacity-a.allocated {
+		if a.capacity <= 0 { // the zero value: unlimited
+			a.capacity = unlimited
+			return a.Alloc(bytes)
+		}
 		return -1, fmt.Errorf("ideal allocator: %d bytes requested, %d of %d in use: %w", bytes, a.allocated, a.capacity, ErrOutOfMemory)
 	}
 	a.allocated += bytes

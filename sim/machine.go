@@ -82,6 +82,9 @@ const OpAccumulateGradLegacy = "accumulate_grad"
 // atomic_clean = 1/true. Only outputs with their own storage (not views) are
 // placed by the policy.
 func IsAtomicClean(op *graph.Op) bool {
+	if op == nil {
+		return false
+	}
 	if op.Type == OpAccumulateGradLegacy {
 		return true
 	}
@@ -156,6 +159,11 @@ type wsSlot struct {
 //
 // A Machine is not safe for concurrent use; several Machines may share one
 // (validated) graph.
+//
+// Only NewMachine makes a usable Machine. On a nil or zero Machine the
+// methods that return an error return ErrNoMachine, and the others return
+// zero values; so do the per-tensor and per-op queries for an ID the graph
+// does not have.
 type Machine struct {
 	g        *graph.Graph
 	opts     Options
@@ -213,6 +221,10 @@ type Machine struct {
 	strategy             string
 }
 
+// ErrNoMachine is returned by the methods of a Machine that NewMachine did
+// not make (a nil or zero Machine: what a failed NewMachine returns).
+var ErrNoMachine = errors.New("sim: the Machine was not made by NewMachine (nil or zero Machine)")
+
 // CapacityOf returns the usable capacity opts describe (device or override,
 // minus the pool reserve) and whether it is limited.
 func CapacityOf(opts Options) (int64, bool) {
@@ -263,7 +275,7 @@ func (o *Options) validate() error {
 // is in range, so that an unvalidated graph gives an error instead of a panic.
 func checkGraph(g *graph.Graph) error {
 	if g == nil {
-		return fmt.Errorf("graph is nil")
+		return fmt.Errorf("graph is nil: %w", graph.ErrInvalid)
 	}
 	nt, no := len(g.Tensors), len(g.Ops)
 	for i := range g.Tensors {
@@ -456,6 +468,9 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 // the allocator, and keeps its tables' memory so that replays on a reused
 // Machine do not allocate.
 func (m *Machine) Reset() error {
+	if m.missing() {
+		return ErrNoMachine
+	}
 	g := m.g
 	m.alloc.Reset()
 	for i := range m.state {
@@ -527,7 +542,7 @@ func (m *Machine) Reset() error {
 	}
 	m.notePeak(graph.NoOp)
 	m.step = 0
-	m.stepMaxA, m.stepMaxR = m.alloc.Allocated(), m.Reserved()
+	m.stepMaxA, m.stepMaxR = m.alloc.Allocated(), m.reserved()
 	return nil
 }
 
@@ -565,7 +580,7 @@ func (m *Machine) release(b Block, rec int32) {
 
 // notePeak updates the peaks and the step's maxima after allocations.
 func (m *Machine) notePeak(op graph.OpID) {
-	a, r := m.alloc.Allocated(), m.Reserved()
+	a, r := m.alloc.Allocated(), m.reserved()
 	if a > m.stepMaxA {
 		m.stepMaxA = a
 	}
@@ -587,11 +602,11 @@ func (m *Machine) endStep() {
 	}
 	if m.opts.Trace {
 		m.events = append(m.events, Event{Kind: EvMemory, Step: m.step, ID: -1, StartNs: m.clock,
-			Allocated: m.alloc.Allocated(), Reserved: m.Reserved()})
+			Allocated: m.alloc.Allocated(), Reserved: m.reserved()})
 	}
 	m.step++
 	m.oom = nil
-	m.stepMaxA, m.stepMaxR = m.alloc.Allocated(), m.Reserved()
+	m.stepMaxA, m.stepMaxR = m.alloc.Allocated(), m.reserved()
 }
 
 func (m *Machine) reserveRecords(steps int) {
@@ -624,7 +639,7 @@ func (m *Machine) oomErr(sk StepKind, op graph.OpID, t graph.TensorID, req int64
 	e.Err = cause
 	e.Detail = fmt.Sprintf("%d bytes requested", req)
 	info := &OOMInfo{Step: m.step, Op: op, Tensor: t, Requested: req,
-		Allocated: m.alloc.Allocated(), Reserved: m.Reserved(), Capacity: m.Capacity()}
+		Allocated: m.alloc.Allocated(), Reserved: m.reserved(), Capacity: m.Capacity()}
 	if op >= 0 {
 		info.OpName = m.g.Ops[op].Name
 	}
@@ -675,7 +690,12 @@ func inputKind(s TensorState) ErrorKind {
 // its inputs to finish: stall time). On any error the Machine is unchanged.
 // Direct calls never reuse storage in place (that needs the plan's frees;
 // see Options.InPlace and Replay).
-func (m *Machine) Compute(op graph.OpID) error { return m.compute(op, nil) }
+func (m *Machine) Compute(op graph.OpID) error {
+	if m.missing() {
+		return ErrNoMachine
+	}
+	return m.compute(op, nil)
+}
 
 // compute runs op; next holds the plan steps after this one (Replay), which
 // lets the first output take an input's storage in place when the plan frees
@@ -716,7 +736,7 @@ func (m *Machine) compute(op graph.OpID, next []Step) error {
 		}
 	}
 	nrec := len(m.records)
-	m.stepMaxA, m.stepMaxR = m.alloc.Allocated(), m.Reserved()
+	m.stepMaxA, m.stepMaxR = m.alloc.Allocated(), m.reserved()
 	donor := graph.NoTensor
 	for i, out := range o.Outputs {
 		f := m.flags[out]
@@ -867,6 +887,14 @@ func (m *Machine) tensorOK(sk StepKind, t graph.TensorID) error {
 // tensor discards its host copy. Freeing a pinned tensor, or one that is not
 // live (never computed, already freed), is an error.
 func (m *Machine) Free(t graph.TensorID) error {
+	if m.missing() {
+		return ErrNoMachine
+	}
+	return m.free(t)
+}
+
+// free is Free on a Machine made by NewMachine (Replay checks that once).
+func (m *Machine) free(t graph.TensorID) error {
 	if err := m.tensorOK(Free, t); err != nil {
 		return err
 	}
@@ -903,6 +931,13 @@ func (m *Machine) Free(t graph.TensorID) error {
 // ends). The copy starts when the copy stream is free, the tensor is ready
 // and the compute stream has reached this step.
 func (m *Machine) SwapOut(t graph.TensorID) error {
+	if m.missing() {
+		return ErrNoMachine
+	}
+	return m.swapOut(t)
+}
+
+func (m *Machine) swapOut(t graph.TensorID) error {
 	if err := m.tensorOK(SwapOut, t); err != nil {
 		return err
 	}
@@ -941,6 +976,13 @@ func (m *Machine) SwapOut(t graph.TensorID) error {
 // finished and the compute stream has reached this step. An op reading t
 // waits for the copy to end (stall time).
 func (m *Machine) SwapIn(t graph.TensorID) error {
+	if m.missing() {
+		return ErrNoMachine
+	}
+	return m.swapIn(t)
+}
+
+func (m *Machine) swapIn(t graph.TensorID) error {
 	if err := m.tensorOK(SwapIn, t); err != nil {
 		return err
 	}
@@ -974,7 +1016,7 @@ func (m *Machine) SwapIn(t graph.TensorID) error {
 // Resident reports whether t is on the device (for a view: produced, not
 // dropped, and its storage resident).
 func (m *Machine) Resident(t graph.TensorID) bool {
-	if m.state[t] != Resident {
+	if !m.hasTensor(t) || m.state[t] != Resident {
 		return false
 	}
 	return m.state[m.root[t]] == Resident
@@ -983,6 +1025,9 @@ func (m *Machine) Resident(t graph.TensorID) bool {
 // State returns where t is. For a view that has been produced and not
 // dropped, it is its storage's state.
 func (m *Machine) State(t graph.TensorID) TensorState {
+	if !m.hasTensor(t) {
+		return NeverComputed
+	}
 	s := m.state[t]
 	if s == Resident && m.root[t] != t {
 		return m.state[m.root[t]]
@@ -993,37 +1038,84 @@ func (m *Machine) State(t graph.TensorID) TensorState {
 // Pin marks t (and, for a view, its storage) so that it can be neither freed
 // nor swapped out.
 func (m *Machine) Pin(t graph.TensorID) {
+	if !m.hasTensor(t) {
+		return
+	}
 	m.flags[t] |= flPinned
 	m.flags[m.root[t]] |= flPinned
 }
 
 // Unpin clears t's pin (not its storage's).
-func (m *Machine) Unpin(t graph.TensorID) { m.flags[t] &^= flPinned }
+func (m *Machine) Unpin(t graph.TensorID) {
+	if m.hasTensor(t) {
+		m.flags[t] &^= flPinned
+	}
+}
 
 // Pinned reports whether t is pinned.
-func (m *Machine) Pinned(t graph.TensorID) bool { return m.flags[t]&flPinned != 0 }
+func (m *Machine) Pinned(t graph.TensorID) bool { return m.hasTensor(t) && m.flags[t]&flPinned != 0 }
 
-// Storage returns the tensor whose storage t uses (t itself unless a view).
-func (m *Machine) Storage(t graph.TensorID) graph.TensorID { return m.root[t] }
+// Storage returns the tensor whose storage t uses (t itself unless a view;
+// t as well for an ID the graph does not have).
+func (m *Machine) Storage(t graph.TensorID) graph.TensorID {
+	if !m.hasTensor(t) {
+		return t
+	}
+	return m.root[t]
+}
 
 // Bytes returns the storage bytes t adds (0 for a view).
-func (m *Machine) Bytes(t graph.TensorID) int64 { return m.bytes[t] }
+func (m *Machine) Bytes(t graph.TensorID) int64 {
+	if !m.hasTensor(t) {
+		return 0
+	}
+	return m.bytes[t]
+}
 
 // Runs returns how many times op has been computed.
-func (m *Machine) Runs(op graph.OpID) int { return int(m.opRuns[op]) }
+func (m *Machine) Runs(op graph.OpID) int {
+	if !m.hasOp(op) {
+		return 0
+	}
+	return int(m.opRuns[op])
+}
 
 // Graph returns the simulated graph.
-func (m *Machine) Graph() *graph.Graph { return m.g }
+func (m *Machine) Graph() *graph.Graph {
+	if m == nil {
+		return nil
+	}
+	return m.g
+}
 
 // Options returns the Machine's options.
-func (m *Machine) Options() Options { return m.opts }
+func (m *Machine) Options() Options {
+	if m == nil {
+		return Options{}
+	}
+	return m.opts
+}
 
 // Allocated returns the bytes in live blocks (as the allocator accounts them).
-func (m *Machine) Allocated() int64 { return m.alloc.Allocated() }
+func (m *Machine) Allocated() int64 {
+	if m.missing() {
+		return 0
+	}
+	return m.alloc.Allocated()
+}
 
 // Reserved returns the bytes held from the device: the allocator's reserved
 // bytes, or the whole capacity with ReserveAll.
 func (m *Machine) Reserved() int64 {
+	if m.missing() {
+		return 0
+	}
+	return m.reserved()
+}
+
+// reserved is Reserved on a Machine made by NewMachine (the hot path: small
+// enough to inline).
+func (m *Machine) reserved() int64 {
 	if m.opts.ReserveAll {
 		return m.capacity
 	}
@@ -1032,41 +1124,100 @@ func (m *Machine) Reserved() int64 {
 
 // Capacity returns the usable capacity in bytes (0 when unlimited).
 func (m *Machine) Capacity() int64 {
-	if !m.limited {
+	if m == nil || !m.limited {
 		return 0
 	}
 	return m.capacity
 }
 
 // Clock returns the compute stream's clock in ns.
-func (m *Machine) Clock() int64 { return m.clock }
+func (m *Machine) Clock() int64 {
+	if m == nil {
+		return 0
+	}
+	return m.clock
+}
 
 // Step returns the number of steps executed since the Machine was created or
 // reset.
-func (m *Machine) Step() int { return m.step }
+func (m *Machine) Step() int {
+	if m == nil {
+		return 0
+	}
+	return m.step
+}
 
 // OpTime returns op's time in ns under this Machine's cost model and
 // convolution algorithm choice.
-func (m *Machine) OpTime(op graph.OpID) int64 { return m.opTime[op] }
+func (m *Machine) OpTime(op graph.OpID) int64 {
+	if !m.hasOp(op) {
+		return 0
+	}
+	return m.opTime[op]
+}
 
 // OpWorkspace returns op's workspace in bytes after the algorithm choice.
-func (m *Machine) OpWorkspace(op graph.OpID) int64 { return m.opWs[op] }
+func (m *Machine) OpWorkspace(op graph.OpID) int64 {
+	if !m.hasOp(op) {
+		return 0
+	}
+	return m.opWs[op]
+}
 
 // ConvAlgo returns the convolution algorithm chosen for op ("" when the op
 // is not a convolution or cudnn_tune is off for it).
-func (m *Machine) ConvAlgo(op graph.OpID) string { return m.opAlgo[op] }
+func (m *Machine) ConvAlgo(op graph.OpID) string {
+	if !m.hasOp(op) {
+		return ""
+	}
+	return m.opAlgo[op]
+}
 
 // SwapTime returns the time to move t's storage over the host link.
-func (m *Machine) SwapTime(t graph.TensorID) int64 { return m.cost.SwapNs(m.bytes[m.root[t]]) }
+func (m *Machine) SwapTime(t graph.TensorID) int64 {
+	if !m.hasTensor(t) {
+		return 0
+	}
+	return m.cost.SwapNs(m.bytes[m.root[t]])
+}
 
 // Allocator returns the allocator model.
-func (m *Machine) Allocator() Allocator { return m.alloc }
+func (m *Machine) Allocator() Allocator {
+	if m == nil {
+		return nil
+	}
+	return m.alloc
+}
 
 // Device returns the device profile used by the cost model.
-func (m *Machine) Device() Profile { return m.dev }
+func (m *Machine) Device() Profile {
+	if m == nil {
+		return Profile{}
+	}
+	return m.dev
+}
 
-// Result summarizes the run so far. It does not change the Machine.
+// missing reports whether m was not made by NewMachine (nil or zero).
+func (m *Machine) missing() bool { return m == nil || m.g == nil }
+
+// hasTensor reports whether t is a tensor of m's graph (false on a nil or
+// zero Machine).
+func (m *Machine) hasTensor(t graph.TensorID) bool {
+	return m != nil && t >= 0 && int(t) < len(m.state) && int(t) < len(m.root)
+}
+
+// hasOp reports whether op is an op of m's graph (false on a nil or zero
+// Machine).
+func (m *Machine) hasOp(op graph.OpID) bool {
+	return m != nil && op >= 0 && int(op) < len(m.opRuns) && int(op) < len(m.opTime)
+}
+
+// Result summarizes the run so far. It does not change the Machine. On a nil
+// or zero Machine it is an empty Result.
 func (m *Machine) Result() *Result {
+	if m.missing() {
+		return &Result{TopAtPeak: []LiveTensor{}}
+	}
 	res := &Result{
 		Graph: m.g.Name, Strategy: m.strategy, Device: m.devName, Allocator: m.alloc.Name(),
 		Capacity: m.Capacity(), Steps: m.step,

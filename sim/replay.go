@@ -136,6 +136,9 @@ func Simulate(g *graph.Graph, p *Plan, opts Options) (*Result, error) {
 // plan frees right after it (see InPlaceRuleOf and docs/simulator.md); that
 // free then releases nothing.
 func (m *Machine) Replay(p *Plan) error {
+	if m.missing() {
+		return ErrNoMachine
+	}
 	if p == nil {
 		return fmt.Errorf("replay: plan is nil: %w", ErrInvalidPlan)
 	}
@@ -149,11 +152,11 @@ func (m *Machine) Replay(p *Plan) error {
 		case Compute:
 			err = m.compute(st.Op, p.Steps[i+1:])
 		case Free:
-			err = m.Free(st.Tensor)
+			err = m.free(st.Tensor)
 		case SwapOut:
-			err = m.SwapOut(st.Tensor)
+			err = m.swapOut(st.Tensor)
 		case SwapIn:
-			err = m.SwapIn(st.Tensor)
+			err = m.swapIn(st.Tensor)
 		default:
 			err = &StepError{Step: m.step, Kind: KindInvalidStep, StepKind: st.Kind, Op: graph.NoOp, Tensor: graph.NoTensor,
 				Detail: fmt.Sprintf("step kind %d, expected compute, free, swap_out or swap_in", uint8(st.Kind)), Err: ErrInvalidPlan}

@@ -73,7 +73,9 @@ type StaticStats struct {
 // Allocated is the bytes of live tensors as requested.
 //
 // A Block of a Static is its storage block number; Layout maps it to an
-// arena offset. A Static is not safe for concurrent use.
+// arena offset. A Static is not safe for concurrent use. The zero value is
+// an empty unlimited planner with zero StaticOptions (no matching, no
+// in-place reuse), like NewStatic(StaticOptions{}).
 type Static struct {
 	opts     StaticOptions
 	capacity int64
@@ -98,6 +100,16 @@ func NewStatic(opts StaticOptions) *Static {
 	}
 	s.Reset()
 	return s
+}
+
+// init makes a zero Static an empty unlimited one (NewStatic sets a
+// positive capacity, so this runs at most once).
+func (s *Static) init() {
+	if s.capacity <= 0 {
+		s.opts.MatchRange = max(s.opts.MatchRange, 0)
+		s.capacity = math.MaxInt64
+		s.Reset()
+	}
 }
 
 // Name returns "static".
@@ -129,6 +141,7 @@ func (s *Static) Reset() {
 // the request, Allocated, Reserved and the capacity when a new or grown block
 // would make the arena exceed the capacity; the planner is then unchanged.
 func (s *Static) Alloc(bytes int64) (Block, error) {
+	s.init()
 	if bytes < 0 {
 		return -1, fmt.Errorf("static allocator: alloc bytes %d: expected >= 0", bytes)
 	}
@@ -184,12 +197,12 @@ func (s *Static) take(b int32, bytes int64) Block {
 }
 
 // Free releases the tensor in storage block b; the block becomes available
-// to later requests. Freeing a block that holds no tensor is a programming
-// error of the caller and panics.
+// to later requests. Freeing a block that holds no tensor (unknown, or
+// already free) does nothing, as with Ideal.
 func (s *Static) Free(blk Block) {
 	b := int32(blk)
 	if b < 0 || int(b) >= len(s.live) || s.live[b] < 0 {
-		panic(fmt.Sprintf("sim: static allocator: Free of block %d that is not live", blk))
+		return
 	}
 	s.alloc -= s.live[b]
 	s.live[b] = -1

@@ -155,7 +155,18 @@ func TestStaticCapacity(t *testing.T) {
 	_, err = s.Alloc(-5)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "alloc bytes -5")
-	assert.Panics(t, func() { s.Free(7) })
+	before := s.Stats()
+	s.Free(7) // not a block: nothing happens
+	assert.Equal(t, before, s.Stats())
+
+	// The zero value is an empty unlimited planner.
+	var z Static
+	zb, err := z.Alloc(300)
+	require.NoError(t, err)
+	z.Free(zb)
+	z.Free(zb)
+	assert.Equal(t, int64(0), z.Allocated())
+	assert.Equal(t, int64(300), z.Reserved())
 }
 
 func TestStaticOptionsValidate(t *testing.T) {

@@ -115,10 +115,9 @@ func convDims(g *graph.Graph, op *graph.Op) (convShapes, bool) {
 	}
 	f := op
 	if !fwd {
-		if op.Forward == graph.NoOp {
+		if f = g.Op(op.Forward); f == nil { // none, or not g's
 			return convShapes{}, false
 		}
-		f = &g.Ops[op.Forward]
 		if ff, _ := isConvType(f.Type); !ff {
 			return convShapes{}, false
 		}
@@ -126,8 +125,8 @@ func convDims(g *graph.Graph, op *graph.Op) (convShapes, bool) {
 	if len(f.Inputs) < 2 || len(f.Outputs) < 1 {
 		return convShapes{}, false
 	}
-	x, w, y := &g.Tensors[f.Inputs[0]], &g.Tensors[f.Inputs[1]], &g.Tensors[f.Outputs[0]]
-	if len(x.Shape) != 4 || len(w.Shape) != 4 || len(y.Shape) != 4 {
+	x, w, y := g.Tensor(f.Inputs[0]), g.Tensor(f.Inputs[1]), g.Tensor(f.Outputs[0])
+	if x == nil || w == nil || y == nil || len(x.Shape) != 4 || len(w.Shape) != 4 || len(y.Shape) != 4 {
 		return convShapes{}, false
 	}
 	d := convShapes{n: x.Shape[0], c: x.Shape[1], h: x.Shape[2], w: x.Shape[3],
@@ -171,6 +170,9 @@ func satMul(f ...int64) int64 {
 // Winograd variants need a 3x3 filter; FFT needs a filter larger than 1x1.
 // e is the element size; shapes are NCHW input, KCgRS weight, NKPQ output.
 func ConvCandidates(g *graph.Graph, op *graph.Op) []ConvAlgo {
+	if g == nil || op == nil {
+		return nil
+	}
 	d, ok := convDims(g, op)
 	if !ok {
 		return nil
