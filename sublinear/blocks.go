@@ -26,9 +26,11 @@ type mgeProblem struct {
 	keep []bool           // root never freed (external or persistent)
 	size []int64          // StorageBytes (0 for views)
 	// isVar: a storage the planner may reason about: produced by an op,
-	// not kept. hasViews: some other tensor aliases it.
+	// not kept. mutated: a view of it is written by an op that cannot run
+	// twice (an in-place op such as relu_ or bernoulli_): recomputing its
+	// producer alone would not give its value back.
 	isVar    []bool
-	hasViews []bool
+	mutated  []bool
 	prod     []int32 // producer op (-1 for external tensors)
 
 	// Access lists of vars in CSR form: accTime[accStart[v]:accStart[v+1]]
@@ -87,7 +89,7 @@ func newMgeProblem(g *graph.Graph, opTime func(graph.OpID) int64, mm mgeMemModel
 	p.keep = make([]bool, nt)
 	p.size = make([]int64, nt)
 	p.isVar = make([]bool, nt)
-	p.hasViews = make([]bool, nt)
+	p.mutated = make([]bool, nt)
 	p.prod = make([]int32, nt)
 	for i := range g.Tensors {
 		t := &g.Tensors[i]
@@ -98,7 +100,9 @@ func newMgeProblem(g *graph.Graph, opTime func(graph.OpID) int64, mm mgeMemModel
 		p.size[i] = t.StorageBytes()
 		p.prod[i] = int32(t.Producer)
 		if r != graph.TensorID(i) {
-			p.hasViews[r] = true
+			if t.Producer != graph.NoOp && !g.Ops[t.Producer].Recomputable() {
+				p.mutated[r] = true
+			}
 		} else if t.Producer == graph.NoOp {
 			p.resident0 += t.StorageBytes()
 		}
@@ -175,7 +179,7 @@ func newMgeProblem(g *graph.Graph, opTime func(graph.OpID) int64, mm mgeMemModel
 
 		nd := !op.Recomputable()
 		for _, o := range op.Outputs {
-			if p.root[o] != o || p.hasViews[o] || p.keep[o] {
+			if p.root[o] != o || p.mutated[o] || p.keep[o] {
 				nd = true
 			}
 		}
@@ -273,11 +277,68 @@ func mgeIsOutput(op *graph.Op, t graph.TensorID) bool {
 	return false
 }
 
+// lowerBound is a peak no plan of the search (indeed no recompute plan) can
+// go below: bytes resident from the start, plus bytes held to the end once
+// created (kept storages with a producer), plus, at the op where it is
+// largest, the op's working set (its distinct non-kept input storages and
+// its non-kept outputs, which must be resident together while it runs, and
+// its workspace) on top of the kept storages created before it. It returns
+// the bound and its first two parts.
+func (p *mgeProblem) lowerBound() (lb, resident, held int64) {
+	g := p.g
+	seen := make([]bool, p.nt)
+	var keptSoFar int64
+	lb = p.resident0
+	for i := 0; i < p.n; i++ {
+		op := &g.Ops[i]
+		var ws int64
+		for _, t := range op.Inputs {
+			r := p.root[t]
+			if !p.keep[r] {
+				ws += p.size[r]
+			}
+		}
+		for _, o := range op.Outputs {
+			r := p.root[o]
+			if r != o {
+				continue
+			}
+			if p.keep[o] {
+				if !seen[o] && g.Tensors[o].Producer != graph.NoOp {
+					seen[o] = true
+					keptSoFar += p.size[o]
+				}
+			} else {
+				ws += p.size[o]
+			}
+		}
+		// Inputs listed twice count twice above; subtract the repeats.
+		for j, t := range op.Inputs {
+			r := p.root[t]
+			if p.keep[r] {
+				continue
+			}
+			for _, u := range op.Inputs[:j] {
+				if p.root[u] == r {
+					ws -= p.size[r]
+					break
+				}
+			}
+		}
+		lb = max(lb, p.resident0+keptSoFar+ws+p.workspace[i])
+	}
+	return max(lb, p.resident0+keptSoFar), p.resident0, keptSoFar
+}
+
 // discardable reports whether var v may be freed and recomputed: produced by
-// a duplicable op and without views (MegEngine skips vars of bad oprs; remat
-// also keeps aliased storage whole).
+// a duplicable op (MegEngine skips vars of bad oprs) and not written in place
+// through a view. Views of v need no recompute of their own: they read v's
+// storage, which the recompute brings back (reads of a view count as reads of
+// v). Traced steps view nearly every activation (reshape before a matmul,
+// transpose for attention heads), so excluding viewed storage would leave
+// little to discard.
 func (p *mgeProblem) discardable(v int32) bool {
-	return p.isVar[v] && !p.hasViews[v] && !p.noDup[p.prod[v]]
+	return p.isVar[v] && !p.mutated[v] && !p.noDup[p.prod[v]]
 }
 
 // thresholdSplits is MegEngine's get_split_point_set: walk the ops keeping

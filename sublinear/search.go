@@ -145,10 +145,25 @@ type SearchReport struct {
 type InfeasibleBudgetError struct {
 	Budget  int64 // bytes asked for
 	MinPeak int64 // smallest peak found
+	// LowerBound is a peak no recompute plan can go below: the storages
+	// resident throughout (inputs, parameters, optimizer state, the
+	// atomic-clean arena), those held to the end of the step once created
+	// (a parameter's final gradient, persistent outputs), and the largest
+	// working set of one op (its inputs, outputs and workspace) on top of
+	// what is held at that point.
+	LowerBound int64
+	// Resident and Held are the first two parts of LowerBound: bytes
+	// resident from the start, and bytes held to the end of the step.
+	Resident, Held int64
 }
 
 func (e *InfeasibleBudgetError) Error() string {
-	return fmt.Sprintf("sublinear: budget %d bytes is infeasible: the smallest peak found is %d bytes", e.Budget, e.MinPeak)
+	msg := fmt.Sprintf("sublinear: budget %d bytes is infeasible: the smallest peak found is %d bytes", e.Budget, e.MinPeak)
+	if e.LowerBound > e.Budget {
+		msg += fmt.Sprintf("; no plan can go below %d bytes (%d resident throughout: inputs, parameters, optimizer state; %d held to the end of the step: parameter gradients and persistent outputs; plus the largest op's working set)",
+			e.LowerBound, e.Resident, e.Held)
+	}
+	return msg
 }
 
 // Unwrap lets errors.Is match sim.ErrOutOfMemory.
@@ -478,7 +493,8 @@ func (s *mgeSearch) finish(strategy string, baseline int64) (*sim.Plan, SearchRe
 		rep.Threshold = -1 // the unmodified sequence
 	}
 	if s.budget > 0 && !rep.Feasible {
-		return plan, rep, &InfeasibleBudgetError{Budget: s.budget, MinPeak: s.minPeak()}
+		lb, res, held := s.p.lowerBound()
+		return plan, rep, &InfeasibleBudgetError{Budget: s.budget, MinPeak: s.minPeak(), LowerBound: lb, Resident: res, Held: held}
 	}
 	return plan, rep, nil
 }
