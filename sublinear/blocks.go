@@ -29,9 +29,9 @@ type mgeProblem struct {
 	// not kept. mutated: a view of it is written by an op that cannot run
 	// twice (an in-place op such as relu_ or bernoulli_): recomputing its
 	// producer alone would not give its value back.
-	isVar    []bool
-	mutated  []bool
-	prod     []int32 // producer op (-1 for external tensors)
+	isVar   []bool
+	mutated []bool
+	prod    []int32 // producer op (-1 for external tensors)
 
 	// Access lists of vars in CSR form: accTime[accStart[v]:accStart[v+1]]
 	// is the creation op followed by the distinct readers (reads of a view
