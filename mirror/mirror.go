@@ -329,23 +329,30 @@ func groupsOf(g *graph.Graph, cand []bool) [][]graph.OpID {
 }
 
 // balance estimates, for mirroring one group, the bytes it stops keeping
-// across the forward/backward gap (outputs of the group that backward reads)
-// and the bytes it must keep alive instead (tensors from outside the group
-// that the group's recompute reads and backward would not have kept anyway).
+// across the forward/backward gap (storages the group's ops own that
+// backward reads, directly or through a view) and the bytes it must keep
+// alive instead (storages from outside the group that the group's recompute
+// reads and backward would not have kept anyway). Storage is what counts:
+// traced steps read most activations through views (a reshape before a
+// matmul), so a view read by backward keeps its base alive.
 type balance struct {
 	g      *graph.Graph
 	cand   []bool
-	byBack []bool // per tensor: some non-forward op reads it
+	root   []graph.TensorID
+	byBack []bool // per storage: some non-forward op reads it or a view of it
 }
 
 func newBalance(g *graph.Graph, cand []bool) *balance {
-	b := &balance{g: g, cand: cand, byBack: make([]bool, len(g.Tensors))}
+	b := &balance{g: g, cand: cand, root: make([]graph.TensorID, len(g.Tensors)), byBack: make([]bool, len(g.Tensors))}
+	for i := range g.Tensors {
+		b.root[i] = g.StorageOf(graph.TensorID(i))
+	}
 	for i := range g.Ops {
 		if g.Ops[i].Phase == graph.Forward {
 			continue
 		}
 		for _, t := range g.Ops[i].Inputs {
-			b.byBack[t] = true
+			b.byBack[b.root[t]] = true
 		}
 	}
 	return b
@@ -356,8 +363,8 @@ func (b *balance) of(grp []graph.OpID) (saved, kept int64) {
 	for _, o := range grp {
 		op := &g.Ops[o]
 		for _, t := range op.Outputs {
-			if b.byBack[t] {
-				saved += g.Tensors[t].StorageBytes()
+			if b.root[t] == t && b.byBack[t] {
+				saved += g.Tensors[t].Bytes
 			}
 		}
 		for _, t := range op.Inputs {
@@ -365,8 +372,8 @@ func (b *balance) of(grp []graph.OpID) (saved, kept int64) {
 			if tt.Producer == graph.NoOp || b.cand[tt.Producer] || tt.Kind.Persistent() {
 				continue
 			}
-			if !b.byBack[t] {
-				kept += g.Tensors[g.StorageOf(t)].Bytes
+			if r := b.root[t]; !b.byBack[r] {
+				kept += g.Tensors[r].Bytes
 			}
 		}
 	}
