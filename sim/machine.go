@@ -697,6 +697,35 @@ func (m *Machine) Compute(op graph.OpID) error {
 	return m.compute(op, nil)
 }
 
+// inPlaceFresh reports whether an in-place op may run again: it is not
+// impure, not random without saved RNG state, and every storage it writes
+// was computed again since its last run, so that it rewrites fresh values as
+// the first time did (a recomputed conv followed by its ReLU_).
+func (m *Machine) inPlaceFresh(op graph.OpID) bool {
+	o := &m.g.Ops[op]
+	if o.Flags.Has(graph.Impure) || !o.Flags.Has(graph.InPlace) {
+		return false
+	}
+	if o.Flags.Has(graph.NonDeterministic) {
+		if v := o.Attrs[graph.AttrRNGSaved]; v != "1" && v != "true" {
+			return false
+		}
+	}
+	wrote := false
+	for _, t := range o.Outputs {
+		r := m.root[t]
+		if r == t {
+			continue
+		}
+		p := m.g.Tensors[r].Producer
+		if p == graph.NoOp || m.opRuns[p] <= m.opRuns[op] {
+			return false
+		}
+		wrote = true
+	}
+	return wrote
+}
+
 // compute runs op; next holds the plan steps after this one (Replay), which
 // lets the first output take an input's storage in place when the plan frees
 // that input right after the op (see inPlaceDonor).
@@ -707,7 +736,7 @@ func (m *Machine) compute(op graph.OpID, next []Step) error {
 	}
 	o := &g.Ops[op]
 	re := m.opRuns[op] > 0
-	if re && m.recomp[op] != 0 {
+	if re && m.recomp[op] != 0 && !m.inPlaceFresh(op) {
 		return m.stepErr(m.recomp[op], Compute, op, graph.NoTensor, "")
 	}
 	start := m.clock
