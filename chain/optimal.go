@@ -154,12 +154,18 @@ func RotorStagesOf(ch *StageChain, slotBytes int64) ([]RotorStage, error) {
 
 // OptimalMaxStages returns the deepest chain OptimalChain solves without
 // grouping at the given number of slots (its tables span up to twice the
-// slots, see OptimalChain).
+// slots, see OptimalChain; memory released by backward stages extends them
+// and lowers the depth).
 func OptimalMaxStages(slots int) int {
 	if slots <= 0 {
 		slots = OptimalDefaultSlots
 	}
-	levels := 2 * slots
+	return maxStagesFor(2 * slots)
+}
+
+// maxStagesFor is the deepest chain whose tables of levels+1 memory levels
+// fit optimalMaxEntries and optimalMaxWork.
+func maxStagesFor(levels int) int {
 	L := 1
 	for {
 		n := L + 1
@@ -251,27 +257,38 @@ func OptimalChain(ctx context.Context, g *graph.Graph, budget int64, opts Optima
 			}
 		}
 	}
-	if maxL := OptimalMaxStages(slots); len(ch.Stages) > maxL {
+	// Slots of q bytes: the budget's share above the pinned bytes in Slots
+	// slots, the table reaching up to the no-recompute peak (at most
+	// 2*Slots levels), so that levels above the budget can be tried where
+	// the DP's accounting is pessimistic; plus the memory the backward
+	// releases (rotorBuild).
+	discretize := func(ch *StageChain) (q int64, mem, levels int) {
+		avail := budget - ch.Pinned
+		span := max(basePeak-ch.Pinned, stageUpperBytes(ch)/4, 1)
+		q = max(ceilDiv(max(avail, span/2), int64(slots)), 1)
+		if u := stageSizeGCD(ch); u > 0 && u < q && max(avail, span/2)/u <= 2*int64(slots) {
+			q = u
+		} else if u >= q {
+			q = u
+		}
+		mem = int(min(ceilDiv(span, q), 2*int64(slots)))
+		mem = max(mem, int(min(avail/q, 2*int64(slots))))
+		var rel int64
+		for k := range ch.Stages {
+			rel += ch.Stages[k].ReleasedBytes / q
+		}
+		return q, mem, mem + int(min(rel, rotorMaxEntries))
+	}
+	q, mem, levels := discretize(ch)
+	if maxL := maxStagesFor(levels); len(ch.Stages) > maxL {
 		so.MaxStages = maxL
 		if ch, err = StagesOf(g, so); err != nil {
 			return nil, rep, fmt.Errorf("optimal-chain: %w", err)
 		}
+		q, mem, _ = discretize(ch)
 	}
 	rep.Groups, rep.PinnedBytes = len(ch.Stages), ch.Pinned
-	// Slots of q bytes: the budget's share above the pinned bytes in Slots
-	// slots, the table reaching up to the no-recompute peak (at most
-	// 2*Slots levels), so that levels above the budget can be tried where
-	// the DP's accounting is pessimistic.
 	avail := budget - ch.Pinned
-	span := max(basePeak-ch.Pinned, stageUpperBytes(ch)/4, 1)
-	q := max(ceilDiv(max(avail, span/2), int64(slots)), 1)
-	if u := stageSizeGCD(ch); u > 0 && u < q && max(avail, span/2)/u <= 2*int64(slots) {
-		q = u
-	} else if u >= q {
-		q = u
-	}
-	mem := int(min(ceilDiv(span, q), 2*int64(slots)))
-	mem = max(mem, int(min(avail/q, 2*int64(slots))))
 	rep.SlotBytes = q
 	stages, err := RotorStagesOf(ch, q)
 	if err != nil {
@@ -282,6 +299,7 @@ func OptimalChain(ctx context.Context, g *graph.Graph, budget int64, opts Optima
 		return nil, rep, fmt.Errorf("optimal-chain: %w", err)
 	}
 	lo := tab.minSlots()
+	mem = max(mem, lo)
 	if lo < 0 {
 		return nil, rep, fmt.Errorf("optimal-chain: budget %d bytes: no schedule within %d slots of %d bytes above %d pinned bytes (the table's whole range): %w", budget, mem, q, ch.Pinned, ErrChainInfeasible)
 	}

@@ -141,6 +141,9 @@ func RotorSolve(ctx context.Context, stages []RotorStage, mem int) (*RotorSoluti
 		return nil, err
 	}
 	sol := &RotorSolution{MinSlots: tab.minSlots()}
+	if sol.MinSlots > mem {
+		sol.MinSlots = -1
+	}
 	top := tab.top()
 	if top[mem] >= rotorInf {
 		return sol, nil
@@ -205,6 +208,15 @@ func rotorTableEntries(L, mem int) int64 {
 	return int64(L) * int64(L+1) / 2 * int64(mem+1)
 }
 
+// rotorReleased is the memory all stages' backward release in all.
+func rotorReleased(stages []RotorStage) int64 {
+	var ext int64
+	for _, s := range stages {
+		ext += max(s.Release, 0)
+	}
+	return ext
+}
+
 // rotorBuild validates the chain and fills the DP tables.
 func rotorBuild(ctx context.Context, stages []RotorStage, mem int) (*rotorTable, error) {
 	L := len(stages)
@@ -222,10 +234,16 @@ func rotorBuild(ctx context.Context, stages []RotorStage, mem int) (*rotorTable,
 			return nil, fmt.Errorf("rotor: stage %d times fwd %d bwd %d are too large, expected < %d", k, s.Fwd, s.Bwd, rotorInf/int64(4*L))
 		}
 	}
-	M := mem + 1
+	// A subchain solved after later stages' backward may get more than mem
+	// (they released pinned memory): the table reaches that far.
+	ext := rotorReleased(stages)
+	if ext > rotorMaxEntries {
+		return nil, fmt.Errorf("rotor: stages release %d slots in all, expected at most %d", ext, rotorMaxEntries)
+	}
+	M := mem + 1 + int(ext)
 	pairs := L * (L + 1) / 2
-	if n := rotorTableEntries(L, mem); n > rotorMaxEntries {
-		return nil, fmt.Errorf("rotor: %d stages need %d stage pairs x %d memory levels (%d slots + 1) = %d table entries, expected at most %d: use fewer slots (--slots) or group stages (OptimalChain does)", L, pairs, M, mem, n, rotorMaxEntries)
+	if n := rotorTableEntries(L, M-1); n > rotorMaxEntries {
+		return nil, fmt.Errorf("rotor: %d stages need %d stage pairs x %d memory levels (%d slots + 1 + %d released) = %d table entries, expected at most %d: use fewer slots (--slots) or group stages (OptimalChain does)", L, pairs, M, mem, ext, n, rotorMaxEntries)
 	}
 	// pair(i, l) = base[i] + l - i.
 	base := make([]int, L+1)

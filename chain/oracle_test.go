@@ -1,0 +1,212 @@
+package chain
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// oraclePoint is one schedule's figures under the chain model: the least
+// memory it fits in and its time.
+type oraclePoint struct{ need, time int64 }
+
+// oracleFrontiers enumerates, for every subchain i..l and both subproblem
+// kinds (S and S1, see rotor.go), every schedule the recurrence can
+// express, in exact memory units, keeping the Pareto frontier (least need
+// for each time). It shares no code with RotorSolve: it composes whole
+// schedules' figures instead of filling a table indexed by memory, so that
+// it checks the table's indexing, clamping and the released-memory
+// offsets. Memory is unbounded here; a schedule fits m when need <= m.
+type oracleFrontiers struct {
+	st         []RotorStage
+	memo, mem1 map[[2]int][]oraclePoint
+}
+
+func newOracle(st []RotorStage) *oracleFrontiers {
+	return &oracleFrontiers{st: st, memo: map[[2]int][]oraclePoint{}, mem1: map[[2]int][]oraclePoint{}}
+}
+
+func (o *oracleFrontiers) din(l int) int64 {
+	if l+1 < len(o.st) {
+		return o.st[l+1].GradOut
+	}
+	return 0
+}
+
+// pg is the net memory the backward of stages a..b leaves held (held
+// gradients minus released pinned memory).
+func (o *oracleFrontiers) pg(a, b int) int64 {
+	var s int64
+	for k := a; k <= b; k++ {
+		s += o.st[k].HeldGrad - o.st[k].Release
+	}
+	return s
+}
+
+func pareto(ps []oraclePoint) []oraclePoint {
+	slices.SortFunc(ps, func(a, b oraclePoint) int {
+		if a.time != b.time {
+			return cmpInt(a.time, b.time)
+		}
+		return cmpInt(a.need, b.need)
+	})
+	var out []oraclePoint
+	for _, p := range ps {
+		if len(out) == 0 || p.need < out[len(out)-1].need {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// s returns the frontier of S(i, l) (once: S1(i, l)).
+func (o *oracleFrontiers) s(i, l int, once bool) []oraclePoint {
+	memo := o.memo
+	if once {
+		memo = o.mem1
+	}
+	if r, ok := memo[[2]int{i, l}]; ok {
+		return r
+	}
+	si := o.st[i]
+	c := si.Fwd + si.Bwd
+	var in, inBwd int64
+	if once {
+		in, inBwd = si.In, si.InBwd
+	}
+	var ps []oraclePoint
+	if i == l {
+		ps = append(ps, oraclePoint{max(o.din(i)+in+si.FwdAll, o.din(i)+inBwd+si.XBarBwd+si.BwdPeak), c})
+	} else {
+		bwdNeed := o.pg(i+1, l) + o.din(i) + inBwd + si.XBarBwd + si.BwdPeak
+		lo := max(o.din(l)+in+si.FwdAll, bwdNeed)
+		for _, p := range o.s(i+1, l, false) {
+			ps = append(ps, oraclePoint{max(lo, p.need+inBwd+si.XBar), c + p.time})
+		}
+		if si.XBarRest+o.st[i+1].In <= si.XBar {
+			for _, p := range o.s(i+1, l, true) {
+				ps = append(ps, oraclePoint{max(lo, p.need+inBwd+si.XBarRest), c + p.time})
+			}
+		}
+		if !once {
+			var ph1, cf int64
+			for j := i + 1; j <= l; j++ {
+				k := j - 1
+				v := o.st[k].FwdNone
+				if k > i {
+					v += o.st[k].In
+				}
+				ph1 = max(ph1, v)
+				cf += o.st[k].Fwd
+				pg := o.pg(j, l)
+				lo := max(o.din(l)+ph1, pg, 0)
+				for _, b := range o.s(i, j-1, false) {
+					for _, a := range o.s(j, l, false) {
+						ps = append(ps, oraclePoint{max(lo, a.need+o.st[j].In, b.need+pg), cf + a.time + b.time})
+					}
+					for _, a := range o.s(j, l, true) {
+						ps = append(ps, oraclePoint{max(lo, a.need, b.need+pg), cf + a.time + b.time})
+					}
+				}
+			}
+		}
+	}
+	r := pareto(ps)
+	memo[[2]int{i, l}] = r
+	return r
+}
+
+// best is the least time of the whole chain within m, -1 if none fits.
+func (o *oracleFrontiers) best(m int64) int64 {
+	for _, p := range o.s(0, len(o.st)-1, false) {
+		if p.need <= m {
+			return p.time
+		}
+	}
+	return -1
+}
+
+// TestRotorMatchesExhaustiveOptimum: on random chains of 1..12 stages with
+// heterogeneous figures (saved activations, gradients, held gradients,
+// released pinned memory, inputs the backward does or does not read),
+// RotorSolve's time equals the exhaustive optimum over every schedule of
+// the recurrence at every memory from the least feasible one up to where no
+// recomputation is needed, and its schedule's figures replayed by the
+// oracle's rules fit.
+func TestRotorMatchesExhaustiveOptimum(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 5))
+	trials := 120
+	if testing.Short() {
+		trials = 30
+	}
+	for trial := 0; trial < trials; trial++ {
+		L := 1 + trial%12
+		st := make([]RotorStage, L)
+		for k := range st {
+			s := &st[k]
+			s.Fwd, s.Bwd = 1+r.Int64N(20), 1+r.Int64N(40)
+			s.In = r.Int64N(6)
+			if r.IntN(2) == 0 {
+				s.InBwd = s.In
+			}
+			out := r.Int64N(6)
+			saved := r.Int64N(8)
+			s.XBar = out + saved
+			s.XBarBwd = saved
+			s.XBarRest = saved
+			if r.IntN(3) == 0 { // the backward reads the output
+				s.XBarBwd += out
+				s.XBarRest += out
+			}
+			s.FwdNone = out + r.Int64N(4)
+			s.FwdAll = s.XBar + r.Int64N(4)
+			s.BwdPeak = r.Int64N(8)
+			s.GradOut = r.Int64N(5)
+			s.HeldGrad = r.Int64N(3)
+			if r.IntN(3) == 0 {
+				s.Release = r.Int64N(6)
+			}
+		}
+		o := newOracle(st)
+		front := o.s(0, L-1, false)
+		require.NotEmpty(t, front)
+		top := front[0].need // the fastest schedule's need
+		least := front[len(front)-1].need
+		for m := max(least-1, 0); m <= top+1; m++ {
+			want := o.best(m)
+			sol, err := RotorSolve(context.Background(), st, int(m))
+			require.NoError(t, err)
+			if want < 0 {
+				assert.False(t, sol.Feasible, "trial %d L=%d m=%d: oracle finds nothing", trial, L, m)
+				continue
+			}
+			require.True(t, sol.Feasible, "trial %d L=%d m=%d: oracle finds %d", trial, L, m, want)
+			assert.Equal(t, want, sol.Time, "trial %d L=%d m=%d", trial, L, m)
+			assert.Equal(t, int(least), sol.MinSlots, "trial %d L=%d", trial, L)
+			// The schedule runs every stage's backward once, after a forward.
+			var fw, bw int64
+			for _, a := range sol.Actions {
+				if a.Kind == RotorBackward {
+					bw += st[a.Stage].Bwd
+				} else {
+					fw += st[a.Stage].Fwd
+				}
+			}
+			assert.Equal(t, sol.Time, fw+bw, "trial %d: the schedule's time", trial)
+		}
+	}
+}
