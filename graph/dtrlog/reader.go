@@ -3,11 +3,9 @@ package dtrlog
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 )
 
 // Kind is the INSTRUCTION of one log line.
@@ -79,55 +77,11 @@ func (e *LineError) Error() string {
 // Unwrap returns the underlying error.
 func (e *LineError) Unwrap() error { return e.Err }
 
-// num decodes a JSON number given either as a string ("123") or as a number.
-type num struct {
-	v   int64
-	set bool
-}
-
-func (n *num) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return fmt.Errorf("number %q: expected a decimal integer", s)
-		}
-		n.v, n.set = v, true
-		return nil
-	}
-	if bytes.Equal(b, []byte("null")) {
-		return nil
-	}
-	v, err := strconv.ParseInt(string(b), 10, 64)
-	if err != nil {
-		return fmt.Errorf("number %s: expected a decimal integer", b)
-	}
-	n.v, n.set = v, true
-	return nil
-}
-
-type rawLine struct {
-	Instruction *string  `json:"INSTRUCTION"`
-	Name        *string  `json:"NAME"`
-	Memory      num      `json:"MEMORY"`
-	Args        []string `json:"ARGS"`
-	Result      []string `json:"RESULT"`
-	Time        num      `json:"TIME"`
-	Alias       num      `json:"ALIAS"`
-	Dst         *string  `json:"DST"`
-	Src         *string  `json:"SRC"`
-	Mutate      []num    `json:"MUTATE"`
-	Annotation  *string  `json:"ANNOTATION"`
-}
-
 // Reader streams instructions from a log.
 type Reader struct {
 	sc   *bufio.Scanner
 	line int
+	dec  decoder
 }
 
 var utf8BOM = []byte{0xef, 0xbb, 0xbf}
@@ -139,7 +93,7 @@ const MaxLineBytes = 64 << 20
 func NewReader(r io.Reader) *Reader {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), MaxLineBytes)
-	return &Reader{sc: sc}
+	return &Reader{sc: sc, dec: decoder{intern: map[string]string{}}}
 }
 
 // Next returns the next instruction, skipping blank lines, or io.EOF at the
@@ -160,7 +114,7 @@ func (r *Reader) Next() (Instr, error) {
 		if len(b) == 0 {
 			continue
 		}
-		in, err := ParseLine(b)
+		in, err := r.dec.parseLine(b)
 		if err != nil {
 			return Instr{}, &LineError{Line: r.line, Err: err}
 		}
@@ -176,25 +130,30 @@ func (r *Reader) Next() (Instr, error) {
 	return Instr{}, io.EOF
 }
 
-func need(field string, p *string, k string) (string, error) {
-	if p == nil {
+func need(field string, p strField, k string) (string, error) {
+	if !p.set {
 		return "", fmt.Errorf("%w: %s line has no %s", ErrSyntax, k, field)
 	}
-	return *p, nil
+	return p.v, nil
 }
 
 // ParseLine decodes one log line (without its line number).
 func ParseLine(b []byte) (Instr, error) {
+	var d decoder
+	return d.parseLine(b)
+}
+
+func (d *decoder) parseLine(b []byte) (Instr, error) {
 	var raw rawLine
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return Instr{}, fmt.Errorf("%w: %w", ErrSyntax, err)
+	if err := d.decodeLine(b, &raw); err != nil {
+		return Instr{}, err
 	}
-	if raw.Instruction == nil {
+	if !raw.Instruction.set {
 		return Instr{}, fmt.Errorf("%w: no INSTRUCTION key", ErrSyntax)
 	}
 	var in Instr
 	var err error
-	k := *raw.Instruction
+	k := raw.Instruction.v
 	switch k {
 	case "ANNOTATE":
 		in.Kind = Annotate
@@ -255,12 +214,12 @@ func ParseLine(b []byte) (Instr, error) {
 		in.Time = raw.Time.v
 		in.Args = raw.Args
 		if in.Kind == Call {
-			if raw.Result == nil {
+			if !raw.ResultSet {
 				return Instr{}, fmt.Errorf("%w: CALL line has no RESULT", ErrSyntax)
 			}
 			in.Results = raw.Result
 		} else {
-			if raw.Mutate == nil {
+			if !raw.MutateSet {
 				return Instr{}, fmt.Errorf("%w: MUTATE line has no MUTATE", ErrSyntax)
 			}
 			in.Mutate = make([]int, len(raw.Mutate))
