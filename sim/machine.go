@@ -47,6 +47,10 @@ type Options struct {
 	// DefaultConvWorkspaceLimit); an op's "workspace" attribute (MB)
 	// overrides it.
 	ConvWorkspaceLimit int64
+	// ConvLibrary selects the convolution temporaries modelled: cuDNN's
+	// algorithm workspaces (ConvCuDNN, the default, with CudnnTune) or
+	// PyTorch's CPU convolutions (ConvOneDNN, see CPUConvWorkspace).
+	ConvLibrary ConvLibrary
 	// Timeline records per-step memory in Result.Timeline.
 	Timeline bool
 	// Trace records events for WriteTrace in Result.Events.
@@ -264,6 +268,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("options: field CudnnTune is %d, expected 0 (off), 1 (limited_workspace) or 2 (fastest)", o.CudnnTune)
 	case o.ConvWorkspaceLimit < 0:
 		return fmt.Errorf("options: field ConvWorkspaceLimit is %d, expected >= 0 (0 means %d)", o.ConvWorkspaceLimit, DefaultConvWorkspaceLimit)
+	case !o.ConvLibrary.Valid():
+		return fmt.Errorf("options: field ConvLibrary is %d, expected 0 (cudnn) or 1 (onednn)", o.ConvLibrary)
 	}
 	if _, lim := CapacityOf(*o); o.ReserveAll && !lim {
 		return fmt.Errorf("options: field ReserveAll is set but the capacity is unlimited, expected a Device or a Capacity > 0")
@@ -422,7 +428,9 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 		op := &g.Ops[i]
 		t := m.cost.OpTime(g, op)
 		ws := op.Workspace
-		if cands := ConvCandidates(g, op); cands != nil {
+		if opts.ConvLibrary == ConvOneDNN {
+			ws = max(ws, CPUConvWorkspace(g, op))
+		} else if cands := ConvCandidates(g, op); cands != nil {
 			tune, lim, err := opTune(op, opts.CudnnTune, limit)
 			if err != nil {
 				return nil, fmt.Errorf("sim: %w", err)

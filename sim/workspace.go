@@ -256,3 +256,184 @@ func TempSlots(numTemp, workers int) int {
 	}
 	return min(numTemp, workers)
 }
+
+// ConvLibrary selects whose convolution kernels the Machine models the
+// temporary memory of.
+type ConvLibrary uint8
+
+const (
+	// ConvCuDNN (the default) models cuDNN: a convolution's workspace is
+	// that of the algorithm CudnnTune chooses (see ConvCandidates), or the
+	// op's Workspace field with CudnnOff.
+	ConvCuDNN ConvLibrary = iota
+	// ConvOneDNN models PyTorch's CPU convolutions: oneDNN (mkldnn)
+	// reorder buffers, or slow_conv2d's im2col columns where PyTorch does
+	// not use oneDNN (see CPUConvWorkspace). CudnnTune does not apply.
+	ConvOneDNN
+)
+
+var convLibNames = [...]string{"cudnn", "onednn"}
+
+// Valid reports whether l is a defined library.
+func (l ConvLibrary) Valid() bool { return l <= ConvOneDNN }
+
+// String returns "cudnn" or "onednn".
+func (l ConvLibrary) String() string {
+	if !l.Valid() {
+		return fmt.Sprintf("conv_library(%d)", uint8(l))
+	}
+	return convLibNames[l]
+}
+
+// ParseConvLibrary parses "cudnn" or "onednn" ("mkldnn" is accepted for
+// the latter, PyTorch's name for it).
+func ParseConvLibrary(s string) (ConvLibrary, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "cudnn":
+		return ConvCuDNN, nil
+	case "onednn", "mkldnn":
+		return ConvOneDNN, nil
+	}
+	return 0, fmt.Errorf("convolution library %q: expected cudnn or onednn", s)
+}
+
+// oneDNNBlock is the channel block of oneDNN's blocked activation and
+// weight layouts on AVX-512 CPUs (nChw16c, OIhw16i16o): a reordered
+// tensor's channel dimensions are padded to a multiple of it (a 1000-channel
+// gradient reorders into 1008 channels).
+const oneDNNBlock = 16
+
+func roundUp(v, m int64) int64 { return (v + m - 1) / m * m }
+
+// CPUConvWorkspace returns the temporary memory PyTorch 1.13's CPU
+// convolution allocates beyond its outputs, for a 2-D convolution (conv2d
+// or the exporter's convolution) or its backward (a type starting with
+// "conv2d_" or "convolution_" whose forward op is the convolution); 0 for
+// other ops or unknown shapes. It is the largest number of bytes the kernel
+// holds at once, minus the op's outputs (the Machine allocates the outputs
+// and then the workspace when the op starts).
+//
+// PyTorch runs a float convolution through oneDNN (ConvParams::use_mkldnn)
+// unless the batch is 1, the kernel at most 3x3, the group count 1 and the
+// input at most 20480 elements (PyTorch's default thread count is taken to
+// be above 1). oneDNN computes in blocked layouts, so the dense NCHW
+// tensors are reordered into temporary buffers with channels padded to a
+// multiple of 16 (b() below), measured with the profiler's allocation
+// events inside aten::convolution_backward (tools/peak_events.py):
+//
+//	forward:       x_r + w_r + y_b, then y_b + y       (y_b copied into the dense output y)
+//	backward data: gy_r + w_r + gx_b, then gx_b + gx
+//	backward weights (after gx): gx + gy_r + x_r + gw_b + gb, then gx + gw_b + gb + gb' + gw
+//
+// with x_r = N*b(C)*H*W, w_r = gw_b = b(K)*b(C/G)*R*S (the exact weight size
+// with groups), y_b = gy_r = N*b(K)*P*Q, times the element size. An input
+// of at most 3 channels (a network's first convolution) is read in its
+// plain layout (no x_r) with a plain weight. Not modelled: oneDNN's
+// per-thread reduction buffer of the weight gradient (up to one more weight
+// copy, depending on how oneDNN splits the work among threads).
+//
+// Without oneDNN, PyTorch's slow_conv2d unfolds the input into columns of
+// C*R*S x P*Q elements (per batch element, the batch being 1 there) in the
+// forward and in the backward; a 1x1 convolution with stride 1 and no
+// padding reads the input as its columns.
+func CPUConvWorkspace(g *graph.Graph, op *graph.Op) int64 {
+	if g == nil || op == nil {
+		return 0
+	}
+	d, ok := convDims(g, op)
+	if !ok {
+		return 0
+	}
+	fwd, _ := isConvType(op.Type)
+	var outBytes int64
+	for _, t := range op.Outputs {
+		if tt := g.Tensor(t); tt != nil {
+			outBytes = satAdd(outBytes, tt.Bytes)
+		}
+	}
+	e := d.elem
+	groups := int64(1)
+	if d.cg > 0 && d.c%d.cg == 0 {
+		groups = d.c / d.cg
+	}
+	kvol := satMul(d.r, d.s)
+	mkldnn := groups > 1 || (d.r > 3 && d.s > 3) || d.n > 1 || satMul(d.n, d.c, d.h, d.w) > 20480
+	if !mkldnn {
+		f := forwardOf(g, op)
+		if d.r == 1 && d.s == 1 && d.p == d.h && d.q == d.w && !padded(f) {
+			return 0
+		}
+		return satMul(e, d.c, kvol, d.p, d.q)
+	}
+	b := func(c int64) int64 { return roundUp(c, oneDNNBlock) }
+	xr := satMul(e, d.n, b(d.c), d.h, d.w)
+	yb := satMul(e, d.n, b(d.k), d.p, d.q)
+	wr := satMul(e, b(d.k), b(d.cg), kvol)
+	if groups > 1 {
+		wr = satMul(e, d.k, d.cg, kvol)
+	}
+	first := d.c <= 3
+	var peak int64
+	if fwd {
+		xf, wf := xr, wr
+		if first {
+			xf, wf = 0, satMul(e, d.k, d.cg, kvol)
+		}
+		peak = max(satAdd(satAdd(xf, wf), yb), satAdd(yb, outBytes))
+		return max(peak-outBytes, 0)
+	}
+	// Which gradients the backward op returns, by shape.
+	var gx, gw, gb int64
+	xs := []int64{d.n, d.c, d.h, d.w}
+	ws := []int64{d.k, d.cg, d.r, d.s}
+	for _, t := range op.Outputs {
+		tt := g.Tensor(t)
+		switch {
+		case tt == nil:
+		case tt.Shape.Equal(xs):
+			gx = tt.Bytes
+		case tt.Shape.Equal(ws):
+			gw = tt.Bytes
+		case len(tt.Shape) == 1 && tt.Shape[0] == d.k:
+			gb = tt.Bytes
+		}
+	}
+	if gx > 0 {
+		gxb := satMul(e, d.n, b(d.c), d.h, d.w)
+		peak = max(satAdd(satAdd(yb, wr), gxb), satAdd(gxb, gx))
+	}
+	if gw > 0 || gb > 0 {
+		xw, gwb := xr, wr
+		if first {
+			xw, gwb = 0, satMul(e, d.k, d.cg, kvol)
+		}
+		c1 := satAdd(satAdd(satAdd(gx, yb), satAdd(xw, gwb)), gb)
+		c2 := satAdd(satAdd(gx, gwb), satAdd(satAdd(gb, gb), gw))
+		peak = max(peak, c1, c2)
+	}
+	return max(peak-outBytes, 0)
+}
+
+// forwardOf returns op itself for a forward convolution, else its forward
+// op (nil if none).
+func forwardOf(g *graph.Graph, op *graph.Op) *graph.Op {
+	if fwd, _ := isConvType(op.Type); fwd {
+		return op
+	}
+	return g.Op(op.Forward)
+}
+
+// padded reports whether a convolution op has non-zero padding attributes.
+func padded(op *graph.Op) bool {
+	if op == nil {
+		return false
+	}
+	for _, k := range []string{"padding", "pads"} {
+		for _, p := range strings.Split(op.Attrs[k], ",") {
+			if v := strings.TrimSpace(p); v != "" && v != "0" {
+				return true
+			}
+		}
+	}
+	return false
+}

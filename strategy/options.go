@@ -96,6 +96,7 @@ type MachineOptions struct {
 	WorkerThreads      int
 	AtomicCleanPolicy  int
 	CudnnTune          sim.CudnnTune
+	ConvLibrary        sim.ConvLibrary // OptionsFor: sim.ConvOneDNN for PyTorch on a CPU
 	MatchRange         int64
 	InPlace            bool
 }
@@ -149,6 +150,11 @@ func OptionsFor(s *config.Settings, dev sim.Profile) (Options, *config.Settings,
 		return Options{}, nil, err
 	}
 	o.Device = dev
+	if DeviceKind(dev) == config.DeviceCPU && s.Enum(config.Framework) == "pytorch" {
+		// PyTorch's CPU convolutions run through oneDNN, whose reorder
+		// buffers are the convolutions' temporaries.
+		o.Machine.ConvLibrary = sim.ConvOneDNN
+	}
 	return o, s, nil
 }
 
@@ -278,6 +284,7 @@ func (o Options) simOptions(capacity int64) (sim.Options, error) {
 		WorkerThreads:      m.WorkerThreads,
 		AtomicCleanPolicy:  m.AtomicCleanPolicy,
 		CudnnTune:          m.CudnnTune,
+		ConvLibrary:        m.ConvLibrary,
 		Trace:              o.Trace,
 	}
 	switch o.Allocator {
