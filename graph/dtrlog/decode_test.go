@@ -137,8 +137,8 @@ func TestDecodeErrorsNameFieldValueAndExpectation(t *testing.T) {
 		`{"INSTRUCTION":"CALL","NAME":"op","TIME":[1]}`:          {"TIME", "an array", "expected an integer"},
 		`{"INSTRUCTION":"CALL","NAME":"op","ARGS":["a",2]}`:      {"ARGS[1]", "a number", "expected a string"},
 		`{"INSTRUCTION":"MUTATE","NAME":"op","MUTATE":["zero"]}`: {"MUTATE[0]", `"zero"`, "expected a decimal integer"},
-		`{"INSTRUCTION":5}`:                                      {"INSTRUCTION", "a number", "expected a string"},
-		`{"INSTRUCTION":"CALL",}`:                                {"column 23", "expected a key"},
+		`{"INSTRUCTION":5}`:       {"INSTRUCTION", "a number", "expected a string"},
+		`{"INSTRUCTION":"CALL",}`: {"column 23", "expected a key"},
 	} {
 		_, err := Compile(bytes.NewReader([]byte(line + "\n")))
 		require.Error(t, err, line)
