@@ -25,1153 +25,1582 @@ import (
 // foreign arguments (see internal/misusegen). Each key is the entry
 // point's name.
 var misuseCases = []misuseCase{
-	{"remat.Device", "zero", func() { _, _ = remat.Device((string)("")) }},
-	{"remat.ImportONNX", "zero", func() { _, _ = remat.ImportONNX(strings.NewReader(""), (*config.Settings)(nil), *new(remat.ONNXInput)) }},
-	{"remat.ImportONNX", "empty", func() { _, _ = remat.ImportONNX(strings.NewReader(""), new(config.Settings), *new(remat.ONNXInput)) }},
-	{"remat.ONNXOptions", "zero", func() { _, _ = remat.ONNXOptions((*config.Settings)(nil), *new(remat.ONNXInput)) }},
-	{"remat.ONNXOptions", "empty", func() { _, _ = remat.ONNXOptions(new(config.Settings), *new(remat.ONNXInput)) }},
-	{"remat.Options", "zero", func() { _, _ = remat.Options((string)("")) }},
-	{"remat.Run", "zero", func() { _, _ = remat.Run(context.Background(), (*graph.Graph)(nil), *new(strategy.Options)) }},
-	{"remat.Run", "empty", func() { _, _ = remat.Run(context.Background(), new(graph.Graph), *new(strategy.Options)) }},
-	{"remat.Run", "foreign", func() { _, _ = remat.Run(context.Background(), misuseGraph(), *new(strategy.Options)) }},
-	{"chain.ChenBudgetSearch", "zero", func() {
-		_, _, _ = chain.ChenBudgetSearch(context.Background(), ([]int64)(nil), ([]bool)(nil), (int)(0), (func(kept []int32) (c int64, t int64, err error))(nil))
+	{"remat.Device", "zero", false, func() error { _, err := remat.Device((string)("")); return err }},
+	{"remat.ImportONNX", "zero", false, func() error {
+		_, err := remat.ImportONNX(strings.NewReader(""), (*config.Settings)(nil), *new(remat.ONNXInput))
+		return err
 	}},
-	{"chain.ChenBudgetSearch", "empty", func() {
-		_, _, _ = chain.ChenBudgetSearch(context.Background(), []int64{}, []bool{}, (int)(-1), (func(kept []int32) (c int64, t int64, err error))(nil))
+	{"remat.ImportONNX", "empty", false, func() error {
+		_, err := remat.ImportONNX(strings.NewReader(""), new(config.Settings), *new(remat.ONNXInput))
+		return err
 	}},
-	{"chain.ChenBudgetSearch", "foreign", func() {
-		_, _, _ = chain.ChenBudgetSearch(context.Background(), []int64{1 << 30}, misuseForeignMask(), (int)(0), (func(kept []int32) (c int64, t int64, err error))(nil))
+	{"remat.ONNXOptions", "zero", false, func() error { _, err := remat.ONNXOptions((*config.Settings)(nil), *new(remat.ONNXInput)); return err }},
+	{"remat.ONNXOptions", "empty", false, func() error { _, err := remat.ONNXOptions(new(config.Settings), *new(remat.ONNXInput)); return err }},
+	{"remat.Options", "zero", false, func() error { _, err := remat.Options((string)("")); return err }},
+	{"remat.Run", "zero", true, func() error {
+		_, err := remat.Run(context.Background(), (*graph.Graph)(nil), *new(strategy.Options))
+		return err
 	}},
-	{"chain.ChenGreedy", "zero", func() { _, _, _ = chain.ChenGreedy(([]int64)(nil), ([]bool)(nil), (int64)(0)) }},
-	{"chain.ChenGreedy", "empty", func() { _, _, _ = chain.ChenGreedy([]int64{}, []bool{}, (int64)(-1)) }},
-	{"chain.ChenGreedy", "foreign", func() { _, _, _ = chain.ChenGreedy([]int64{1 << 30}, misuseForeignMask(), (int64)(0)) }},
-	{"chain.ChenGreedyPlan", "zero", func() {
-		_, _, _ = chain.ChenGreedyPlan(context.Background(), (*graph.Graph)(nil), *new(chain.ChenOptions))
+	{"remat.Run", "empty", false, func() error {
+		_, err := remat.Run(context.Background(), new(graph.Graph), *new(strategy.Options))
+		return err
 	}},
-	{"chain.ChenGreedyPlan", "empty", func() {
-		_, _, _ = chain.ChenGreedyPlan(context.Background(), new(graph.Graph), *new(chain.ChenOptions))
+	{"remat.Run", "foreign", false, func() error {
+		_, err := remat.Run(context.Background(), misuseGraph(), *new(strategy.Options))
+		return err
 	}},
-	{"chain.ChenGreedyPlan", "foreign", func() { _, _, _ = chain.ChenGreedyPlan(context.Background(), misuseGraph(), *new(chain.ChenOptions)) }},
-	{"chain.ChenPlan", "zero", func() {
-		_, _, _ = chain.ChenPlan((*graph.Graph)(nil), (*chain.StageChain)(nil), ([]int32)(nil), (string)(""))
+	{"chain.ChenBudgetSearch", "zero", false, func() error {
+		_, _, err := chain.ChenBudgetSearch(context.Background(), ([]int64)(nil), ([]bool)(nil), (int)(0), (func(kept []int32) (c int64, t int64, err error))(nil))
+		return err
 	}},
-	{"chain.ChenPlan", "empty", func() { _, _, _ = chain.ChenPlan(new(graph.Graph), new(chain.StageChain), []int32{}, (string)("")) }},
-	{"chain.ChenPlan", "foreign", func() {
-		_, _, _ = chain.ChenPlan(misuseGraph(), misuseVal(chain.StagesOf(misuseBigGraph(), *new(chain.StagesOptions))), []int32{1 << 30}, (string)(""))
+	{"chain.ChenBudgetSearch", "empty", false, func() error {
+		_, _, err := chain.ChenBudgetSearch(context.Background(), []int64{}, []bool{}, (int)(-1), (func(kept []int32) (c int64, t int64, err error))(nil))
+		return err
 	}},
-	{"chain.ChenSqrt", "zero", func() { _, _, _ = chain.ChenSqrt(context.Background(), (*graph.Graph)(nil), *new(chain.ChenOptions)) }},
-	{"chain.ChenSqrt", "empty", func() { _, _, _ = chain.ChenSqrt(context.Background(), new(graph.Graph), *new(chain.ChenOptions)) }},
-	{"chain.ChenSqrt", "foreign", func() { _, _, _ = chain.ChenSqrt(context.Background(), misuseGraph(), *new(chain.ChenOptions)) }},
-	{"chain.ChenSqrtKept", "zero", func() { _ = chain.ChenSqrtKept((int)(0)) }},
-	{"chain.ChenSqrtKept", "empty", func() { _ = chain.ChenSqrtKept((int)(-1)) }},
-	{"chain.OptimalChain", "zero", func() {
-		_, _, _ = chain.OptimalChain(context.Background(), (*graph.Graph)(nil), (int64)(0), *new(chain.OptimalOptions))
+	{"chain.ChenBudgetSearch", "foreign", false, func() error {
+		_, _, err := chain.ChenBudgetSearch(context.Background(), []int64{1 << 30}, misuseForeignMask(), (int)(0), (func(kept []int32) (c int64, t int64, err error))(nil))
+		return err
 	}},
-	{"chain.OptimalChain", "empty", func() {
-		_, _, _ = chain.OptimalChain(context.Background(), new(graph.Graph), (int64)(-1), *new(chain.OptimalOptions))
+	{"chain.ChenGreedy", "zero", false, func() error { _, _, _ = chain.ChenGreedy(([]int64)(nil), ([]bool)(nil), (int64)(0)); return nil }},
+	{"chain.ChenGreedy", "empty", false, func() error { _, _, _ = chain.ChenGreedy([]int64{}, []bool{}, (int64)(-1)); return nil }},
+	{"chain.ChenGreedy", "foreign", false, func() error {
+		_, _, _ = chain.ChenGreedy([]int64{1 << 30}, misuseForeignMask(), (int64)(0))
+		return nil
 	}},
-	{"chain.OptimalChain", "foreign", func() {
-		_, _, _ = chain.OptimalChain(context.Background(), misuseGraph(), (int64)(0), *new(chain.OptimalOptions))
+	{"chain.ChenGreedyPlan", "zero", true, func() error {
+		_, _, err := chain.ChenGreedyPlan(context.Background(), (*graph.Graph)(nil), *new(chain.ChenOptions))
+		return err
 	}},
-	{"chain.OptimalMaxStages", "zero", func() { _ = chain.OptimalMaxStages((int)(0)) }},
-	{"chain.OptimalMaxStages", "empty", func() { _ = chain.OptimalMaxStages((int)(-1)) }},
-	{"chain.RevolveActionKind.String", "zero", func() { _ = new(chain.RevolveActionKind).String() }},
-	{"chain.RevolveCounts", "zero", func() { _, _, _, _ = chain.RevolveCounts(([]chain.RevolveAction)(nil)) }},
-	{"chain.RevolveCounts", "empty", func() { _, _, _, _ = chain.RevolveCounts([]chain.RevolveAction{}) }},
-	{"chain.RevolveExtraForwards", "zero", func() { _, _ = chain.RevolveExtraForwards((int64)(0), (int64)(0)) }},
-	{"chain.RevolveExtraForwards", "empty", func() { _, _ = chain.RevolveExtraForwards((int64)(-1), (int64)(-1)) }},
-	{"chain.RevolvePlan", "zero", func() { _, _, _ = chain.RevolvePlan((*graph.Graph)(nil), (int)(0), *new(chain.OptimalOptions)) }},
-	{"chain.RevolvePlan", "empty", func() { _, _, _ = chain.RevolvePlan(new(graph.Graph), (int)(-1), *new(chain.OptimalOptions)) }},
-	{"chain.RevolvePlan", "foreign", func() { _, _, _ = chain.RevolvePlan(misuseGraph(), (int)(0), *new(chain.OptimalOptions)) }},
-	{"chain.RevolveSchedule", "zero", func() { _, _ = chain.RevolveSchedule((int64)(0), (int64)(0)) }},
-	{"chain.RevolveSchedule", "empty", func() { _, _ = chain.RevolveSchedule((int64)(-1), (int64)(-1)) }},
-	{"chain.RevolveStageActions", "zero", func() { _ = chain.RevolveStageActions(([]chain.RevolveAction)(nil)) }},
-	{"chain.RevolveStageActions", "empty", func() { _ = chain.RevolveStageActions([]chain.RevolveAction{}) }},
-	{"chain.RevolveTable", "zero", func() { _, _ = chain.RevolveTable((int)(0), (int)(0)) }},
-	{"chain.RevolveTable", "empty", func() { _, _ = chain.RevolveTable((int)(-1), (int)(-1)) }},
-	{"chain.RotorAction.String", "zero", func() { _ = new(chain.RotorAction).String() }},
-	{"chain.RotorActionKind.String", "zero", func() { _ = new(chain.RotorActionKind).String() }},
-	{"chain.RotorSolve", "zero", func() { _, _ = chain.RotorSolve(context.Background(), ([]chain.RotorStage)(nil), (int)(0)) }},
-	{"chain.RotorSolve", "empty", func() { _, _ = chain.RotorSolve(context.Background(), []chain.RotorStage{}, (int)(-1)) }},
-	{"chain.RotorStagesOf", "zero", func() { _, _ = chain.RotorStagesOf((*chain.StageChain)(nil), (int64)(0)) }},
-	{"chain.RotorStagesOf", "empty", func() { _, _ = chain.RotorStagesOf(new(chain.StageChain), (int64)(-1)) }},
-	{"chain.RotorStagesOf", "foreign", func() {
-		_, _ = chain.RotorStagesOf(misuseVal(chain.StagesOf(misuseBigGraph(), *new(chain.StagesOptions))), (int64)(0))
+	{"chain.ChenGreedyPlan", "empty", false, func() error {
+		_, _, err := chain.ChenGreedyPlan(context.Background(), new(graph.Graph), *new(chain.ChenOptions))
+		return err
 	}},
-	{"chain.StagesDefaultTime", "zero", func() { _ = chain.StagesDefaultTime((*graph.Graph)(nil)) }},
-	{"chain.StagesDefaultTime", "empty", func() { _ = chain.StagesDefaultTime(new(graph.Graph)) }},
-	{"chain.StagesDefaultTime", "foreign", func() { _ = chain.StagesDefaultTime(misuseGraph()) }},
-	{"chain.StagesOf", "zero", func() { _, _ = chain.StagesOf((*graph.Graph)(nil), *new(chain.StagesOptions)) }},
-	{"chain.StagesOf", "empty", func() { _, _ = chain.StagesOf(new(graph.Graph), *new(chain.StagesOptions)) }},
-	{"chain.StagesOf", "foreign", func() { _, _ = chain.StagesOf(misuseGraph(), *new(chain.StagesOptions)) }},
-	{"chain.StagesPlan", "zero", func() {
-		_, _, _ = chain.StagesPlan((*graph.Graph)(nil), (*chain.StageChain)(nil), ([]chain.RotorAction)(nil), (string)(""))
+	{"chain.ChenGreedyPlan", "foreign", false, func() error {
+		_, _, err := chain.ChenGreedyPlan(context.Background(), misuseGraph(), *new(chain.ChenOptions))
+		return err
 	}},
-	{"chain.StagesPlan", "empty", func() {
-		_, _, _ = chain.StagesPlan(new(graph.Graph), new(chain.StageChain), []chain.RotorAction{}, (string)(""))
+	{"chain.ChenPlan", "zero", true, func() error {
+		_, _, err := chain.ChenPlan((*graph.Graph)(nil), (*chain.StageChain)(nil), ([]int32)(nil), (string)(""))
+		return err
 	}},
-	{"chain.StagesPlan", "foreign", func() {
-		_, _, _ = chain.StagesPlan(misuseGraph(), misuseVal(chain.StagesOf(misuseBigGraph(), *new(chain.StagesOptions))), ([]chain.RotorAction)(nil), (string)(""))
+	{"chain.ChenPlan", "empty", false, func() error {
+		_, _, err := chain.ChenPlan(new(graph.Graph), new(chain.StageChain), []int32{}, (string)(""))
+		return err
 	}},
-	{"config.BoolKey.Name", "zero", func() { _ = new(config.BoolKey).Name() }},
-	{"config.BoolKey.Spec", "zero", func() { _ = new(config.BoolKey).Spec() }},
-	{"config.CheckExclusive", "zero", func() { _ = config.CheckExclusive((bool)(false), (bool)(false)) }},
-	{"config.Defaults", "zero", func() { _ = config.Defaults() }},
-	{"config.EnumKey.Name", "zero", func() { _ = new(config.EnumKey).Name() }},
-	{"config.EnumKey.Spec", "zero", func() { _ = new(config.EnumKey).Spec() }},
-	{"config.FlagSource", "zero", func() { _ = config.FlagSource((string)("")) }},
-	{"config.FloatKey.Name", "zero", func() { _ = new(config.FloatKey).Name() }},
-	{"config.FloatKey.Spec", "zero", func() { _ = new(config.FloatKey).Spec() }},
-	{"config.FormatSize", "zero", func() { _ = config.FormatSize((int64)(0)) }},
-	{"config.FormatSize", "empty", func() { _ = config.FormatSize((int64)(-1)) }},
-	{"config.Global", "zero", func() { _, _, _ = config.Global() }},
-	{"config.IntKey.Name", "zero", func() { _ = new(config.IntKey).Name() }},
-	{"config.IntKey.Spec", "zero", func() { _ = new(config.IntKey).Spec() }},
-	{"config.Load", "zero", func() { _, _, _ = config.Load((config.Env)(nil)) }},
-	{"config.MapEnv.Lookup", "zero", func() { _, _ = new(config.MapEnv).Lookup((string)("")) }},
-	{"config.MapEnv.Names", "zero", func() { _ = new(config.MapEnv).Names() }},
-	{"config.NewProcess", "zero", func() { _ = config.NewProcess((config.Env)(nil)) }},
-	{"config.OSEnv", "zero", func() { _ = config.OSEnv() }},
-	{"config.OptionSource", "zero", func() { _ = config.OptionSource((string)("")) }},
-	{"config.Parse", "zero", func() { _, _ = config.Parse((string)(""), (string)("")) }},
-	{"config.ParseBool", "zero", func() { _, _ = config.ParseBool((string)("")) }},
-	{"config.ParseDeviceKind", "zero", func() { _, _ = config.ParseDeviceKind((string)("")) }},
-	{"config.ParseSize", "zero", func() { _, _ = config.ParseSize((string)("")) }},
-	{"config.PolicyPtr", "zero", func() { _ = config.PolicyPtr((config.StaticPolicy)(0)) }},
-	{"config.PolicyPtr", "empty", func() { _ = config.PolicyPtr((config.StaticPolicy)(-1)) }},
-	{"config.Presets", "zero", func() { _ = config.Presets() }},
-	{"config.Process.Settings", "zero", func() { _, _, _ = new(config.Process).Settings() }},
-	{"config.Row.Mode", "zero", func() { _ = new(config.Row).Mode() }},
-	{"config.Settings.Bool", "zero", func() { _ = new(config.Settings).Bool((config.BoolKey)(0)) }},
-	{"config.Settings.Bool", "empty", func() { _ = new(config.Settings).Bool((config.BoolKey)(-1)) }},
-	{"config.Settings.Bool", "nil", func() { _ = (*config.Settings)(nil).Bool((config.BoolKey)(0)) }},
-	{"config.Settings.CheckConcurrentGraphs", "zero", func() { _ = new(config.Settings).CheckConcurrentGraphs((int)(0)) }},
-	{"config.Settings.CheckConcurrentGraphs", "empty", func() { _ = new(config.Settings).CheckConcurrentGraphs((int)(-1)) }},
-	{"config.Settings.CheckConcurrentGraphs", "nil", func() { _ = (*config.Settings)(nil).CheckConcurrentGraphs((int)(0)) }},
-	{"config.Settings.DTREnabled", "zero", func() { _ = new(config.Settings).DTREnabled() }},
-	{"config.Settings.DTREnabled", "nil", func() { _ = (*config.Settings)(nil).DTREnabled() }},
-	{"config.Settings.Enum", "zero", func() { _ = new(config.Settings).Enum((config.EnumKey)(0)) }},
-	{"config.Settings.Enum", "empty", func() { _ = new(config.Settings).Enum((config.EnumKey)(-1)) }},
-	{"config.Settings.Enum", "nil", func() { _ = (*config.Settings)(nil).Enum((config.EnumKey)(0)) }},
-	{"config.Settings.Float", "zero", func() { _ = new(config.Settings).Float((config.FloatKey)(0)) }},
-	{"config.Settings.Float", "empty", func() { _ = new(config.Settings).Float((config.FloatKey)(-1)) }},
-	{"config.Settings.Float", "nil", func() { _ = (*config.Settings)(nil).Float((config.FloatKey)(0)) }},
-	{"config.Settings.ForOp", "zero", func() { _, _ = new(config.Settings).ForOp((string)(""), (map[string]string)(nil)) }},
-	{"config.Settings.ForOp", "empty", func() { _, _ = new(config.Settings).ForOp((string)(""), map[string]string{}) }},
-	{"config.Settings.ForOp", "nil", func() { _, _ = (*config.Settings)(nil).ForOp((string)(""), (map[string]string)(nil)) }},
-	{"config.Settings.Get", "zero", func() { _, _ = new(config.Settings).Get((string)("")) }},
-	{"config.Settings.Get", "nil", func() { _, _ = (*config.Settings)(nil).Get((string)("")) }},
-	{"config.Settings.Int", "zero", func() { _ = new(config.Settings).Int((config.IntKey)(0)) }},
-	{"config.Settings.Int", "empty", func() { _ = new(config.Settings).Int((config.IntKey)(-1)) }},
-	{"config.Settings.Int", "nil", func() { _ = (*config.Settings)(nil).Int((config.IntKey)(0)) }},
-	{"config.Settings.MemoryConfig", "zero", func() { _ = new(config.Settings).MemoryConfig() }},
-	{"config.Settings.MemoryConfig", "nil", func() { _ = (*config.Settings)(nil).MemoryConfig() }},
-	{"config.Settings.NumCPU", "zero", func() { _ = new(config.Settings).NumCPU() }},
-	{"config.Settings.NumCPU", "nil", func() { _ = (*config.Settings)(nil).NumCPU() }},
-	{"config.Settings.Rows", "zero", func() { _ = new(config.Settings).Rows((map[string]int)(nil)) }},
-	{"config.Settings.Rows", "empty", func() { _ = new(config.Settings).Rows(map[string]int{}) }},
-	{"config.Settings.Rows", "nil", func() { _ = (*config.Settings)(nil).Rows((map[string]int)(nil)) }},
-	{"config.Settings.Size", "zero", func() { _ = new(config.Settings).Size((config.SizeKey)(0)) }},
-	{"config.Settings.Size", "empty", func() { _ = new(config.Settings).Size((config.SizeKey)(-1)) }},
-	{"config.Settings.Size", "nil", func() { _ = (*config.Settings)(nil).Size((config.SizeKey)(0)) }},
-	{"config.Settings.StaticMemoryPolicy", "zero", func() { _ = new(config.Settings).StaticMemoryPolicy() }},
-	{"config.Settings.StaticMemoryPolicy", "nil", func() { _ = (*config.Settings)(nil).StaticMemoryPolicy() }},
-	{"config.Settings.Text", "zero", func() { _ = new(config.Settings).Text((config.StringKey)(0)) }},
-	{"config.Settings.Text", "empty", func() { _ = new(config.Settings).Text((config.StringKey)(-1)) }},
-	{"config.Settings.Text", "nil", func() { _ = (*config.Settings)(nil).Text((config.StringKey)(0)) }},
-	{"config.Settings.Value", "zero", func() { _ = new(config.Settings).Value((config.Key)(nil)) }},
-	{"config.Settings.Value", "nil", func() { _ = (*config.Settings)(nil).Value((config.Key)(nil)) }},
-	{"config.Settings.With", "zero", func() { _, _ = new(config.Settings).With((string)(""), (string)(""), *new(config.Source)) }},
-	{"config.Settings.With", "nil", func() { _, _ = (*config.Settings)(nil).With((string)(""), (string)(""), *new(config.Source)) }},
-	{"config.Settings.WithMemoryConfig", "zero", func() { _, _ = new(config.Settings).WithMemoryConfig(*new(config.MemoryConfig)) }},
-	{"config.Settings.WithMemoryConfig", "nil", func() { _, _ = (*config.Settings)(nil).WithMemoryConfig(*new(config.MemoryConfig)) }},
-	{"config.Settings.WithPreset", "zero", func() { _, _ = new(config.Settings).WithPreset((config.DeviceKind)("")) }},
-	{"config.Settings.WithPreset", "nil", func() { _, _ = (*config.Settings)(nil).WithPreset((config.DeviceKind)("")) }},
-	{"config.SizeKey.Name", "zero", func() { _ = new(config.SizeKey).Name() }},
-	{"config.SizeKey.Spec", "zero", func() { _ = new(config.SizeKey).Spec() }},
-	{"config.Source.String", "zero", func() { _ = new(config.Source).String() }},
-	{"config.Specs", "zero", func() { _ = config.Specs() }},
-	{"config.StaticPolicy.Effective", "zero", func() { _ = new(config.StaticPolicy).Effective() }},
-	{"config.StringKey.Name", "zero", func() { _ = new(config.StringKey).Name() }},
-	{"config.StringKey.Spec", "zero", func() { _ = new(config.StringKey).Spec() }},
-	{"config.Suggest", "zero", func() { _ = config.Suggest((string)("")) }},
-	{"config.Type.String", "zero", func() { _ = new(config.Type).String() }},
-	{"config.Value.Bool", "zero", func() { _ = new(config.Value).Bool() }},
-	{"config.Value.Float", "zero", func() { _ = new(config.Value).Float() }},
-	{"config.Value.Int", "zero", func() { _ = new(config.Value).Int() }},
-	{"config.Value.String", "zero", func() { _ = new(config.Value).String() }},
-	{"config.ValueError.Error", "zero", func() { _ = new(config.ValueError).Error() }},
-	{"config.ValueError.Unwrap", "zero", func() { _ = new(config.ValueError).Unwrap() }},
-	{"config.Warning.String", "zero", func() { _ = new(config.Warning).String() }},
-	{"config.WithNumCPU", "zero", func() { _ = config.WithNumCPU((int)(0)) }},
-	{"config.WithNumCPU", "empty", func() { _ = config.WithNumCPU((int)(-1)) }},
-	{"config.WriteJSON", "zero", func() { _ = config.WriteJSON(io.Discard, ([]config.Row)(nil)) }},
-	{"config.WriteJSON", "empty", func() { _ = config.WriteJSON(io.Discard, []config.Row{}) }},
-	{"config.WriteMarkdown", "zero", func() { _ = config.WriteMarkdown(io.Discard) }},
-	{"config.WriteTable", "zero", func() { _ = config.WriteTable(io.Discard, ([]config.Row)(nil)) }},
-	{"config.WriteTable", "empty", func() { _ = config.WriteTable(io.Discard, []config.Row{}) }},
-	{"dtr.BestResult.Cell", "zero", func() { _ = new(dtr.BestResult).Cell() }},
-	{"dtr.ComputeLowerBound", "zero", func() { _ = dtr.ComputeLowerBound((*dtrlog.Trace)(nil)) }},
-	{"dtr.ComputeLowerBound", "empty", func() { _ = dtr.ComputeLowerBound(new(dtrlog.Trace)) }},
-	{"dtr.ComputeLowerBound", "foreign", func() { _ = dtr.ComputeLowerBound(misuseTrace()) }},
-	{"dtr.Config.Validate", "zero", func() { _ = new(dtr.Config).Validate() }},
-	{"dtr.DefaultConfig", "zero", func() { _ = dtr.DefaultConfig() }},
-	{"dtr.Heuristic.MarshalText", "zero", func() { _, _ = new(dtr.Heuristic).MarshalText() }},
-	{"dtr.Heuristic.NeedsOracle", "zero", func() { _ = new(dtr.Heuristic).NeedsOracle() }},
-	{"dtr.Heuristic.String", "zero", func() { _ = new(dtr.Heuristic).String() }},
-	{"dtr.Heuristic.UnmarshalText", "zero", func() { _ = new(dtr.Heuristic).UnmarshalText(([]byte)(nil)) }},
-	{"dtr.Heuristic.UnmarshalText", "empty", func() { _ = new(dtr.Heuristic).UnmarshalText([]byte{}) }},
-	{"dtr.MeasureBaseline", "zero", func() { _, _ = dtr.MeasureBaseline((*dtrlog.Trace)(nil)) }},
-	{"dtr.MeasureBaseline", "empty", func() { _, _ = dtr.MeasureBaseline(new(dtrlog.Trace)) }},
-	{"dtr.MeasureBaseline", "foreign", func() { _, _ = dtr.MeasureBaseline(misuseTrace()) }},
-	{"dtr.New", "zero", func() { _, _ = dtr.New(*new(dtr.Config), (dtr.Host)(nil)) }},
-	{"dtr.OfflineSearch", "zero", func() { _, _ = dtr.OfflineSearch(context.Background(), (*dtrlog.Trace)(nil), *new(dtr.SearchOptions)) }},
-	{"dtr.OfflineSearch", "empty", func() { _, _ = dtr.OfflineSearch(context.Background(), new(dtrlog.Trace), *new(dtr.SearchOptions)) }},
-	{"dtr.OfflineSearch", "foreign", func() { _, _ = dtr.OfflineSearch(context.Background(), misuseTrace(), *new(dtr.SearchOptions)) }},
-	{"dtr.ParityConfig", "zero", func() { _ = dtr.ParityConfig((dtr.Heuristic)(0)) }},
-	{"dtr.ParseHeuristic", "zero", func() { _, _ = dtr.ParseHeuristic((string)("")) }},
-	{"dtr.RatioResult.Cell", "zero", func() { _ = new(dtr.RatioResult).Cell() }},
-	{"dtr.Replay", "zero", func() {
-		_, _ = dtr.Replay(context.Background(), (*dtrlog.Trace)(nil), *new(dtr.Config), (dtr.Host)(nil))
+	{"chain.ChenPlan", "foreign", true, func() error {
+		_, _, err := chain.ChenPlan(misuseGraph(), misuseVal(chain.StagesOf(misuseBigGraph(), *new(chain.StagesOptions))), []int32{1 << 30}, (string)(""))
+		return err
 	}},
-	{"dtr.Replay", "empty", func() { _, _ = dtr.Replay(context.Background(), new(dtrlog.Trace), *new(dtr.Config), (dtr.Host)(nil)) }},
-	{"dtr.Replay", "foreign", func() { _, _ = dtr.Replay(context.Background(), misuseTrace(), *new(dtr.Config), (dtr.Host)(nil)) }},
-	{"dtr.RunOnMachine", "zero", func() { _, _, _ = dtr.RunOnMachine(context.Background(), (*sim.Machine)(nil), *new(dtr.Config)) }},
-	{"dtr.RunOnMachine", "empty", func() { _, _, _ = dtr.RunOnMachine(context.Background(), new(sim.Machine), *new(dtr.Config)) }},
-	{"dtr.RunOnMachine", "foreign", func() {
-		_, _, _ = dtr.RunOnMachine(context.Background(), misuseVal(sim.NewMachine(misuseBigGraph(), *new(sim.Options))), *new(dtr.Config))
+	{"chain.ChenSqrt", "zero", true, func() error {
+		_, _, err := chain.ChenSqrt(context.Background(), (*graph.Graph)(nil), *new(chain.ChenOptions))
+		return err
 	}},
-	{"dtr.Runtime.Compute", "zero", func() { _, _, _ = new(dtr.Runtime).Compute(([]dtr.TensorID)(nil), (int64)(0), ([]dtr.Output)(nil)) }},
-	{"dtr.Runtime.Compute", "empty", func() { _, _, _ = new(dtr.Runtime).Compute([]dtr.TensorID{}, (int64)(-1), []dtr.Output{}) }},
-	{"dtr.Runtime.Compute", "foreign", func() { _, _, _ = new(dtr.Runtime).Compute([]dtr.TensorID{1 << 30}, (int64)(0), ([]dtr.Output)(nil)) }},
-	{"dtr.Runtime.Constant", "zero", func() { _, _ = new(dtr.Runtime).Constant((int64)(0)) }},
-	{"dtr.Runtime.Constant", "empty", func() { _, _ = new(dtr.Runtime).Constant((int64)(-1)) }},
-	{"dtr.Runtime.ForbidRemat", "zero", func() { _ = new(dtr.Runtime).ForbidRemat((dtr.OpID)(0)) }},
-	{"dtr.Runtime.ForbidRemat", "empty", func() { _ = new(dtr.Runtime).ForbidRemat((dtr.OpID)(-1)) }},
-	{"dtr.Runtime.ForbidRemat", "foreign", func() { _ = new(dtr.Runtime).ForbidRemat((dtr.OpID)(1 << 30)) }},
-	{"dtr.Runtime.Get", "zero", func() { _ = new(dtr.Runtime).Get((dtr.TensorID)(0)) }},
-	{"dtr.Runtime.Get", "empty", func() { _ = new(dtr.Runtime).Get((dtr.TensorID)(-1)) }},
-	{"dtr.Runtime.Get", "foreign", func() { _ = new(dtr.Runtime).Get((dtr.TensorID)(1 << 30)) }},
-	{"dtr.Runtime.NumTensors", "zero", func() { _ = new(dtr.Runtime).NumTensors() }},
-	{"dtr.Runtime.Pin", "zero", func() { _ = new(dtr.Runtime).Pin((dtr.TensorID)(0)) }},
-	{"dtr.Runtime.Pin", "empty", func() { _ = new(dtr.Runtime).Pin((dtr.TensorID)(-1)) }},
-	{"dtr.Runtime.Pin", "foreign", func() { _ = new(dtr.Runtime).Pin((dtr.TensorID)(1 << 30)) }},
-	{"dtr.Runtime.Producer", "zero", func() { _ = new(dtr.Runtime).Producer((dtr.TensorID)(0)) }},
-	{"dtr.Runtime.Producer", "empty", func() { _ = new(dtr.Runtime).Producer((dtr.TensorID)(-1)) }},
-	{"dtr.Runtime.Producer", "foreign", func() { _ = new(dtr.Runtime).Producer((dtr.TensorID)(1 << 30)) }},
-	{"dtr.Runtime.Release", "zero", func() { _ = new(dtr.Runtime).Release((dtr.TensorID)(0)) }},
-	{"dtr.Runtime.Release", "empty", func() { _ = new(dtr.Runtime).Release((dtr.TensorID)(-1)) }},
-	{"dtr.Runtime.Release", "foreign", func() { _ = new(dtr.Runtime).Release((dtr.TensorID)(1 << 30)) }},
-	{"dtr.Runtime.Resident", "zero", func() { _ = new(dtr.Runtime).Resident((dtr.TensorID)(0)) }},
-	{"dtr.Runtime.Resident", "empty", func() { _ = new(dtr.Runtime).Resident((dtr.TensorID)(-1)) }},
-	{"dtr.Runtime.Resident", "foreign", func() { _ = new(dtr.Runtime).Resident((dtr.TensorID)(1 << 30)) }},
-	{"dtr.Runtime.Root", "zero", func() { _ = new(dtr.Runtime).Root((dtr.TensorID)(0)) }},
-	{"dtr.Runtime.Root", "empty", func() { _ = new(dtr.Runtime).Root((dtr.TensorID)(-1)) }},
-	{"dtr.Runtime.Root", "foreign", func() { _ = new(dtr.Runtime).Root((dtr.TensorID)(1 << 30)) }},
-	{"dtr.Runtime.SetOracle", "zero", func() { new(dtr.Runtime).SetOracle((dtr.Oracle)(nil)) }},
-	{"dtr.Runtime.Stats", "zero", func() { _ = new(dtr.Runtime).Stats() }},
-	{"dtr.Runtime.Step", "zero", func() { _ = new(dtr.Runtime).Step() }},
-	{"dtr.SimHost.AdjacentFree", "zero", func() { _ = new(dtr.SimHost).AdjacentFree((dtr.TensorID)(0)) }},
-	{"dtr.SimHost.AdjacentFree", "empty", func() { _ = new(dtr.SimHost).AdjacentFree((dtr.TensorID)(-1)) }},
-	{"dtr.SimHost.AdjacentFree", "foreign", func() { _ = new(dtr.SimHost).AdjacentFree((dtr.TensorID)(1 << 30)) }},
-	{"dtr.SimHost.Compute", "zero", func() { _ = new(dtr.SimHost).Compute((dtr.OpID)(0)) }},
-	{"dtr.SimHost.Compute", "empty", func() { _ = new(dtr.SimHost).Compute((dtr.OpID)(-1)) }},
-	{"dtr.SimHost.Compute", "foreign", func() { _ = new(dtr.SimHost).Compute((dtr.OpID)(1 << 30)) }},
-	{"dtr.SimHost.Free", "zero", func() { new(dtr.SimHost).Free((dtr.TensorID)(0)) }},
-	{"dtr.SimHost.Free", "empty", func() { new(dtr.SimHost).Free((dtr.TensorID)(-1)) }},
-	{"dtr.SimHost.Free", "foreign", func() { new(dtr.SimHost).Free((dtr.TensorID)(1 << 30)) }},
-	{"dtr.SimHost.SwapIn", "zero", func() { _ = new(dtr.SimHost).SwapIn((dtr.TensorID)(0)) }},
-	{"dtr.SimHost.SwapIn", "empty", func() { _ = new(dtr.SimHost).SwapIn((dtr.TensorID)(-1)) }},
-	{"dtr.SimHost.SwapIn", "foreign", func() { _ = new(dtr.SimHost).SwapIn((dtr.TensorID)(1 << 30)) }},
-	{"dtr.SimHost.SwapOut", "zero", func() { _ = new(dtr.SimHost).SwapOut((dtr.TensorID)(0)) }},
-	{"dtr.SimHost.SwapOut", "empty", func() { _ = new(dtr.SimHost).SwapOut((dtr.TensorID)(-1)) }},
-	{"dtr.SimHost.SwapOut", "foreign", func() { _ = new(dtr.SimHost).SwapOut((dtr.TensorID)(1 << 30)) }},
-	{"dtr.Static", "zero", func() { _, _, _ = dtr.Static(context.Background(), (*graph.Graph)(nil), *new(dtr.Config)) }},
-	{"dtr.Static", "empty", func() { _, _, _ = dtr.Static(context.Background(), new(graph.Graph), *new(dtr.Config)) }},
-	{"dtr.Static", "foreign", func() { _, _, _ = dtr.Static(context.Background(), misuseGraph(), *new(dtr.Config)) }},
-	{"dtr.Sweep", "zero", func() { _, _ = dtr.Sweep(context.Background(), (*dtrlog.Trace)(nil), *new(dtr.SweepOptions)) }},
-	{"dtr.Sweep", "empty", func() { _, _ = dtr.Sweep(context.Background(), new(dtrlog.Trace), *new(dtr.SweepOptions)) }},
-	{"dtr.Sweep", "foreign", func() { _, _ = dtr.Sweep(context.Background(), misuseTrace(), *new(dtr.SweepOptions)) }},
-	{"dtr.SweepBest", "zero", func() { _, _ = dtr.SweepBest(context.Background(), (*dtrlog.Trace)(nil), ([]float64)(nil)) }},
-	{"dtr.SweepBest", "empty", func() { _, _ = dtr.SweepBest(context.Background(), new(dtrlog.Trace), []float64{}) }},
-	{"dtr.SweepBest", "foreign", func() { _, _ = dtr.SweepBest(context.Background(), misuseTrace(), ([]float64)(nil)) }},
-	{"dtr.SweepTable", "zero", func() {
-		_, _, _ = dtr.SweepTable(context.Background(), (*dtrlog.Trace)(nil), ([]dtr.Heuristic)(nil), (bool)(false), (*dtr.Config)(nil))
+	{"chain.ChenSqrt", "empty", false, func() error {
+		_, _, err := chain.ChenSqrt(context.Background(), new(graph.Graph), *new(chain.ChenOptions))
+		return err
 	}},
-	{"dtr.SweepTable", "empty", func() {
-		_, _, _ = dtr.SweepTable(context.Background(), new(dtrlog.Trace), []dtr.Heuristic{}, (bool)(false), new(dtr.Config))
+	{"chain.ChenSqrt", "foreign", false, func() error {
+		_, _, err := chain.ChenSqrt(context.Background(), misuseGraph(), *new(chain.ChenOptions))
+		return err
 	}},
-	{"dtr.SweepTable", "foreign", func() {
-		_, _, _ = dtr.SweepTable(context.Background(), misuseTrace(), ([]dtr.Heuristic)(nil), (bool)(false), (*dtr.Config)(nil))
+	{"chain.ChenSqrtKept", "zero", false, func() error { _ = chain.ChenSqrtKept((int)(0)); return nil }},
+	{"chain.ChenSqrtKept", "empty", false, func() error { _ = chain.ChenSqrtKept((int)(-1)); return nil }},
+	{"chain.OptimalChain", "zero", true, func() error {
+		_, _, err := chain.OptimalChain(context.Background(), (*graph.Graph)(nil), (int64)(0), *new(chain.OptimalOptions))
+		return err
 	}},
-	{"graph.BackwardType", "zero", func() { _ = graph.BackwardType((string)("")) }},
-	{"graph.Builder.AdaptiveAvgPool2d", "zero", func() {
+	{"chain.OptimalChain", "empty", false, func() error {
+		_, _, err := chain.OptimalChain(context.Background(), new(graph.Graph), (int64)(-1), *new(chain.OptimalOptions))
+		return err
+	}},
+	{"chain.OptimalChain", "foreign", false, func() error {
+		_, _, err := chain.OptimalChain(context.Background(), misuseGraph(), (int64)(0), *new(chain.OptimalOptions))
+		return err
+	}},
+	{"chain.OptimalMaxStages", "zero", false, func() error { _ = chain.OptimalMaxStages((int)(0)); return nil }},
+	{"chain.OptimalMaxStages", "empty", false, func() error { _ = chain.OptimalMaxStages((int)(-1)); return nil }},
+	{"chain.RevolveActionKind.String", "zero", false, func() error { _ = new(chain.RevolveActionKind).String(); return nil }},
+	{"chain.RevolveCounts", "zero", false, func() error { _, _, _, err := chain.RevolveCounts(([]chain.RevolveAction)(nil)); return err }},
+	{"chain.RevolveCounts", "empty", false, func() error { _, _, _, err := chain.RevolveCounts([]chain.RevolveAction{}); return err }},
+	{"chain.RevolveExtraForwards", "zero", false, func() error { _, err := chain.RevolveExtraForwards((int64)(0), (int64)(0)); return err }},
+	{"chain.RevolveExtraForwards", "empty", false, func() error { _, err := chain.RevolveExtraForwards((int64)(-1), (int64)(-1)); return err }},
+	{"chain.RevolvePlan", "zero", true, func() error {
+		_, _, err := chain.RevolvePlan((*graph.Graph)(nil), (int)(0), *new(chain.OptimalOptions))
+		return err
+	}},
+	{"chain.RevolvePlan", "empty", false, func() error {
+		_, _, err := chain.RevolvePlan(new(graph.Graph), (int)(-1), *new(chain.OptimalOptions))
+		return err
+	}},
+	{"chain.RevolvePlan", "foreign", false, func() error {
+		_, _, err := chain.RevolvePlan(misuseGraph(), (int)(0), *new(chain.OptimalOptions))
+		return err
+	}},
+	{"chain.RevolveSchedule", "zero", false, func() error { _, err := chain.RevolveSchedule((int64)(0), (int64)(0)); return err }},
+	{"chain.RevolveSchedule", "empty", false, func() error { _, err := chain.RevolveSchedule((int64)(-1), (int64)(-1)); return err }},
+	{"chain.RevolveStageActions", "zero", false, func() error { _ = chain.RevolveStageActions(([]chain.RevolveAction)(nil)); return nil }},
+	{"chain.RevolveStageActions", "empty", false, func() error { _ = chain.RevolveStageActions([]chain.RevolveAction{}); return nil }},
+	{"chain.RevolveTable", "zero", false, func() error { _, err := chain.RevolveTable((int)(0), (int)(0)); return err }},
+	{"chain.RevolveTable", "empty", false, func() error { _, err := chain.RevolveTable((int)(-1), (int)(-1)); return err }},
+	{"chain.RotorAction.String", "zero", false, func() error { _ = new(chain.RotorAction).String(); return nil }},
+	{"chain.RotorActionKind.String", "zero", false, func() error { _ = new(chain.RotorActionKind).String(); return nil }},
+	{"chain.RotorSolve", "zero", false, func() error {
+		_, err := chain.RotorSolve(context.Background(), ([]chain.RotorStage)(nil), (int)(0))
+		return err
+	}},
+	{"chain.RotorSolve", "empty", false, func() error {
+		_, err := chain.RotorSolve(context.Background(), []chain.RotorStage{}, (int)(-1))
+		return err
+	}},
+	{"chain.RotorStagesOf", "zero", true, func() error { _, err := chain.RotorStagesOf((*chain.StageChain)(nil), (int64)(0)); return err }},
+	{"chain.RotorStagesOf", "empty", false, func() error { _, err := chain.RotorStagesOf(new(chain.StageChain), (int64)(-1)); return err }},
+	{"chain.RotorStagesOf", "foreign", false, func() error {
+		_, err := chain.RotorStagesOf(misuseVal(chain.StagesOf(misuseBigGraph(), *new(chain.StagesOptions))), (int64)(0))
+		return err
+	}},
+	{"chain.StagesDefaultTime", "zero", false, func() error { _ = chain.StagesDefaultTime((*graph.Graph)(nil)); return nil }},
+	{"chain.StagesDefaultTime", "empty", false, func() error { _ = chain.StagesDefaultTime(new(graph.Graph)); return nil }},
+	{"chain.StagesDefaultTime", "foreign", false, func() error { _ = chain.StagesDefaultTime(misuseGraph()); return nil }},
+	{"chain.StagesOf", "zero", true, func() error { _, err := chain.StagesOf((*graph.Graph)(nil), *new(chain.StagesOptions)); return err }},
+	{"chain.StagesOf", "empty", false, func() error { _, err := chain.StagesOf(new(graph.Graph), *new(chain.StagesOptions)); return err }},
+	{"chain.StagesOf", "foreign", false, func() error { _, err := chain.StagesOf(misuseGraph(), *new(chain.StagesOptions)); return err }},
+	{"chain.StagesPlan", "zero", true, func() error {
+		_, _, err := chain.StagesPlan((*graph.Graph)(nil), (*chain.StageChain)(nil), ([]chain.RotorAction)(nil), (string)(""))
+		return err
+	}},
+	{"chain.StagesPlan", "empty", false, func() error {
+		_, _, err := chain.StagesPlan(new(graph.Graph), new(chain.StageChain), []chain.RotorAction{}, (string)(""))
+		return err
+	}},
+	{"chain.StagesPlan", "foreign", true, func() error {
+		_, _, err := chain.StagesPlan(misuseGraph(), misuseVal(chain.StagesOf(misuseBigGraph(), *new(chain.StagesOptions))), ([]chain.RotorAction)(nil), (string)(""))
+		return err
+	}},
+	{"config.BoolKey.Name", "zero", false, func() error { _ = new(config.BoolKey).Name(); return nil }},
+	{"config.BoolKey.Spec", "zero", false, func() error { _ = new(config.BoolKey).Spec(); return nil }},
+	{"config.CheckExclusive", "zero", false, func() error { err := config.CheckExclusive((bool)(false), (bool)(false)); return err }},
+	{"config.Defaults", "zero", false, func() error { _ = config.Defaults(); return nil }},
+	{"config.EnumKey.Name", "zero", false, func() error { _ = new(config.EnumKey).Name(); return nil }},
+	{"config.EnumKey.Spec", "zero", false, func() error { _ = new(config.EnumKey).Spec(); return nil }},
+	{"config.FlagSource", "zero", false, func() error { _ = config.FlagSource((string)("")); return nil }},
+	{"config.FloatKey.Name", "zero", false, func() error { _ = new(config.FloatKey).Name(); return nil }},
+	{"config.FloatKey.Spec", "zero", false, func() error { _ = new(config.FloatKey).Spec(); return nil }},
+	{"config.FormatSize", "zero", false, func() error { _ = config.FormatSize((int64)(0)); return nil }},
+	{"config.FormatSize", "empty", false, func() error { _ = config.FormatSize((int64)(-1)); return nil }},
+	{"config.Global", "zero", false, func() error { _, _, err := config.Global(); return err }},
+	{"config.IntKey.Name", "zero", false, func() error { _ = new(config.IntKey).Name(); return nil }},
+	{"config.IntKey.Spec", "zero", false, func() error { _ = new(config.IntKey).Spec(); return nil }},
+	{"config.Load", "zero", false, func() error { _, _, err := config.Load((config.Env)(nil)); return err }},
+	{"config.MapEnv.Lookup", "zero", false, func() error { _, _ = new(config.MapEnv).Lookup((string)("")); return nil }},
+	{"config.MapEnv.Names", "zero", false, func() error { _ = new(config.MapEnv).Names(); return nil }},
+	{"config.NewProcess", "zero", false, func() error { _ = config.NewProcess((config.Env)(nil)); return nil }},
+	{"config.OSEnv", "zero", false, func() error { _ = config.OSEnv(); return nil }},
+	{"config.OptionSource", "zero", false, func() error { _ = config.OptionSource((string)("")); return nil }},
+	{"config.Parse", "zero", false, func() error { _, err := config.Parse((string)(""), (string)("")); return err }},
+	{"config.ParseBool", "zero", false, func() error { _, err := config.ParseBool((string)("")); return err }},
+	{"config.ParseDeviceKind", "zero", false, func() error { _, err := config.ParseDeviceKind((string)("")); return err }},
+	{"config.ParseSize", "zero", false, func() error { _, err := config.ParseSize((string)("")); return err }},
+	{"config.PolicyPtr", "zero", false, func() error { _ = config.PolicyPtr((config.StaticPolicy)(0)); return nil }},
+	{"config.PolicyPtr", "empty", false, func() error { _ = config.PolicyPtr((config.StaticPolicy)(-1)); return nil }},
+	{"config.Presets", "zero", false, func() error { _ = config.Presets(); return nil }},
+	{"config.Process.Settings", "zero", false, func() error { _, _, err := new(config.Process).Settings(); return err }},
+	{"config.Row.Mode", "zero", false, func() error { _ = new(config.Row).Mode(); return nil }},
+	{"config.Settings.Bool", "zero", false, func() error { _ = new(config.Settings).Bool((config.BoolKey)(0)); return nil }},
+	{"config.Settings.Bool", "empty", false, func() error { _ = new(config.Settings).Bool((config.BoolKey)(-1)); return nil }},
+	{"config.Settings.Bool", "nil", false, func() error { _ = (*config.Settings)(nil).Bool((config.BoolKey)(0)); return nil }},
+	{"config.Settings.CheckConcurrentGraphs", "zero", false, func() error { err := new(config.Settings).CheckConcurrentGraphs((int)(0)); return err }},
+	{"config.Settings.CheckConcurrentGraphs", "empty", false, func() error { err := new(config.Settings).CheckConcurrentGraphs((int)(-1)); return err }},
+	{"config.Settings.CheckConcurrentGraphs", "nil", false, func() error { err := (*config.Settings)(nil).CheckConcurrentGraphs((int)(0)); return err }},
+	{"config.Settings.DTREnabled", "zero", false, func() error { _ = new(config.Settings).DTREnabled(); return nil }},
+	{"config.Settings.DTREnabled", "nil", false, func() error { _ = (*config.Settings)(nil).DTREnabled(); return nil }},
+	{"config.Settings.Enum", "zero", false, func() error { _ = new(config.Settings).Enum((config.EnumKey)(0)); return nil }},
+	{"config.Settings.Enum", "empty", false, func() error { _ = new(config.Settings).Enum((config.EnumKey)(-1)); return nil }},
+	{"config.Settings.Enum", "nil", false, func() error { _ = (*config.Settings)(nil).Enum((config.EnumKey)(0)); return nil }},
+	{"config.Settings.Float", "zero", false, func() error { _ = new(config.Settings).Float((config.FloatKey)(0)); return nil }},
+	{"config.Settings.Float", "empty", false, func() error { _ = new(config.Settings).Float((config.FloatKey)(-1)); return nil }},
+	{"config.Settings.Float", "nil", false, func() error { _ = (*config.Settings)(nil).Float((config.FloatKey)(0)); return nil }},
+	{"config.Settings.ForOp", "zero", false, func() error { _, err := new(config.Settings).ForOp((string)(""), (map[string]string)(nil)); return err }},
+	{"config.Settings.ForOp", "empty", false, func() error { _, err := new(config.Settings).ForOp((string)(""), map[string]string{}); return err }},
+	{"config.Settings.ForOp", "nil", false, func() error {
+		_, err := (*config.Settings)(nil).ForOp((string)(""), (map[string]string)(nil))
+		return err
+	}},
+	{"config.Settings.Get", "zero", false, func() error { _, err := new(config.Settings).Get((string)("")); return err }},
+	{"config.Settings.Get", "nil", false, func() error { _, err := (*config.Settings)(nil).Get((string)("")); return err }},
+	{"config.Settings.Int", "zero", false, func() error { _ = new(config.Settings).Int((config.IntKey)(0)); return nil }},
+	{"config.Settings.Int", "empty", false, func() error { _ = new(config.Settings).Int((config.IntKey)(-1)); return nil }},
+	{"config.Settings.Int", "nil", false, func() error { _ = (*config.Settings)(nil).Int((config.IntKey)(0)); return nil }},
+	{"config.Settings.MemoryConfig", "zero", false, func() error { _ = new(config.Settings).MemoryConfig(); return nil }},
+	{"config.Settings.MemoryConfig", "nil", false, func() error { _ = (*config.Settings)(nil).MemoryConfig(); return nil }},
+	{"config.Settings.NumCPU", "zero", false, func() error { _ = new(config.Settings).NumCPU(); return nil }},
+	{"config.Settings.NumCPU", "nil", false, func() error { _ = (*config.Settings)(nil).NumCPU(); return nil }},
+	{"config.Settings.Rows", "zero", false, func() error { _ = new(config.Settings).Rows((map[string]int)(nil)); return nil }},
+	{"config.Settings.Rows", "empty", false, func() error { _ = new(config.Settings).Rows(map[string]int{}); return nil }},
+	{"config.Settings.Rows", "nil", false, func() error { _ = (*config.Settings)(nil).Rows((map[string]int)(nil)); return nil }},
+	{"config.Settings.Size", "zero", false, func() error { _ = new(config.Settings).Size((config.SizeKey)(0)); return nil }},
+	{"config.Settings.Size", "empty", false, func() error { _ = new(config.Settings).Size((config.SizeKey)(-1)); return nil }},
+	{"config.Settings.Size", "nil", false, func() error { _ = (*config.Settings)(nil).Size((config.SizeKey)(0)); return nil }},
+	{"config.Settings.StaticMemoryPolicy", "zero", false, func() error { _ = new(config.Settings).StaticMemoryPolicy(); return nil }},
+	{"config.Settings.StaticMemoryPolicy", "nil", false, func() error { _ = (*config.Settings)(nil).StaticMemoryPolicy(); return nil }},
+	{"config.Settings.Text", "zero", false, func() error { _ = new(config.Settings).Text((config.StringKey)(0)); return nil }},
+	{"config.Settings.Text", "empty", false, func() error { _ = new(config.Settings).Text((config.StringKey)(-1)); return nil }},
+	{"config.Settings.Text", "nil", false, func() error { _ = (*config.Settings)(nil).Text((config.StringKey)(0)); return nil }},
+	{"config.Settings.Value", "zero", false, func() error { _ = new(config.Settings).Value((config.Key)(nil)); return nil }},
+	{"config.Settings.Value", "nil", false, func() error { _ = (*config.Settings)(nil).Value((config.Key)(nil)); return nil }},
+	{"config.Settings.With", "zero", false, func() error {
+		_, err := new(config.Settings).With((string)(""), (string)(""), *new(config.Source))
+		return err
+	}},
+	{"config.Settings.With", "nil", false, func() error {
+		_, err := (*config.Settings)(nil).With((string)(""), (string)(""), *new(config.Source))
+		return err
+	}},
+	{"config.Settings.WithMemoryConfig", "zero", false, func() error { _, err := new(config.Settings).WithMemoryConfig(*new(config.MemoryConfig)); return err }},
+	{"config.Settings.WithMemoryConfig", "nil", false, func() error {
+		_, err := (*config.Settings)(nil).WithMemoryConfig(*new(config.MemoryConfig))
+		return err
+	}},
+	{"config.Settings.WithPreset", "zero", false, func() error { _, err := new(config.Settings).WithPreset((config.DeviceKind)("")); return err }},
+	{"config.Settings.WithPreset", "nil", false, func() error { _, err := (*config.Settings)(nil).WithPreset((config.DeviceKind)("")); return err }},
+	{"config.SizeKey.Name", "zero", false, func() error { _ = new(config.SizeKey).Name(); return nil }},
+	{"config.SizeKey.Spec", "zero", false, func() error { _ = new(config.SizeKey).Spec(); return nil }},
+	{"config.Source.String", "zero", false, func() error { _ = new(config.Source).String(); return nil }},
+	{"config.Specs", "zero", false, func() error { _ = config.Specs(); return nil }},
+	{"config.StaticPolicy.Effective", "zero", false, func() error { _ = new(config.StaticPolicy).Effective(); return nil }},
+	{"config.StringKey.Name", "zero", false, func() error { _ = new(config.StringKey).Name(); return nil }},
+	{"config.StringKey.Spec", "zero", false, func() error { _ = new(config.StringKey).Spec(); return nil }},
+	{"config.Suggest", "zero", false, func() error { _ = config.Suggest((string)("")); return nil }},
+	{"config.Type.String", "zero", false, func() error { _ = new(config.Type).String(); return nil }},
+	{"config.Value.Bool", "zero", false, func() error { _ = new(config.Value).Bool(); return nil }},
+	{"config.Value.Float", "zero", false, func() error { _ = new(config.Value).Float(); return nil }},
+	{"config.Value.Int", "zero", false, func() error { _ = new(config.Value).Int(); return nil }},
+	{"config.Value.String", "zero", false, func() error { _ = new(config.Value).String(); return nil }},
+	{"config.ValueError.Error", "zero", false, func() error { _ = new(config.ValueError).Error(); return nil }},
+	{"config.ValueError.Unwrap", "zero", false, func() error { err := new(config.ValueError).Unwrap(); return err }},
+	{"config.Warning.String", "zero", false, func() error { _ = new(config.Warning).String(); return nil }},
+	{"config.WithNumCPU", "zero", false, func() error { _ = config.WithNumCPU((int)(0)); return nil }},
+	{"config.WithNumCPU", "empty", false, func() error { _ = config.WithNumCPU((int)(-1)); return nil }},
+	{"config.WriteJSON", "zero", false, func() error { err := config.WriteJSON(io.Discard, ([]config.Row)(nil)); return err }},
+	{"config.WriteJSON", "empty", false, func() error { err := config.WriteJSON(io.Discard, []config.Row{}); return err }},
+	{"config.WriteMarkdown", "zero", false, func() error { err := config.WriteMarkdown(io.Discard); return err }},
+	{"config.WriteTable", "zero", false, func() error { err := config.WriteTable(io.Discard, ([]config.Row)(nil)); return err }},
+	{"config.WriteTable", "empty", false, func() error { err := config.WriteTable(io.Discard, []config.Row{}); return err }},
+	{"dtr.BestResult.Cell", "zero", false, func() error { _ = new(dtr.BestResult).Cell(); return nil }},
+	{"dtr.ComputeLowerBound", "zero", false, func() error { _ = dtr.ComputeLowerBound((*dtrlog.Trace)(nil)); return nil }},
+	{"dtr.ComputeLowerBound", "empty", false, func() error { _ = dtr.ComputeLowerBound(new(dtrlog.Trace)); return nil }},
+	{"dtr.ComputeLowerBound", "foreign", false, func() error { _ = dtr.ComputeLowerBound(misuseTrace()); return nil }},
+	{"dtr.Config.Validate", "zero", false, func() error { err := new(dtr.Config).Validate(); return err }},
+	{"dtr.DefaultConfig", "zero", false, func() error { _ = dtr.DefaultConfig(); return nil }},
+	{"dtr.Heuristic.MarshalText", "zero", false, func() error { _, err := new(dtr.Heuristic).MarshalText(); return err }},
+	{"dtr.Heuristic.NeedsOracle", "zero", false, func() error { _ = new(dtr.Heuristic).NeedsOracle(); return nil }},
+	{"dtr.Heuristic.String", "zero", false, func() error { _ = new(dtr.Heuristic).String(); return nil }},
+	{"dtr.Heuristic.UnmarshalText", "zero", false, func() error { err := new(dtr.Heuristic).UnmarshalText(([]byte)(nil)); return err }},
+	{"dtr.Heuristic.UnmarshalText", "empty", false, func() error { err := new(dtr.Heuristic).UnmarshalText([]byte{}); return err }},
+	{"dtr.MeasureBaseline", "zero", true, func() error { _, err := dtr.MeasureBaseline((*dtrlog.Trace)(nil)); return err }},
+	{"dtr.MeasureBaseline", "empty", false, func() error { _, err := dtr.MeasureBaseline(new(dtrlog.Trace)); return err }},
+	{"dtr.MeasureBaseline", "foreign", false, func() error { _, err := dtr.MeasureBaseline(misuseTrace()); return err }},
+	{"dtr.New", "zero", false, func() error { _, err := dtr.New(*new(dtr.Config), (dtr.Host)(nil)); return err }},
+	{"dtr.OfflineSearch", "zero", true, func() error {
+		_, err := dtr.OfflineSearch(context.Background(), (*dtrlog.Trace)(nil), *new(dtr.SearchOptions))
+		return err
+	}},
+	{"dtr.OfflineSearch", "empty", false, func() error {
+		_, err := dtr.OfflineSearch(context.Background(), new(dtrlog.Trace), *new(dtr.SearchOptions))
+		return err
+	}},
+	{"dtr.OfflineSearch", "foreign", false, func() error {
+		_, err := dtr.OfflineSearch(context.Background(), misuseTrace(), *new(dtr.SearchOptions))
+		return err
+	}},
+	{"dtr.ParityConfig", "zero", false, func() error { _ = dtr.ParityConfig((dtr.Heuristic)(0)); return nil }},
+	{"dtr.ParseHeuristic", "zero", false, func() error { _, err := dtr.ParseHeuristic((string)("")); return err }},
+	{"dtr.RatioResult.Cell", "zero", false, func() error { _ = new(dtr.RatioResult).Cell(); return nil }},
+	{"dtr.Replay", "zero", true, func() error {
+		_, err := dtr.Replay(context.Background(), (*dtrlog.Trace)(nil), *new(dtr.Config), (dtr.Host)(nil))
+		return err
+	}},
+	{"dtr.Replay", "empty", false, func() error {
+		_, err := dtr.Replay(context.Background(), new(dtrlog.Trace), *new(dtr.Config), (dtr.Host)(nil))
+		return err
+	}},
+	{"dtr.Replay", "foreign", false, func() error {
+		_, err := dtr.Replay(context.Background(), misuseTrace(), *new(dtr.Config), (dtr.Host)(nil))
+		return err
+	}},
+	{"dtr.RunOnMachine", "zero", true, func() error {
+		_, _, err := dtr.RunOnMachine(context.Background(), (*sim.Machine)(nil), *new(dtr.Config))
+		return err
+	}},
+	{"dtr.RunOnMachine", "empty", false, func() error {
+		_, _, err := dtr.RunOnMachine(context.Background(), new(sim.Machine), *new(dtr.Config))
+		return err
+	}},
+	{"dtr.RunOnMachine", "foreign", false, func() error {
+		_, _, err := dtr.RunOnMachine(context.Background(), misuseVal(sim.NewMachine(misuseBigGraph(), *new(sim.Options))), *new(dtr.Config))
+		return err
+	}},
+	{"dtr.Runtime.Compute", "zero", false, func() error {
+		_, _, err := new(dtr.Runtime).Compute(([]dtr.TensorID)(nil), (int64)(0), ([]dtr.Output)(nil))
+		return err
+	}},
+	{"dtr.Runtime.Compute", "empty", false, func() error {
+		_, _, err := new(dtr.Runtime).Compute([]dtr.TensorID{}, (int64)(-1), []dtr.Output{})
+		return err
+	}},
+	{"dtr.Runtime.Compute", "foreign", false, func() error {
+		_, _, err := new(dtr.Runtime).Compute([]dtr.TensorID{1 << 30}, (int64)(0), ([]dtr.Output)(nil))
+		return err
+	}},
+	{"dtr.Runtime.Constant", "zero", false, func() error { _, err := new(dtr.Runtime).Constant((int64)(0)); return err }},
+	{"dtr.Runtime.Constant", "empty", false, func() error { _, err := new(dtr.Runtime).Constant((int64)(-1)); return err }},
+	{"dtr.Runtime.ForbidRemat", "zero", false, func() error { err := new(dtr.Runtime).ForbidRemat((dtr.OpID)(0)); return err }},
+	{"dtr.Runtime.ForbidRemat", "empty", false, func() error { err := new(dtr.Runtime).ForbidRemat((dtr.OpID)(-1)); return err }},
+	{"dtr.Runtime.ForbidRemat", "foreign", false, func() error { err := new(dtr.Runtime).ForbidRemat((dtr.OpID)(1 << 30)); return err }},
+	{"dtr.Runtime.Get", "zero", false, func() error { err := new(dtr.Runtime).Get((dtr.TensorID)(0)); return err }},
+	{"dtr.Runtime.Get", "empty", false, func() error { err := new(dtr.Runtime).Get((dtr.TensorID)(-1)); return err }},
+	{"dtr.Runtime.Get", "foreign", false, func() error { err := new(dtr.Runtime).Get((dtr.TensorID)(1 << 30)); return err }},
+	{"dtr.Runtime.NumTensors", "zero", false, func() error { _ = new(dtr.Runtime).NumTensors(); return nil }},
+	{"dtr.Runtime.Pin", "zero", false, func() error { err := new(dtr.Runtime).Pin((dtr.TensorID)(0)); return err }},
+	{"dtr.Runtime.Pin", "empty", false, func() error { err := new(dtr.Runtime).Pin((dtr.TensorID)(-1)); return err }},
+	{"dtr.Runtime.Pin", "foreign", false, func() error { err := new(dtr.Runtime).Pin((dtr.TensorID)(1 << 30)); return err }},
+	{"dtr.Runtime.Producer", "zero", false, func() error { _ = new(dtr.Runtime).Producer((dtr.TensorID)(0)); return nil }},
+	{"dtr.Runtime.Producer", "empty", false, func() error { _ = new(dtr.Runtime).Producer((dtr.TensorID)(-1)); return nil }},
+	{"dtr.Runtime.Producer", "foreign", false, func() error { _ = new(dtr.Runtime).Producer((dtr.TensorID)(1 << 30)); return nil }},
+	{"dtr.Runtime.Release", "zero", false, func() error { err := new(dtr.Runtime).Release((dtr.TensorID)(0)); return err }},
+	{"dtr.Runtime.Release", "empty", false, func() error { err := new(dtr.Runtime).Release((dtr.TensorID)(-1)); return err }},
+	{"dtr.Runtime.Release", "foreign", false, func() error { err := new(dtr.Runtime).Release((dtr.TensorID)(1 << 30)); return err }},
+	{"dtr.Runtime.Resident", "zero", false, func() error { _ = new(dtr.Runtime).Resident((dtr.TensorID)(0)); return nil }},
+	{"dtr.Runtime.Resident", "empty", false, func() error { _ = new(dtr.Runtime).Resident((dtr.TensorID)(-1)); return nil }},
+	{"dtr.Runtime.Resident", "foreign", false, func() error { _ = new(dtr.Runtime).Resident((dtr.TensorID)(1 << 30)); return nil }},
+	{"dtr.Runtime.Root", "zero", false, func() error { _ = new(dtr.Runtime).Root((dtr.TensorID)(0)); return nil }},
+	{"dtr.Runtime.Root", "empty", false, func() error { _ = new(dtr.Runtime).Root((dtr.TensorID)(-1)); return nil }},
+	{"dtr.Runtime.Root", "foreign", false, func() error { _ = new(dtr.Runtime).Root((dtr.TensorID)(1 << 30)); return nil }},
+	{"dtr.Runtime.SetOracle", "zero", false, func() error { new(dtr.Runtime).SetOracle((dtr.Oracle)(nil)); return nil }},
+	{"dtr.Runtime.Stats", "zero", false, func() error { _ = new(dtr.Runtime).Stats(); return nil }},
+	{"dtr.Runtime.Step", "zero", false, func() error { _ = new(dtr.Runtime).Step(); return nil }},
+	{"dtr.SimHost.AdjacentFree", "zero", false, func() error { _ = new(dtr.SimHost).AdjacentFree((dtr.TensorID)(0)); return nil }},
+	{"dtr.SimHost.AdjacentFree", "empty", false, func() error { _ = new(dtr.SimHost).AdjacentFree((dtr.TensorID)(-1)); return nil }},
+	{"dtr.SimHost.AdjacentFree", "foreign", false, func() error { _ = new(dtr.SimHost).AdjacentFree((dtr.TensorID)(1 << 30)); return nil }},
+	{"dtr.SimHost.Compute", "zero", false, func() error { err := new(dtr.SimHost).Compute((dtr.OpID)(0)); return err }},
+	{"dtr.SimHost.Compute", "empty", false, func() error { err := new(dtr.SimHost).Compute((dtr.OpID)(-1)); return err }},
+	{"dtr.SimHost.Compute", "foreign", false, func() error { err := new(dtr.SimHost).Compute((dtr.OpID)(1 << 30)); return err }},
+	{"dtr.SimHost.Free", "zero", false, func() error { new(dtr.SimHost).Free((dtr.TensorID)(0)); return nil }},
+	{"dtr.SimHost.Free", "empty", false, func() error { new(dtr.SimHost).Free((dtr.TensorID)(-1)); return nil }},
+	{"dtr.SimHost.Free", "foreign", false, func() error { new(dtr.SimHost).Free((dtr.TensorID)(1 << 30)); return nil }},
+	{"dtr.SimHost.SwapIn", "zero", false, func() error { err := new(dtr.SimHost).SwapIn((dtr.TensorID)(0)); return err }},
+	{"dtr.SimHost.SwapIn", "empty", false, func() error { err := new(dtr.SimHost).SwapIn((dtr.TensorID)(-1)); return err }},
+	{"dtr.SimHost.SwapIn", "foreign", false, func() error { err := new(dtr.SimHost).SwapIn((dtr.TensorID)(1 << 30)); return err }},
+	{"dtr.SimHost.SwapOut", "zero", false, func() error { err := new(dtr.SimHost).SwapOut((dtr.TensorID)(0)); return err }},
+	{"dtr.SimHost.SwapOut", "empty", false, func() error { err := new(dtr.SimHost).SwapOut((dtr.TensorID)(-1)); return err }},
+	{"dtr.SimHost.SwapOut", "foreign", false, func() error { err := new(dtr.SimHost).SwapOut((dtr.TensorID)(1 << 30)); return err }},
+	{"dtr.Static", "zero", true, func() error {
+		_, _, err := dtr.Static(context.Background(), (*graph.Graph)(nil), *new(dtr.Config))
+		return err
+	}},
+	{"dtr.Static", "empty", false, func() error {
+		_, _, err := dtr.Static(context.Background(), new(graph.Graph), *new(dtr.Config))
+		return err
+	}},
+	{"dtr.Static", "foreign", false, func() error {
+		_, _, err := dtr.Static(context.Background(), misuseGraph(), *new(dtr.Config))
+		return err
+	}},
+	{"dtr.Sweep", "zero", true, func() error {
+		_, err := dtr.Sweep(context.Background(), (*dtrlog.Trace)(nil), *new(dtr.SweepOptions))
+		return err
+	}},
+	{"dtr.Sweep", "empty", false, func() error {
+		_, err := dtr.Sweep(context.Background(), new(dtrlog.Trace), *new(dtr.SweepOptions))
+		return err
+	}},
+	{"dtr.Sweep", "foreign", false, func() error {
+		_, err := dtr.Sweep(context.Background(), misuseTrace(), *new(dtr.SweepOptions))
+		return err
+	}},
+	{"dtr.SweepBest", "zero", true, func() error {
+		_, err := dtr.SweepBest(context.Background(), (*dtrlog.Trace)(nil), ([]float64)(nil))
+		return err
+	}},
+	{"dtr.SweepBest", "empty", false, func() error {
+		_, err := dtr.SweepBest(context.Background(), new(dtrlog.Trace), []float64{})
+		return err
+	}},
+	{"dtr.SweepBest", "foreign", false, func() error {
+		_, err := dtr.SweepBest(context.Background(), misuseTrace(), ([]float64)(nil))
+		return err
+	}},
+	{"dtr.SweepTable", "zero", true, func() error {
+		_, _, err := dtr.SweepTable(context.Background(), (*dtrlog.Trace)(nil), ([]dtr.Heuristic)(nil), (bool)(false), (*dtr.Config)(nil))
+		return err
+	}},
+	{"dtr.SweepTable", "empty", false, func() error {
+		_, _, err := dtr.SweepTable(context.Background(), new(dtrlog.Trace), []dtr.Heuristic{}, (bool)(false), new(dtr.Config))
+		return err
+	}},
+	{"dtr.SweepTable", "foreign", false, func() error {
+		_, _, err := dtr.SweepTable(context.Background(), misuseTrace(), ([]dtr.Heuristic)(nil), (bool)(false), (*dtr.Config)(nil))
+		return err
+	}},
+	{"graph.BackwardType", "zero", false, func() error { _ = graph.BackwardType((string)("")); return nil }},
+	{"graph.Builder.AdaptiveAvgPool2d", "zero", false, func() error {
 		_ = new(graph.Builder).AdaptiveAvgPool2d((string)(""), (graph.TensorID)(0), (int)(0), (int)(0))
+		return nil
 	}},
-	{"graph.Builder.AdaptiveAvgPool2d", "empty", func() {
+	{"graph.Builder.AdaptiveAvgPool2d", "empty", false, func() error {
 		_ = new(graph.Builder).AdaptiveAvgPool2d((string)(""), (graph.TensorID)(-1), (int)(-1), (int)(-1))
+		return nil
 	}},
-	{"graph.Builder.AdaptiveAvgPool2d", "foreign", func() {
+	{"graph.Builder.AdaptiveAvgPool2d", "foreign", false, func() error {
 		_ = graph.FromGraph(misuseGraph()).AdaptiveAvgPool2d((string)(""), (graph.TensorID)(1<<30), (int)(0), (int)(0))
+		return nil
 	}},
-	{"graph.Builder.Add", "zero", func() { _ = new(graph.Builder).Add((string)(""), (graph.TensorID)(0), (graph.TensorID)(0)) }},
-	{"graph.Builder.Add", "empty", func() { _ = new(graph.Builder).Add((string)(""), (graph.TensorID)(-1), (graph.TensorID)(-1)) }},
-	{"graph.Builder.Add", "foreign", func() {
+	{"graph.Builder.Add", "zero", false, func() error {
+		_ = new(graph.Builder).Add((string)(""), (graph.TensorID)(0), (graph.TensorID)(0))
+		return nil
+	}},
+	{"graph.Builder.Add", "empty", false, func() error {
+		_ = new(graph.Builder).Add((string)(""), (graph.TensorID)(-1), (graph.TensorID)(-1))
+		return nil
+	}},
+	{"graph.Builder.Add", "foreign", false, func() error {
 		_ = graph.FromGraph(misuseGraph()).Add((string)(""), (graph.TensorID)(1<<30), (graph.TensorID)(1<<30))
+		return nil
 	}},
-	{"graph.Builder.AvgPool2d", "zero", func() {
+	{"graph.Builder.AvgPool2d", "zero", false, func() error {
 		_ = new(graph.Builder).AvgPool2d((string)(""), (graph.TensorID)(0), (int)(0), (int)(0), (int)(0))
+		return nil
 	}},
-	{"graph.Builder.AvgPool2d", "empty", func() {
+	{"graph.Builder.AvgPool2d", "empty", false, func() error {
 		_ = new(graph.Builder).AvgPool2d((string)(""), (graph.TensorID)(-1), (int)(-1), (int)(-1), (int)(-1))
+		return nil
 	}},
-	{"graph.Builder.AvgPool2d", "foreign", func() {
+	{"graph.Builder.AvgPool2d", "foreign", false, func() error {
 		_ = graph.FromGraph(misuseGraph()).AvgPool2d((string)(""), (graph.TensorID)(1<<30), (int)(0), (int)(0), (int)(0))
+		return nil
 	}},
-	{"graph.Builder.BatchNorm2d", "zero", func() { _ = new(graph.Builder).BatchNorm2d((string)(""), (graph.TensorID)(0)) }},
-	{"graph.Builder.BatchNorm2d", "empty", func() { _ = new(graph.Builder).BatchNorm2d((string)(""), (graph.TensorID)(-1)) }},
-	{"graph.Builder.BatchNorm2d", "foreign", func() { _ = graph.FromGraph(misuseGraph()).BatchNorm2d((string)(""), (graph.TensorID)(1<<30)) }},
-	{"graph.Builder.Build", "zero", func() { _, _ = new(graph.Builder).Build() }},
-	{"graph.Builder.Build", "foreign", func() { _, _ = graph.FromGraph(misuseGraph()).Build() }},
-	{"graph.Builder.Concat", "zero", func() { _ = new(graph.Builder).Concat((string)(""), (int)(0)) }},
-	{"graph.Builder.Concat", "empty", func() { _ = new(graph.Builder).Concat((string)(""), (int)(-1)) }},
-	{"graph.Builder.Concat", "foreign", func() { _ = graph.FromGraph(misuseGraph()).Concat((string)(""), (int)(0)) }},
-	{"graph.Builder.Constant", "zero", func() { _ = new(graph.Builder).Constant((string)(""), (graph.DType)(0)) }},
-	{"graph.Builder.Constant", "foreign", func() { _ = graph.FromGraph(misuseGraph()).Constant((string)(""), (graph.DType)(0)) }},
-	{"graph.Builder.Contiguous", "zero", func() { _ = new(graph.Builder).Contiguous((string)(""), (graph.TensorID)(0)) }},
-	{"graph.Builder.Contiguous", "empty", func() { _ = new(graph.Builder).Contiguous((string)(""), (graph.TensorID)(-1)) }},
-	{"graph.Builder.Contiguous", "foreign", func() { _ = graph.FromGraph(misuseGraph()).Contiguous((string)(""), (graph.TensorID)(1<<30)) }},
-	{"graph.Builder.Conv2d", "zero", func() {
+	{"graph.Builder.BatchNorm2d", "zero", false, func() error { _ = new(graph.Builder).BatchNorm2d((string)(""), (graph.TensorID)(0)); return nil }},
+	{"graph.Builder.BatchNorm2d", "empty", false, func() error { _ = new(graph.Builder).BatchNorm2d((string)(""), (graph.TensorID)(-1)); return nil }},
+	{"graph.Builder.BatchNorm2d", "foreign", false, func() error {
+		_ = graph.FromGraph(misuseGraph()).BatchNorm2d((string)(""), (graph.TensorID)(1<<30))
+		return nil
+	}},
+	{"graph.Builder.Build", "zero", false, func() error { _, err := new(graph.Builder).Build(); return err }},
+	{"graph.Builder.Build", "foreign", false, func() error { _, err := graph.FromGraph(misuseGraph()).Build(); return err }},
+	{"graph.Builder.Concat", "zero", false, func() error { _ = new(graph.Builder).Concat((string)(""), (int)(0)); return nil }},
+	{"graph.Builder.Concat", "empty", false, func() error { _ = new(graph.Builder).Concat((string)(""), (int)(-1)); return nil }},
+	{"graph.Builder.Concat", "foreign", false, func() error { _ = graph.FromGraph(misuseGraph()).Concat((string)(""), (int)(0)); return nil }},
+	{"graph.Builder.Constant", "zero", false, func() error { _ = new(graph.Builder).Constant((string)(""), (graph.DType)(0)); return nil }},
+	{"graph.Builder.Constant", "foreign", false, func() error { _ = graph.FromGraph(misuseGraph()).Constant((string)(""), (graph.DType)(0)); return nil }},
+	{"graph.Builder.Contiguous", "zero", false, func() error { _ = new(graph.Builder).Contiguous((string)(""), (graph.TensorID)(0)); return nil }},
+	{"graph.Builder.Contiguous", "empty", false, func() error { _ = new(graph.Builder).Contiguous((string)(""), (graph.TensorID)(-1)); return nil }},
+	{"graph.Builder.Contiguous", "foreign", false, func() error {
+		_ = graph.FromGraph(misuseGraph()).Contiguous((string)(""), (graph.TensorID)(1<<30))
+		return nil
+	}},
+	{"graph.Builder.Conv2d", "zero", false, func() error {
 		_ = new(graph.Builder).Conv2d((string)(""), (graph.TensorID)(0), (int)(0), (int)(0), (int)(0), (int)(0))
+		return nil
 	}},
-	{"graph.Builder.Conv2d", "empty", func() {
+	{"graph.Builder.Conv2d", "empty", false, func() error {
 		_ = new(graph.Builder).Conv2d((string)(""), (graph.TensorID)(-1), (int)(-1), (int)(-1), (int)(-1), (int)(-1))
+		return nil
 	}},
-	{"graph.Builder.Conv2d", "foreign", func() {
+	{"graph.Builder.Conv2d", "foreign", false, func() error {
 		_ = graph.FromGraph(misuseGraph()).Conv2d((string)(""), (graph.TensorID)(1<<30), (int)(0), (int)(0), (int)(0), (int)(0))
+		return nil
 	}},
-	{"graph.Builder.ConvTranspose2d", "zero", func() {
+	{"graph.Builder.ConvTranspose2d", "zero", false, func() error {
 		_ = new(graph.Builder).ConvTranspose2d((string)(""), (graph.TensorID)(0), (int)(0), (int)(0), (int)(0), (int)(0))
+		return nil
 	}},
-	{"graph.Builder.ConvTranspose2d", "empty", func() {
+	{"graph.Builder.ConvTranspose2d", "empty", false, func() error {
 		_ = new(graph.Builder).ConvTranspose2d((string)(""), (graph.TensorID)(-1), (int)(-1), (int)(-1), (int)(-1), (int)(-1))
+		return nil
 	}},
-	{"graph.Builder.ConvTranspose2d", "foreign", func() {
+	{"graph.Builder.ConvTranspose2d", "foreign", false, func() error {
 		_ = graph.FromGraph(misuseGraph()).ConvTranspose2d((string)(""), (graph.TensorID)(1<<30), (int)(0), (int)(0), (int)(0), (int)(0))
+		return nil
 	}},
-	{"graph.Builder.CrossEntropy", "zero", func() { _ = new(graph.Builder).CrossEntropy((string)(""), (graph.TensorID)(0), (graph.TensorID)(0)) }},
-	{"graph.Builder.CrossEntropy", "empty", func() { _ = new(graph.Builder).CrossEntropy((string)(""), (graph.TensorID)(-1), (graph.TensorID)(-1)) }},
-	{"graph.Builder.CrossEntropy", "foreign", func() {
+	{"graph.Builder.CrossEntropy", "zero", false, func() error {
+		_ = new(graph.Builder).CrossEntropy((string)(""), (graph.TensorID)(0), (graph.TensorID)(0))
+		return nil
+	}},
+	{"graph.Builder.CrossEntropy", "empty", false, func() error {
+		_ = new(graph.Builder).CrossEntropy((string)(""), (graph.TensorID)(-1), (graph.TensorID)(-1))
+		return nil
+	}},
+	{"graph.Builder.CrossEntropy", "foreign", false, func() error {
 		_ = graph.FromGraph(misuseGraph()).CrossEntropy((string)(""), (graph.TensorID)(1<<30), (graph.TensorID)(1<<30))
+		return nil
 	}},
-	{"graph.Builder.DType", "zero", func() { _ = new(graph.Builder).DType((graph.TensorID)(0)) }},
-	{"graph.Builder.DType", "empty", func() { _ = new(graph.Builder).DType((graph.TensorID)(-1)) }},
-	{"graph.Builder.DType", "foreign", func() { _ = graph.FromGraph(misuseGraph()).DType((graph.TensorID)(1 << 30)) }},
-	{"graph.Builder.Dropout", "zero", func() { _ = new(graph.Builder).Dropout((string)(""), (graph.TensorID)(0), (float64)(0)) }},
-	{"graph.Builder.Dropout", "empty", func() { _ = new(graph.Builder).Dropout((string)(""), (graph.TensorID)(-1), (float64)(0)) }},
-	{"graph.Builder.Dropout", "foreign", func() {
+	{"graph.Builder.DType", "zero", false, func() error { _ = new(graph.Builder).DType((graph.TensorID)(0)); return nil }},
+	{"graph.Builder.DType", "empty", false, func() error { _ = new(graph.Builder).DType((graph.TensorID)(-1)); return nil }},
+	{"graph.Builder.DType", "foreign", false, func() error { _ = graph.FromGraph(misuseGraph()).DType((graph.TensorID)(1 << 30)); return nil }},
+	{"graph.Builder.Dropout", "zero", false, func() error {
+		_ = new(graph.Builder).Dropout((string)(""), (graph.TensorID)(0), (float64)(0))
+		return nil
+	}},
+	{"graph.Builder.Dropout", "empty", false, func() error {
+		_ = new(graph.Builder).Dropout((string)(""), (graph.TensorID)(-1), (float64)(0))
+		return nil
+	}},
+	{"graph.Builder.Dropout", "foreign", false, func() error {
 		_ = graph.FromGraph(misuseGraph()).Dropout((string)(""), (graph.TensorID)(1<<30), (float64)(0))
+		return nil
 	}},
-	{"graph.Builder.Embedding", "zero", func() { _ = new(graph.Builder).Embedding((string)(""), (graph.TensorID)(0), (int)(0), (int)(0)) }},
-	{"graph.Builder.Embedding", "empty", func() { _ = new(graph.Builder).Embedding((string)(""), (graph.TensorID)(-1), (int)(-1), (int)(-1)) }},
-	{"graph.Builder.Embedding", "foreign", func() {
+	{"graph.Builder.Embedding", "zero", false, func() error {
+		_ = new(graph.Builder).Embedding((string)(""), (graph.TensorID)(0), (int)(0), (int)(0))
+		return nil
+	}},
+	{"graph.Builder.Embedding", "empty", false, func() error {
+		_ = new(graph.Builder).Embedding((string)(""), (graph.TensorID)(-1), (int)(-1), (int)(-1))
+		return nil
+	}},
+	{"graph.Builder.Embedding", "foreign", false, func() error {
 		_ = graph.FromGraph(misuseGraph()).Embedding((string)(""), (graph.TensorID)(1<<30), (int)(0), (int)(0))
+		return nil
 	}},
-	{"graph.Builder.EmbeddingWith", "zero", func() { _ = new(graph.Builder).EmbeddingWith((string)(""), (graph.TensorID)(0), (graph.TensorID)(0)) }},
-	{"graph.Builder.EmbeddingWith", "empty", func() { _ = new(graph.Builder).EmbeddingWith((string)(""), (graph.TensorID)(-1), (graph.TensorID)(-1)) }},
-	{"graph.Builder.EmbeddingWith", "foreign", func() {
+	{"graph.Builder.EmbeddingWith", "zero", false, func() error {
+		_ = new(graph.Builder).EmbeddingWith((string)(""), (graph.TensorID)(0), (graph.TensorID)(0))
+		return nil
+	}},
+	{"graph.Builder.EmbeddingWith", "empty", false, func() error {
+		_ = new(graph.Builder).EmbeddingWith((string)(""), (graph.TensorID)(-1), (graph.TensorID)(-1))
+		return nil
+	}},
+	{"graph.Builder.EmbeddingWith", "foreign", false, func() error {
 		_ = graph.FromGraph(misuseGraph()).EmbeddingWith((string)(""), (graph.TensorID)(1<<30), (graph.TensorID)(1<<30))
+		return nil
 	}},
-	{"graph.Builder.Err", "zero", func() { _ = new(graph.Builder).Err() }},
-	{"graph.Builder.Err", "foreign", func() { _ = graph.FromGraph(misuseGraph()).Err() }},
-	{"graph.Builder.Errorf", "zero", func() { new(graph.Builder).Errorf((string)("")) }},
-	{"graph.Builder.Errorf", "foreign", func() { graph.FromGraph(misuseGraph()).Errorf((string)("")) }},
-	{"graph.Builder.Flatten", "zero", func() { _ = new(graph.Builder).Flatten((string)(""), (graph.TensorID)(0), (int)(0)) }},
-	{"graph.Builder.Flatten", "empty", func() { _ = new(graph.Builder).Flatten((string)(""), (graph.TensorID)(-1), (int)(-1)) }},
-	{"graph.Builder.Flatten", "foreign", func() { _ = graph.FromGraph(misuseGraph()).Flatten((string)(""), (graph.TensorID)(1<<30), (int)(0)) }},
-	{"graph.Builder.GELU", "zero", func() { _ = new(graph.Builder).GELU((string)(""), (graph.TensorID)(0)) }},
-	{"graph.Builder.GELU", "empty", func() { _ = new(graph.Builder).GELU((string)(""), (graph.TensorID)(-1)) }},
-	{"graph.Builder.GELU", "foreign", func() { _ = graph.FromGraph(misuseGraph()).GELU((string)(""), (graph.TensorID)(1<<30)) }},
-	{"graph.Builder.GELUTanh", "zero", func() { _ = new(graph.Builder).GELUTanh((string)(""), (graph.TensorID)(0)) }},
-	{"graph.Builder.GELUTanh", "empty", func() { _ = new(graph.Builder).GELUTanh((string)(""), (graph.TensorID)(-1)) }},
-	{"graph.Builder.GELUTanh", "foreign", func() { _ = graph.FromGraph(misuseGraph()).GELUTanh((string)(""), (graph.TensorID)(1<<30)) }},
-	{"graph.Builder.Graph", "zero", func() { _ = new(graph.Builder).Graph() }},
-	{"graph.Builder.Graph", "foreign", func() { _ = graph.FromGraph(misuseGraph()).Graph() }},
-	{"graph.Builder.Hardswish", "zero", func() { _ = new(graph.Builder).Hardswish((string)(""), (graph.TensorID)(0)) }},
-	{"graph.Builder.Hardswish", "empty", func() { _ = new(graph.Builder).Hardswish((string)(""), (graph.TensorID)(-1)) }},
-	{"graph.Builder.Hardswish", "foreign", func() { _ = graph.FromGraph(misuseGraph()).Hardswish((string)(""), (graph.TensorID)(1<<30)) }},
-	{"graph.Builder.Hardtanh", "zero", func() { _ = new(graph.Builder).Hardtanh((string)(""), (graph.TensorID)(0), (float64)(0), (float64)(0)) }},
-	{"graph.Builder.Hardtanh", "empty", func() {
+	{"graph.Builder.Err", "zero", false, func() error { err := new(graph.Builder).Err(); return err }},
+	{"graph.Builder.Err", "foreign", false, func() error { err := graph.FromGraph(misuseGraph()).Err(); return err }},
+	{"graph.Builder.Errorf", "zero", false, func() error { new(graph.Builder).Errorf((string)("")); return nil }},
+	{"graph.Builder.Errorf", "foreign", false, func() error { graph.FromGraph(misuseGraph()).Errorf((string)("")); return nil }},
+	{"graph.Builder.Flatten", "zero", false, func() error { _ = new(graph.Builder).Flatten((string)(""), (graph.TensorID)(0), (int)(0)); return nil }},
+	{"graph.Builder.Flatten", "empty", false, func() error {
+		_ = new(graph.Builder).Flatten((string)(""), (graph.TensorID)(-1), (int)(-1))
+		return nil
+	}},
+	{"graph.Builder.Flatten", "foreign", false, func() error {
+		_ = graph.FromGraph(misuseGraph()).Flatten((string)(""), (graph.TensorID)(1<<30), (int)(0))
+		return nil
+	}},
+	{"graph.Builder.GELU", "zero", false, func() error { _ = new(graph.Builder).GELU((string)(""), (graph.TensorID)(0)); return nil }},
+	{"graph.Builder.GELU", "empty", false, func() error { _ = new(graph.Builder).GELU((string)(""), (graph.TensorID)(-1)); return nil }},
+	{"graph.Builder.GELU", "foreign", false, func() error {
+		_ = graph.FromGraph(misuseGraph()).GELU((string)(""), (graph.TensorID)(1<<30))
+		return nil
+	}},
+	{"graph.Builder.GELUTanh", "zero", false, func() error { _ = new(graph.Builder).GELUTanh((string)(""), (graph.TensorID)(0)); return nil }},
+	{"graph.Builder.GELUTanh", "empty", false, func() error { _ = new(graph.Builder).GELUTanh((string)(""), (graph.TensorID)(-1)); return nil }},
+	{"graph.Builder.GELUTanh", "foreign", false, func() error {
+		_ = graph.FromGraph(misuseGraph()).GELUTanh((string)(""), (graph.TensorID)(1<<30))
+		return nil
+	}},
+	{"graph.Builder.Graph", "zero", false, func() error { _ = new(graph.Builder).Graph(); return nil }},
+	{"graph.Builder.Graph", "foreign", false, func() error { _ = graph.FromGraph(misuseGraph()).Graph(); return nil }},
+	{"graph.Builder.Hardswish", "zero", false, func() error { _ = new(graph.Builder).Hardswish((string)(""), (graph.TensorID)(0)); return nil }},
+	{"graph.Builder.Hardswish", "empty", false, func() error { _ = new(graph.Builder).Hardswish((string)(""), (graph.TensorID)(-1)); return nil }},
+	{"graph.Builder.Hardswish", "foreign", false, func() error {
+		_ = graph.FromGraph(misuseGraph()).Hardswish((string)(""), (graph.TensorID)(1<<30))
+		return nil
+	}},
+	{"graph.Builder.Hardtanh", "zero", false, func() error {
+		_ = new(graph.Builder).Hardtanh((string)(""), (graph.TensorID)(0), (float64)(0), (float64)(0))
+		return nil
+	}},
+	{"graph.Builder.Hardtanh", "empty", false, func() error {
 		_ = new(graph.Builder).Hardtanh((string)(""), (graph.TensorID)(-1), (float64)(0), (float64)(0))
+		return nil
 	}},
-	{"graph.Builder.Hardtanh", "foreign", func() {
+	{"graph.Builder.Hardtanh", "foreign", false, func() error {
 		_ = graph.FromGraph(misuseGraph()).Hardtanh((string)(""), (graph.TensorID)(1<<30), (float64)(0), (float64)(0))
+		return nil
 	}},
-	{"graph.Builder.Input", "zero", func() { _ = new(graph.Builder).Input((string)(""), (graph.DType)(0)) }},
-	{"graph.Builder.Input", "foreign", func() { _ = graph.FromGraph(misuseGraph()).Input((string)(""), (graph.DType)(0)) }},
-	{"graph.Builder.LSTMCell", "zero", func() {
+	{"graph.Builder.Input", "zero", false, func() error { _ = new(graph.Builder).Input((string)(""), (graph.DType)(0)); return nil }},
+	{"graph.Builder.Input", "foreign", false, func() error { _ = graph.FromGraph(misuseGraph()).Input((string)(""), (graph.DType)(0)); return nil }},
+	{"graph.Builder.LSTMCell", "zero", false, func() error {
 		_, _ = new(graph.Builder).LSTMCell((string)(""), (graph.TensorID)(0), (graph.TensorID)(0), (graph.TensorID)(0), *new(graph.LSTMParams))
+		return nil
 	}},
-	{"graph.Builder.LSTMCell", "empty", func() {
+	{"graph.Builder.LSTMCell", "empty", false, func() error {
 		_, _ = new(graph.Builder).LSTMCell((string)(""), (graph.TensorID)(-1), (graph.TensorID)(-1), (graph.TensorID)(-1), *new(graph.LSTMParams))
+		return nil
 	}},
-	{"graph.Builder.LSTMCell", "foreign", func() {
+	{"graph.Builder.LSTMCell", "foreign", false, func() error {
 		_, _ = graph.FromGraph(misuseGraph()).LSTMCell((string)(""), (graph.TensorID)(1<<30), (graph.TensorID)(1<<30), (graph.TensorID)(1<<30), *new(graph.LSTMParams))
+		return nil
 	}},
-	{"graph.Builder.LSTMLayerParams", "zero", func() {
+	{"graph.Builder.LSTMLayerParams", "zero", false, func() error {
 		_ = new(graph.Builder).LSTMLayerParams((string)(""), (int)(0), (int)(0), (int)(0), (graph.DType)(0))
+		return nil
 	}},
-	{"graph.Builder.LSTMLayerParams", "empty", func() {
+	{"graph.Builder.LSTMLayerParams", "empty", false, func() error {
 		_ = new(graph.Builder).LSTMLayerParams((string)(""), (int)(-1), (int)(-1), (int)(-1), (graph.DType)(0))
+		return nil
 	}},
-	{"graph.Builder.LSTMLayerParams", "foreign", func() {
+	{"graph.Builder.LSTMLayerParams", "foreign", false, func() error {
 		_ = graph.FromGraph(misuseGraph()).LSTMLayerParams((string)(""), (int)(0), (int)(0), (int)(0), (graph.DType)(0))
+		return nil
 	}},
-	{"graph.Builder.LayerNorm", "zero", func() { _ = new(graph.Builder).LayerNorm((string)(""), (graph.TensorID)(0)) }},
-	{"graph.Builder.LayerNorm", "empty", func() { _ = new(graph.Builder).LayerNorm((string)(""), (graph.TensorID)(-1)) }},
-	{"graph.Builder.LayerNorm", "foreign", func() { _ = graph.FromGraph(misuseGraph()).LayerNorm((string)(""), (graph.TensorID)(1<<30)) }},
-	{"graph.Builder.Linear", "zero", func() { _ = new(graph.Builder).Linear((string)(""), (graph.TensorID)(0), (int)(0), (bool)(false)) }},
-	{"graph.Builder.Linear", "empty", func() { _ = new(graph.Builder).Linear((string)(""), (graph.TensorID)(-1), (int)(-1), (bool)(false)) }},
-	{"graph.Builder.Linear", "foreign", func() {
+	{"graph.Builder.LayerNorm", "zero", false, func() error { _ = new(graph.Builder).LayerNorm((string)(""), (graph.TensorID)(0)); return nil }},
+	{"graph.Builder.LayerNorm", "empty", false, func() error { _ = new(graph.Builder).LayerNorm((string)(""), (graph.TensorID)(-1)); return nil }},
+	{"graph.Builder.LayerNorm", "foreign", false, func() error {
+		_ = graph.FromGraph(misuseGraph()).LayerNorm((string)(""), (graph.TensorID)(1<<30))
+		return nil
+	}},
+	{"graph.Builder.Linear", "zero", false, func() error {
+		_ = new(graph.Builder).Linear((string)(""), (graph.TensorID)(0), (int)(0), (bool)(false))
+		return nil
+	}},
+	{"graph.Builder.Linear", "empty", false, func() error {
+		_ = new(graph.Builder).Linear((string)(""), (graph.TensorID)(-1), (int)(-1), (bool)(false))
+		return nil
+	}},
+	{"graph.Builder.Linear", "foreign", false, func() error {
 		_ = graph.FromGraph(misuseGraph()).Linear((string)(""), (graph.TensorID)(1<<30), (int)(0), (bool)(false))
+		return nil
 	}},
-	{"graph.Builder.LinearWith", "zero", func() {
+	{"graph.Builder.LinearWith", "zero", false, func() error {
 		_ = new(graph.Builder).LinearWith((string)(""), (graph.TensorID)(0), (graph.TensorID)(0), (graph.TensorID)(0))
+		return nil
 	}},
-	{"graph.Builder.LinearWith", "empty", func() {
+	{"graph.Builder.LinearWith", "empty", false, func() error {
 		_ = new(graph.Builder).LinearWith((string)(""), (graph.TensorID)(-1), (graph.TensorID)(-1), (graph.TensorID)(-1))
+		return nil
 	}},
-	{"graph.Builder.LinearWith", "foreign", func() {
+	{"graph.Builder.LinearWith", "foreign", false, func() error {
 		_ = graph.FromGraph(misuseGraph()).LinearWith((string)(""), (graph.TensorID)(1<<30), (graph.TensorID)(1<<30), (graph.TensorID)(1<<30))
+		return nil
 	}},
-	{"graph.Builder.LogSoftmax", "zero", func() { _ = new(graph.Builder).LogSoftmax((string)(""), (graph.TensorID)(0), (int)(0)) }},
-	{"graph.Builder.LogSoftmax", "empty", func() { _ = new(graph.Builder).LogSoftmax((string)(""), (graph.TensorID)(-1), (int)(-1)) }},
-	{"graph.Builder.LogSoftmax", "foreign", func() { _ = graph.FromGraph(misuseGraph()).LogSoftmax((string)(""), (graph.TensorID)(1<<30), (int)(0)) }},
-	{"graph.Builder.MaskedFill", "zero", func() {
+	{"graph.Builder.LogSoftmax", "zero", false, func() error {
+		_ = new(graph.Builder).LogSoftmax((string)(""), (graph.TensorID)(0), (int)(0))
+		return nil
+	}},
+	{"graph.Builder.LogSoftmax", "empty", false, func() error {
+		_ = new(graph.Builder).LogSoftmax((string)(""), (graph.TensorID)(-1), (int)(-1))
+		return nil
+	}},
+	{"graph.Builder.LogSoftmax", "foreign", false, func() error {
+		_ = graph.FromGraph(misuseGraph()).LogSoftmax((string)(""), (graph.TensorID)(1<<30), (int)(0))
+		return nil
+	}},
+	{"graph.Builder.MaskedFill", "zero", false, func() error {
 		_ = new(graph.Builder).MaskedFill((string)(""), (graph.TensorID)(0), (graph.TensorID)(0), (float64)(0))
+		return nil
 	}},
-	{"graph.Builder.MaskedFill", "empty", func() {
+	{"graph.Builder.MaskedFill", "empty", false, func() error {
 		_ = new(graph.Builder).MaskedFill((string)(""), (graph.TensorID)(-1), (graph.TensorID)(-1), (float64)(0))
+		return nil
 	}},
-	{"graph.Builder.MaskedFill", "foreign", func() {
+	{"graph.Builder.MaskedFill", "foreign", false, func() error {
 		_ = graph.FromGraph(misuseGraph()).MaskedFill((string)(""), (graph.TensorID)(1<<30), (graph.TensorID)(1<<30), (float64)(0))
+		return nil
 	}},
-	{"graph.Builder.MatMul", "zero", func() { _ = new(graph.Builder).MatMul((string)(""), (graph.TensorID)(0), (graph.TensorID)(0)) }},
-	{"graph.Builder.MatMul", "empty", func() { _ = new(graph.Builder).MatMul((string)(""), (graph.TensorID)(-1), (graph.TensorID)(-1)) }},
-	{"graph.Builder.MatMul", "foreign", func() {
+	{"graph.Builder.MatMul", "zero", false, func() error {
+		_ = new(graph.Builder).MatMul((string)(""), (graph.TensorID)(0), (graph.TensorID)(0))
+		return nil
+	}},
+	{"graph.Builder.MatMul", "empty", false, func() error {
+		_ = new(graph.Builder).MatMul((string)(""), (graph.TensorID)(-1), (graph.TensorID)(-1))
+		return nil
+	}},
+	{"graph.Builder.MatMul", "foreign", false, func() error {
 		_ = graph.FromGraph(misuseGraph()).MatMul((string)(""), (graph.TensorID)(1<<30), (graph.TensorID)(1<<30))
+		return nil
 	}},
-	{"graph.Builder.MaxPool2d", "zero", func() {
+	{"graph.Builder.MaxPool2d", "zero", false, func() error {
 		_ = new(graph.Builder).MaxPool2d((string)(""), (graph.TensorID)(0), (int)(0), (int)(0), (int)(0))
+		return nil
 	}},
-	{"graph.Builder.MaxPool2d", "empty", func() {
+	{"graph.Builder.MaxPool2d", "empty", false, func() error {
 		_ = new(graph.Builder).MaxPool2d((string)(""), (graph.TensorID)(-1), (int)(-1), (int)(-1), (int)(-1))
+		return nil
 	}},
-	{"graph.Builder.MaxPool2d", "foreign", func() {
+	{"graph.Builder.MaxPool2d", "foreign", false, func() error {
 		_ = graph.FromGraph(misuseGraph()).MaxPool2d((string)(""), (graph.TensorID)(1<<30), (int)(0), (int)(0), (int)(0))
+		return nil
 	}},
-	{"graph.Builder.Mul", "zero", func() { _ = new(graph.Builder).Mul((string)(""), (graph.TensorID)(0), (graph.TensorID)(0)) }},
-	{"graph.Builder.Mul", "empty", func() { _ = new(graph.Builder).Mul((string)(""), (graph.TensorID)(-1), (graph.TensorID)(-1)) }},
-	{"graph.Builder.Mul", "foreign", func() {
+	{"graph.Builder.Mul", "zero", false, func() error {
+		_ = new(graph.Builder).Mul((string)(""), (graph.TensorID)(0), (graph.TensorID)(0))
+		return nil
+	}},
+	{"graph.Builder.Mul", "empty", false, func() error {
+		_ = new(graph.Builder).Mul((string)(""), (graph.TensorID)(-1), (graph.TensorID)(-1))
+		return nil
+	}},
+	{"graph.Builder.Mul", "foreign", false, func() error {
 		_ = graph.FromGraph(misuseGraph()).Mul((string)(""), (graph.TensorID)(1<<30), (graph.TensorID)(1<<30))
+		return nil
 	}},
-	{"graph.Builder.NewTensor", "zero", func() { _ = new(graph.Builder).NewTensor((string)(""), (graph.TensorKind)(0), (graph.DType)(0)) }},
-	{"graph.Builder.NewTensor", "foreign", func() {
+	{"graph.Builder.NewTensor", "zero", false, func() error {
+		_ = new(graph.Builder).NewTensor((string)(""), (graph.TensorKind)(0), (graph.DType)(0))
+		return nil
+	}},
+	{"graph.Builder.NewTensor", "foreign", false, func() error {
 		_ = graph.FromGraph(misuseGraph()).NewTensor((string)(""), (graph.TensorKind)(0), (graph.DType)(0))
+		return nil
 	}},
-	{"graph.Builder.Op", "zero", func() { _ = new(graph.Builder).Op((string)(""), (string)("")) }},
-	{"graph.Builder.Op", "foreign", func() { _ = graph.FromGraph(misuseGraph()).Op((string)(""), (string)("")) }},
-	{"graph.Builder.Pad", "zero", func() { _ = new(graph.Builder).Pad((string)(""), (graph.TensorID)(0)) }},
-	{"graph.Builder.Pad", "empty", func() { _ = new(graph.Builder).Pad((string)(""), (graph.TensorID)(-1)) }},
-	{"graph.Builder.Pad", "foreign", func() { _ = graph.FromGraph(misuseGraph()).Pad((string)(""), (graph.TensorID)(1<<30)) }},
-	{"graph.Builder.Parameter", "zero", func() { _ = new(graph.Builder).Parameter((string)(""), (graph.DType)(0)) }},
-	{"graph.Builder.Parameter", "foreign", func() { _ = graph.FromGraph(misuseGraph()).Parameter((string)(""), (graph.DType)(0)) }},
-	{"graph.Builder.Phase", "zero", func() { _ = new(graph.Builder).Phase() }},
-	{"graph.Builder.Phase", "foreign", func() { _ = graph.FromGraph(misuseGraph()).Phase() }},
-	{"graph.Builder.ReLU", "zero", func() { _ = new(graph.Builder).ReLU((string)(""), (graph.TensorID)(0)) }},
-	{"graph.Builder.ReLU", "empty", func() { _ = new(graph.Builder).ReLU((string)(""), (graph.TensorID)(-1)) }},
-	{"graph.Builder.ReLU", "foreign", func() { _ = graph.FromGraph(misuseGraph()).ReLU((string)(""), (graph.TensorID)(1<<30)) }},
-	{"graph.Builder.ReLU6", "zero", func() { _ = new(graph.Builder).ReLU6((string)(""), (graph.TensorID)(0)) }},
-	{"graph.Builder.ReLU6", "empty", func() { _ = new(graph.Builder).ReLU6((string)(""), (graph.TensorID)(-1)) }},
-	{"graph.Builder.ReLU6", "foreign", func() { _ = graph.FromGraph(misuseGraph()).ReLU6((string)(""), (graph.TensorID)(1<<30)) }},
-	{"graph.Builder.Reserve", "zero", func() { new(graph.Builder).Reserve((int)(0), (int)(0)) }},
-	{"graph.Builder.Reserve", "empty", func() { new(graph.Builder).Reserve((int)(-1), (int)(-1)) }},
-	{"graph.Builder.Reserve", "foreign", func() { graph.FromGraph(misuseGraph()).Reserve((int)(0), (int)(0)) }},
-	{"graph.Builder.Reshape", "zero", func() { _ = new(graph.Builder).Reshape((string)(""), (graph.TensorID)(0)) }},
-	{"graph.Builder.Reshape", "empty", func() { _ = new(graph.Builder).Reshape((string)(""), (graph.TensorID)(-1)) }},
-	{"graph.Builder.Reshape", "foreign", func() { _ = graph.FromGraph(misuseGraph()).Reshape((string)(""), (graph.TensorID)(1<<30)) }},
-	{"graph.Builder.Scale", "zero", func() { _ = new(graph.Builder).Scale((string)(""), (graph.TensorID)(0), (float64)(0)) }},
-	{"graph.Builder.Scale", "empty", func() { _ = new(graph.Builder).Scale((string)(""), (graph.TensorID)(-1), (float64)(0)) }},
-	{"graph.Builder.Scale", "foreign", func() { _ = graph.FromGraph(misuseGraph()).Scale((string)(""), (graph.TensorID)(1<<30), (float64)(0)) }},
-	{"graph.Builder.SetAttr", "zero", func() { new(graph.Builder).SetAttr((string)(""), (string)("")) }},
-	{"graph.Builder.SetAttr", "foreign", func() { graph.FromGraph(misuseGraph()).SetAttr((string)(""), (string)("")) }},
-	{"graph.Builder.SetLoss", "zero", func() { new(graph.Builder).SetLoss((graph.TensorID)(0)) }},
-	{"graph.Builder.SetLoss", "empty", func() { new(graph.Builder).SetLoss((graph.TensorID)(-1)) }},
-	{"graph.Builder.SetLoss", "foreign", func() { graph.FromGraph(misuseGraph()).SetLoss((graph.TensorID)(1 << 30)) }},
-	{"graph.Builder.SetPhase", "zero", func() { new(graph.Builder).SetPhase((graph.Phase)(0)) }},
-	{"graph.Builder.SetPhase", "foreign", func() { graph.FromGraph(misuseGraph()).SetPhase((graph.Phase)(0)) }},
-	{"graph.Builder.Shape", "zero", func() { _ = new(graph.Builder).Shape((graph.TensorID)(0)) }},
-	{"graph.Builder.Shape", "empty", func() { _ = new(graph.Builder).Shape((graph.TensorID)(-1)) }},
-	{"graph.Builder.Shape", "foreign", func() { _ = graph.FromGraph(misuseGraph()).Shape((graph.TensorID)(1 << 30)) }},
-	{"graph.Builder.SiLU", "zero", func() { _ = new(graph.Builder).SiLU((string)(""), (graph.TensorID)(0)) }},
-	{"graph.Builder.SiLU", "empty", func() { _ = new(graph.Builder).SiLU((string)(""), (graph.TensorID)(-1)) }},
-	{"graph.Builder.SiLU", "foreign", func() { _ = graph.FromGraph(misuseGraph()).SiLU((string)(""), (graph.TensorID)(1<<30)) }},
-	{"graph.Builder.Sigmoid", "zero", func() { _ = new(graph.Builder).Sigmoid((string)(""), (graph.TensorID)(0)) }},
-	{"graph.Builder.Sigmoid", "empty", func() { _ = new(graph.Builder).Sigmoid((string)(""), (graph.TensorID)(-1)) }},
-	{"graph.Builder.Sigmoid", "foreign", func() { _ = graph.FromGraph(misuseGraph()).Sigmoid((string)(""), (graph.TensorID)(1<<30)) }},
-	{"graph.Builder.Slice", "zero", func() {
+	{"graph.Builder.Op", "zero", false, func() error { _ = new(graph.Builder).Op((string)(""), (string)("")); return nil }},
+	{"graph.Builder.Op", "foreign", false, func() error { _ = graph.FromGraph(misuseGraph()).Op((string)(""), (string)("")); return nil }},
+	{"graph.Builder.Pad", "zero", false, func() error { _ = new(graph.Builder).Pad((string)(""), (graph.TensorID)(0)); return nil }},
+	{"graph.Builder.Pad", "empty", false, func() error { _ = new(graph.Builder).Pad((string)(""), (graph.TensorID)(-1)); return nil }},
+	{"graph.Builder.Pad", "foreign", false, func() error {
+		_ = graph.FromGraph(misuseGraph()).Pad((string)(""), (graph.TensorID)(1<<30))
+		return nil
+	}},
+	{"graph.Builder.Parameter", "zero", false, func() error { _ = new(graph.Builder).Parameter((string)(""), (graph.DType)(0)); return nil }},
+	{"graph.Builder.Parameter", "foreign", false, func() error { _ = graph.FromGraph(misuseGraph()).Parameter((string)(""), (graph.DType)(0)); return nil }},
+	{"graph.Builder.Phase", "zero", false, func() error { _ = new(graph.Builder).Phase(); return nil }},
+	{"graph.Builder.Phase", "foreign", false, func() error { _ = graph.FromGraph(misuseGraph()).Phase(); return nil }},
+	{"graph.Builder.ReLU", "zero", false, func() error { _ = new(graph.Builder).ReLU((string)(""), (graph.TensorID)(0)); return nil }},
+	{"graph.Builder.ReLU", "empty", false, func() error { _ = new(graph.Builder).ReLU((string)(""), (graph.TensorID)(-1)); return nil }},
+	{"graph.Builder.ReLU", "foreign", false, func() error {
+		_ = graph.FromGraph(misuseGraph()).ReLU((string)(""), (graph.TensorID)(1<<30))
+		return nil
+	}},
+	{"graph.Builder.ReLU6", "zero", false, func() error { _ = new(graph.Builder).ReLU6((string)(""), (graph.TensorID)(0)); return nil }},
+	{"graph.Builder.ReLU6", "empty", false, func() error { _ = new(graph.Builder).ReLU6((string)(""), (graph.TensorID)(-1)); return nil }},
+	{"graph.Builder.ReLU6", "foreign", false, func() error {
+		_ = graph.FromGraph(misuseGraph()).ReLU6((string)(""), (graph.TensorID)(1<<30))
+		return nil
+	}},
+	{"graph.Builder.Reserve", "zero", false, func() error { new(graph.Builder).Reserve((int)(0), (int)(0)); return nil }},
+	{"graph.Builder.Reserve", "empty", false, func() error { new(graph.Builder).Reserve((int)(-1), (int)(-1)); return nil }},
+	{"graph.Builder.Reserve", "foreign", false, func() error { graph.FromGraph(misuseGraph()).Reserve((int)(0), (int)(0)); return nil }},
+	{"graph.Builder.Reshape", "zero", false, func() error { _ = new(graph.Builder).Reshape((string)(""), (graph.TensorID)(0)); return nil }},
+	{"graph.Builder.Reshape", "empty", false, func() error { _ = new(graph.Builder).Reshape((string)(""), (graph.TensorID)(-1)); return nil }},
+	{"graph.Builder.Reshape", "foreign", false, func() error {
+		_ = graph.FromGraph(misuseGraph()).Reshape((string)(""), (graph.TensorID)(1<<30))
+		return nil
+	}},
+	{"graph.Builder.Scale", "zero", false, func() error {
+		_ = new(graph.Builder).Scale((string)(""), (graph.TensorID)(0), (float64)(0))
+		return nil
+	}},
+	{"graph.Builder.Scale", "empty", false, func() error {
+		_ = new(graph.Builder).Scale((string)(""), (graph.TensorID)(-1), (float64)(0))
+		return nil
+	}},
+	{"graph.Builder.Scale", "foreign", false, func() error {
+		_ = graph.FromGraph(misuseGraph()).Scale((string)(""), (graph.TensorID)(1<<30), (float64)(0))
+		return nil
+	}},
+	{"graph.Builder.SetAttr", "zero", false, func() error { new(graph.Builder).SetAttr((string)(""), (string)("")); return nil }},
+	{"graph.Builder.SetAttr", "foreign", false, func() error { graph.FromGraph(misuseGraph()).SetAttr((string)(""), (string)("")); return nil }},
+	{"graph.Builder.SetLoss", "zero", false, func() error { new(graph.Builder).SetLoss((graph.TensorID)(0)); return nil }},
+	{"graph.Builder.SetLoss", "empty", false, func() error { new(graph.Builder).SetLoss((graph.TensorID)(-1)); return nil }},
+	{"graph.Builder.SetLoss", "foreign", false, func() error { graph.FromGraph(misuseGraph()).SetLoss((graph.TensorID)(1 << 30)); return nil }},
+	{"graph.Builder.SetPhase", "zero", false, func() error { new(graph.Builder).SetPhase((graph.Phase)(0)); return nil }},
+	{"graph.Builder.SetPhase", "foreign", false, func() error { graph.FromGraph(misuseGraph()).SetPhase((graph.Phase)(0)); return nil }},
+	{"graph.Builder.Shape", "zero", false, func() error { _ = new(graph.Builder).Shape((graph.TensorID)(0)); return nil }},
+	{"graph.Builder.Shape", "empty", false, func() error { _ = new(graph.Builder).Shape((graph.TensorID)(-1)); return nil }},
+	{"graph.Builder.Shape", "foreign", false, func() error { _ = graph.FromGraph(misuseGraph()).Shape((graph.TensorID)(1 << 30)); return nil }},
+	{"graph.Builder.SiLU", "zero", false, func() error { _ = new(graph.Builder).SiLU((string)(""), (graph.TensorID)(0)); return nil }},
+	{"graph.Builder.SiLU", "empty", false, func() error { _ = new(graph.Builder).SiLU((string)(""), (graph.TensorID)(-1)); return nil }},
+	{"graph.Builder.SiLU", "foreign", false, func() error {
+		_ = graph.FromGraph(misuseGraph()).SiLU((string)(""), (graph.TensorID)(1<<30))
+		return nil
+	}},
+	{"graph.Builder.Sigmoid", "zero", false, func() error { _ = new(graph.Builder).Sigmoid((string)(""), (graph.TensorID)(0)); return nil }},
+	{"graph.Builder.Sigmoid", "empty", false, func() error { _ = new(graph.Builder).Sigmoid((string)(""), (graph.TensorID)(-1)); return nil }},
+	{"graph.Builder.Sigmoid", "foreign", false, func() error {
+		_ = graph.FromGraph(misuseGraph()).Sigmoid((string)(""), (graph.TensorID)(1<<30))
+		return nil
+	}},
+	{"graph.Builder.Slice", "zero", false, func() error {
 		_ = new(graph.Builder).Slice((string)(""), (graph.TensorID)(0), (int)(0), (int)(0), (int)(0), (int)(0))
+		return nil
 	}},
-	{"graph.Builder.Slice", "empty", func() {
+	{"graph.Builder.Slice", "empty", false, func() error {
 		_ = new(graph.Builder).Slice((string)(""), (graph.TensorID)(-1), (int)(-1), (int)(-1), (int)(-1), (int)(-1))
+		return nil
 	}},
-	{"graph.Builder.Slice", "foreign", func() {
+	{"graph.Builder.Slice", "foreign", false, func() error {
 		_ = graph.FromGraph(misuseGraph()).Slice((string)(""), (graph.TensorID)(1<<30), (int)(0), (int)(0), (int)(0), (int)(0))
+		return nil
 	}},
-	{"graph.Builder.Softmax", "zero", func() { _ = new(graph.Builder).Softmax((string)(""), (graph.TensorID)(0), (int)(0)) }},
-	{"graph.Builder.Softmax", "empty", func() { _ = new(graph.Builder).Softmax((string)(""), (graph.TensorID)(-1), (int)(-1)) }},
-	{"graph.Builder.Softmax", "foreign", func() { _ = graph.FromGraph(misuseGraph()).Softmax((string)(""), (graph.TensorID)(1<<30), (int)(0)) }},
-	{"graph.Builder.Split", "zero", func() { _ = new(graph.Builder).Split((string)(""), (graph.TensorID)(0), (int)(0)) }},
-	{"graph.Builder.Split", "empty", func() { _ = new(graph.Builder).Split((string)(""), (graph.TensorID)(-1), (int)(-1)) }},
-	{"graph.Builder.Split", "foreign", func() { _ = graph.FromGraph(misuseGraph()).Split((string)(""), (graph.TensorID)(1<<30), (int)(0)) }},
-	{"graph.Builder.Tanh", "zero", func() { _ = new(graph.Builder).Tanh((string)(""), (graph.TensorID)(0)) }},
-	{"graph.Builder.Tanh", "empty", func() { _ = new(graph.Builder).Tanh((string)(""), (graph.TensorID)(-1)) }},
-	{"graph.Builder.Tanh", "foreign", func() { _ = graph.FromGraph(misuseGraph()).Tanh((string)(""), (graph.TensorID)(1<<30)) }},
-	{"graph.Builder.Transpose", "zero", func() { _ = new(graph.Builder).Transpose((string)(""), (graph.TensorID)(0), (int)(0), (int)(0)) }},
-	{"graph.Builder.Transpose", "empty", func() { _ = new(graph.Builder).Transpose((string)(""), (graph.TensorID)(-1), (int)(-1), (int)(-1)) }},
-	{"graph.Builder.Transpose", "foreign", func() {
+	{"graph.Builder.Softmax", "zero", false, func() error { _ = new(graph.Builder).Softmax((string)(""), (graph.TensorID)(0), (int)(0)); return nil }},
+	{"graph.Builder.Softmax", "empty", false, func() error {
+		_ = new(graph.Builder).Softmax((string)(""), (graph.TensorID)(-1), (int)(-1))
+		return nil
+	}},
+	{"graph.Builder.Softmax", "foreign", false, func() error {
+		_ = graph.FromGraph(misuseGraph()).Softmax((string)(""), (graph.TensorID)(1<<30), (int)(0))
+		return nil
+	}},
+	{"graph.Builder.Split", "zero", false, func() error { _ = new(graph.Builder).Split((string)(""), (graph.TensorID)(0), (int)(0)); return nil }},
+	{"graph.Builder.Split", "empty", false, func() error { _ = new(graph.Builder).Split((string)(""), (graph.TensorID)(-1), (int)(-1)); return nil }},
+	{"graph.Builder.Split", "foreign", false, func() error {
+		_ = graph.FromGraph(misuseGraph()).Split((string)(""), (graph.TensorID)(1<<30), (int)(0))
+		return nil
+	}},
+	{"graph.Builder.Tanh", "zero", false, func() error { _ = new(graph.Builder).Tanh((string)(""), (graph.TensorID)(0)); return nil }},
+	{"graph.Builder.Tanh", "empty", false, func() error { _ = new(graph.Builder).Tanh((string)(""), (graph.TensorID)(-1)); return nil }},
+	{"graph.Builder.Tanh", "foreign", false, func() error {
+		_ = graph.FromGraph(misuseGraph()).Tanh((string)(""), (graph.TensorID)(1<<30))
+		return nil
+	}},
+	{"graph.Builder.Transpose", "zero", false, func() error {
+		_ = new(graph.Builder).Transpose((string)(""), (graph.TensorID)(0), (int)(0), (int)(0))
+		return nil
+	}},
+	{"graph.Builder.Transpose", "empty", false, func() error {
+		_ = new(graph.Builder).Transpose((string)(""), (graph.TensorID)(-1), (int)(-1), (int)(-1))
+		return nil
+	}},
+	{"graph.Builder.Transpose", "foreign", false, func() error {
 		_ = graph.FromGraph(misuseGraph()).Transpose((string)(""), (graph.TensorID)(1<<30), (int)(0), (int)(0))
+		return nil
 	}},
-	{"graph.Builder.Upsample", "zero", func() { _ = new(graph.Builder).Upsample((string)(""), (graph.TensorID)(0), (int)(0)) }},
-	{"graph.Builder.Upsample", "empty", func() { _ = new(graph.Builder).Upsample((string)(""), (graph.TensorID)(-1), (int)(-1)) }},
-	{"graph.Builder.Upsample", "foreign", func() { _ = graph.FromGraph(misuseGraph()).Upsample((string)(""), (graph.TensorID)(1<<30), (int)(0)) }},
-	{"graph.ConvDilation", "zero", func() { _ = graph.ConvDilation((int)(0)) }},
-	{"graph.ConvDilation", "empty", func() { _ = graph.ConvDilation((int)(-1)) }},
-	{"graph.ConvGroups", "zero", func() { _ = graph.ConvGroups((int)(0)) }},
-	{"graph.ConvGroups", "empty", func() { _ = graph.ConvGroups((int)(-1)) }},
-	{"graph.ConvNoBias", "zero", func() { _ = graph.ConvNoBias() }},
-	{"graph.ConvOutputPadding", "zero", func() { _ = graph.ConvOutputPadding((int)(0)) }},
-	{"graph.ConvOutputPadding", "empty", func() { _ = graph.ConvOutputPadding((int)(-1)) }},
-	{"graph.DType.MarshalText", "zero", func() { _, _ = new(graph.DType).MarshalText() }},
-	{"graph.DType.Size", "zero", func() { _ = new(graph.DType).Size() }},
-	{"graph.DType.String", "zero", func() { _ = new(graph.DType).String() }},
-	{"graph.DType.UnmarshalText", "zero", func() { _ = new(graph.DType).UnmarshalText(([]byte)(nil)) }},
-	{"graph.DType.UnmarshalText", "empty", func() { _ = new(graph.DType).UnmarshalText([]byte{}) }},
-	{"graph.DType.Valid", "zero", func() { _ = new(graph.DType).Valid() }},
-	{"graph.Decode", "zero", func() { _, _ = graph.Decode(strings.NewReader("")) }},
-	{"graph.DefaultRules", "zero", func() { _ = graph.DefaultRules() }},
-	{"graph.Differentiate", "zero", func() {
-		_, _ = graph.Differentiate((*graph.Graph)(nil), (graph.TensorID)(0), *new(graph.BackwardOptions))
+	{"graph.Builder.Upsample", "zero", false, func() error { _ = new(graph.Builder).Upsample((string)(""), (graph.TensorID)(0), (int)(0)); return nil }},
+	{"graph.Builder.Upsample", "empty", false, func() error {
+		_ = new(graph.Builder).Upsample((string)(""), (graph.TensorID)(-1), (int)(-1))
+		return nil
 	}},
-	{"graph.Differentiate", "empty", func() {
-		_, _ = graph.Differentiate(new(graph.Graph), (graph.TensorID)(-1), *new(graph.BackwardOptions))
+	{"graph.Builder.Upsample", "foreign", false, func() error {
+		_ = graph.FromGraph(misuseGraph()).Upsample((string)(""), (graph.TensorID)(1<<30), (int)(0))
+		return nil
 	}},
-	{"graph.Differentiate", "foreign", func() {
-		_, _ = graph.Differentiate(misuseGraph(), (graph.TensorID)(1<<30), *new(graph.BackwardOptions))
+	{"graph.ConvDilation", "zero", false, func() error { _ = graph.ConvDilation((int)(0)); return nil }},
+	{"graph.ConvDilation", "empty", false, func() error { _ = graph.ConvDilation((int)(-1)); return nil }},
+	{"graph.ConvGroups", "zero", false, func() error { _ = graph.ConvGroups((int)(0)); return nil }},
+	{"graph.ConvGroups", "empty", false, func() error { _ = graph.ConvGroups((int)(-1)); return nil }},
+	{"graph.ConvNoBias", "zero", false, func() error { _ = graph.ConvNoBias(); return nil }},
+	{"graph.ConvOutputPadding", "zero", false, func() error { _ = graph.ConvOutputPadding((int)(0)); return nil }},
+	{"graph.ConvOutputPadding", "empty", false, func() error { _ = graph.ConvOutputPadding((int)(-1)); return nil }},
+	{"graph.DType.MarshalText", "zero", false, func() error { _, err := new(graph.DType).MarshalText(); return err }},
+	{"graph.DType.Size", "zero", false, func() error { _ = new(graph.DType).Size(); return nil }},
+	{"graph.DType.String", "zero", false, func() error { _ = new(graph.DType).String(); return nil }},
+	{"graph.DType.UnmarshalText", "zero", false, func() error { err := new(graph.DType).UnmarshalText(([]byte)(nil)); return err }},
+	{"graph.DType.UnmarshalText", "empty", false, func() error { err := new(graph.DType).UnmarshalText([]byte{}); return err }},
+	{"graph.DType.Valid", "zero", false, func() error { _ = new(graph.DType).Valid(); return nil }},
+	{"graph.Decode", "zero", false, func() error { _, err := graph.Decode(strings.NewReader("")); return err }},
+	{"graph.DefaultRules", "zero", false, func() error { _ = graph.DefaultRules(); return nil }},
+	{"graph.Differentiate", "zero", true, func() error {
+		_, err := graph.Differentiate((*graph.Graph)(nil), (graph.TensorID)(0), *new(graph.BackwardOptions))
+		return err
 	}},
-	{"graph.Encode", "zero", func() { _ = graph.Encode(io.Discard, (*graph.Graph)(nil)) }},
-	{"graph.Encode", "empty", func() { _ = graph.Encode(io.Discard, new(graph.Graph)) }},
-	{"graph.Encode", "foreign", func() { _ = graph.Encode(io.Discard, misuseGraph()) }},
-	{"graph.FormatError.Error", "zero", func() { _ = new(graph.FormatError).Error() }},
-	{"graph.FormatError.Unwrap", "zero", func() { _ = new(graph.FormatError).Unwrap() }},
-	{"graph.FromGraph", "zero", func() { _ = graph.FromGraph((*graph.Graph)(nil)) }},
-	{"graph.FromGraph", "empty", func() { _ = graph.FromGraph(new(graph.Graph)) }},
-	{"graph.FromGraph", "foreign", func() { _ = graph.FromGraph(misuseGraph()) }},
-	{"graph.Graph.Consumers", "zero", func() { _ = new(graph.Graph).Consumers((graph.TensorID)(0)) }},
-	{"graph.Graph.Consumers", "empty", func() { _ = new(graph.Graph).Consumers((graph.TensorID)(-1)) }},
-	{"graph.Graph.Consumers", "nil", func() { _ = (*graph.Graph)(nil).Consumers((graph.TensorID)(0)) }},
-	{"graph.Graph.Consumers", "foreign", func() { _ = new(graph.Graph).Consumers((graph.TensorID)(1 << 30)) }},
-	{"graph.Graph.NumOps", "zero", func() { _ = new(graph.Graph).NumOps() }},
-	{"graph.Graph.NumOps", "nil", func() { _ = (*graph.Graph)(nil).NumOps() }},
-	{"graph.Graph.NumTensors", "zero", func() { _ = new(graph.Graph).NumTensors() }},
-	{"graph.Graph.NumTensors", "nil", func() { _ = (*graph.Graph)(nil).NumTensors() }},
-	{"graph.Graph.Op", "zero", func() { _ = new(graph.Graph).Op((graph.OpID)(0)) }},
-	{"graph.Graph.Op", "empty", func() { _ = new(graph.Graph).Op((graph.OpID)(-1)) }},
-	{"graph.Graph.Op", "nil", func() { _ = (*graph.Graph)(nil).Op((graph.OpID)(0)) }},
-	{"graph.Graph.Op", "foreign", func() { _ = new(graph.Graph).Op((graph.OpID)(1 << 30)) }},
-	{"graph.Graph.OpsInPhase", "zero", func() { _ = new(graph.Graph).OpsInPhase((graph.Phase)(0)) }},
-	{"graph.Graph.OpsInPhase", "nil", func() { _ = (*graph.Graph)(nil).OpsInPhase((graph.Phase)(0)) }},
-	{"graph.Graph.ParamCount", "zero", func() { _ = new(graph.Graph).ParamCount() }},
-	{"graph.Graph.ParamCount", "nil", func() { _ = (*graph.Graph)(nil).ParamCount() }},
-	{"graph.Graph.StorageOf", "zero", func() { _ = new(graph.Graph).StorageOf((graph.TensorID)(0)) }},
-	{"graph.Graph.StorageOf", "empty", func() { _ = new(graph.Graph).StorageOf((graph.TensorID)(-1)) }},
-	{"graph.Graph.StorageOf", "nil", func() { _ = (*graph.Graph)(nil).StorageOf((graph.TensorID)(0)) }},
-	{"graph.Graph.StorageOf", "foreign", func() { _ = new(graph.Graph).StorageOf((graph.TensorID)(1 << 30)) }},
-	{"graph.Graph.Tensor", "zero", func() { _ = new(graph.Graph).Tensor((graph.TensorID)(0)) }},
-	{"graph.Graph.Tensor", "empty", func() { _ = new(graph.Graph).Tensor((graph.TensorID)(-1)) }},
-	{"graph.Graph.Tensor", "nil", func() { _ = (*graph.Graph)(nil).Tensor((graph.TensorID)(0)) }},
-	{"graph.Graph.Tensor", "foreign", func() { _ = new(graph.Graph).Tensor((graph.TensorID)(1 << 30)) }},
-	{"graph.Graph.Validate", "zero", func() { _ = new(graph.Graph).Validate() }},
-	{"graph.Graph.Validate", "nil", func() { _ = (*graph.Graph)(nil).Validate() }},
-	{"graph.LookupOpType", "zero", func() { _, _ = graph.LookupOpType((string)("")) }},
-	{"graph.NewBuilder", "zero", func() { _ = graph.NewBuilder((string)("")) }},
-	{"graph.NewRules", "zero", func() { _ = graph.NewRules() }},
-	{"graph.Op.Attr", "zero", func() { _, _ = new(graph.Op).Attr((string)("")) }},
-	{"graph.Op.AttrKeys", "zero", func() { _ = new(graph.Op).AttrKeys() }},
-	{"graph.Op.Recomputable", "zero", func() { _ = new(graph.Op).Recomputable() }},
-	{"graph.OpBuilder.Alias", "zero", func() { _ = new(graph.OpBuilder).Alias((graph.TensorID)(0)) }},
-	{"graph.OpBuilder.Alias", "empty", func() { _ = new(graph.OpBuilder).Alias((graph.TensorID)(-1)) }},
-	{"graph.OpBuilder.Alias", "foreign", func() { _ = new(graph.OpBuilder).Alias((graph.TensorID)(1 << 30)) }},
-	{"graph.OpBuilder.Attr", "zero", func() { _ = new(graph.OpBuilder).Attr((string)(""), (string)("")) }},
-	{"graph.OpBuilder.BytesAccessed", "zero", func() { _ = new(graph.OpBuilder).BytesAccessed((int64)(0)) }},
-	{"graph.OpBuilder.BytesAccessed", "empty", func() { _ = new(graph.OpBuilder).BytesAccessed((int64)(-1)) }},
-	{"graph.OpBuilder.FLOPs", "zero", func() { _ = new(graph.OpBuilder).FLOPs((int64)(0)) }},
-	{"graph.OpBuilder.FLOPs", "empty", func() { _ = new(graph.OpBuilder).FLOPs((int64)(-1)) }},
-	{"graph.OpBuilder.Flags", "zero", func() { _ = new(graph.OpBuilder).Flags((graph.OpFlags)(0)) }},
-	{"graph.OpBuilder.Forward", "zero", func() { _ = new(graph.OpBuilder).Forward((graph.OpID)(0)) }},
-	{"graph.OpBuilder.Forward", "empty", func() { _ = new(graph.OpBuilder).Forward((graph.OpID)(-1)) }},
-	{"graph.OpBuilder.Forward", "foreign", func() { _ = new(graph.OpBuilder).Forward((graph.OpID)(1 << 30)) }},
-	{"graph.OpBuilder.ID", "zero", func() { _ = new(graph.OpBuilder).ID() }},
-	{"graph.OpBuilder.Out", "zero", func() { _ = new(graph.OpBuilder).Out((string)(""), (graph.DType)(0)) }},
-	{"graph.OpBuilder.OutBytes", "zero", func() { _ = new(graph.OpBuilder).OutBytes((string)(""), (int64)(0)) }},
-	{"graph.OpBuilder.OutBytes", "empty", func() { _ = new(graph.OpBuilder).OutBytes((string)(""), (int64)(-1)) }},
-	{"graph.OpBuilder.OutKind", "zero", func() { _ = new(graph.OpBuilder).OutKind((string)(""), (graph.TensorKind)(0), (graph.DType)(0)) }},
-	{"graph.OpBuilder.Output", "zero", func() { _ = new(graph.OpBuilder).Output((int)(0)) }},
-	{"graph.OpBuilder.Output", "empty", func() { _ = new(graph.OpBuilder).Output((int)(-1)) }},
-	{"graph.OpBuilder.T", "zero", func() { _ = new(graph.OpBuilder).T() }},
-	{"graph.OpBuilder.TimeNs", "zero", func() { _ = new(graph.OpBuilder).TimeNs((int64)(0)) }},
-	{"graph.OpBuilder.TimeNs", "empty", func() { _ = new(graph.OpBuilder).TimeNs((int64)(-1)) }},
-	{"graph.OpBuilder.Workspace", "zero", func() { _ = new(graph.OpBuilder).Workspace((int64)(0)) }},
-	{"graph.OpBuilder.Workspace", "empty", func() { _ = new(graph.OpBuilder).Workspace((int64)(-1)) }},
-	{"graph.OpFlags.Has", "zero", func() { _ = new(graph.OpFlags).Has((graph.OpFlags)(0)) }},
-	{"graph.OpFlags.Strings", "zero", func() { _ = new(graph.OpFlags).Strings() }},
-	{"graph.OpTypes", "zero", func() { _ = graph.OpTypes() }},
-	{"graph.Optimizers", "zero", func() { _ = graph.Optimizers() }},
-	{"graph.ParseDType", "zero", func() { _, _ = graph.ParseDType((string)("")) }},
-	{"graph.ParseOpFlag", "zero", func() { _, _ = graph.ParseOpFlag((string)("")) }},
-	{"graph.ParseOptimizer", "zero", func() { _, _ = graph.ParseOptimizer((string)("")) }},
-	{"graph.ParsePhase", "zero", func() { _, _ = graph.ParsePhase((string)("")) }},
-	{"graph.ParseTensorKind", "zero", func() { _, _ = graph.ParseTensorKind((string)("")) }},
-	{"graph.Phase.MarshalText", "zero", func() { _, _ = new(graph.Phase).MarshalText() }},
-	{"graph.Phase.String", "zero", func() { _ = new(graph.Phase).String() }},
-	{"graph.Phase.UnmarshalText", "zero", func() { _ = new(graph.Phase).UnmarshalText(([]byte)(nil)) }},
-	{"graph.Phase.UnmarshalText", "empty", func() { _ = new(graph.Phase).UnmarshalText([]byte{}) }},
-	{"graph.Phase.Valid", "zero", func() { _ = new(graph.Phase).Valid() }},
-	{"graph.PoolCeilMode", "zero", func() { _ = graph.PoolCeilMode() }},
-	{"graph.PoolCountExcludePad", "zero", func() { _ = graph.PoolCountExcludePad() }},
-	{"graph.ReadFile", "zero", func() { _, _ = graph.ReadFile((string)("")) }},
-	{"graph.Rules.Clone", "zero", func() { _ = new(graph.Rules).Clone() }},
-	{"graph.Rules.Lookup", "zero", func() { _, _ = new(graph.Rules).Lookup((string)("")) }},
-	{"graph.Rules.RegisterGradRule", "zero", func() { _ = new(graph.Rules).RegisterGradRule((string)(""), *new(graph.GradRule)) }},
-	{"graph.Rules.Types", "zero", func() { _ = new(graph.Rules).Types() }},
-	{"graph.SaveIn", "zero", func() { _ = graph.SaveIn((int)(0)) }},
-	{"graph.SaveIn", "empty", func() { _ = graph.SaveIn((int)(-1)) }},
-	{"graph.SaveOut", "zero", func() { _ = graph.SaveOut((int)(0)) }},
-	{"graph.SaveOut", "empty", func() { _ = graph.SaveOut((int)(-1)) }},
-	{"graph.Shape.Bytes", "zero", func() { _, _ = new(graph.Shape).Bytes((graph.DType)(0)) }},
-	{"graph.Shape.Clone", "zero", func() { _ = new(graph.Shape).Clone() }},
-	{"graph.Shape.Equal", "zero", func() { _ = new(graph.Shape).Equal((graph.Shape)(nil)) }},
-	{"graph.Shape.Equal", "empty", func() { _ = new(graph.Shape).Equal(graph.Shape{}) }},
-	{"graph.Shape.Equal", "foreign", func() { _ = new(graph.Shape).Equal(graph.Shape{1 << 30}) }},
-	{"graph.Shape.NumElements", "zero", func() { _, _ = new(graph.Shape).NumElements() }},
-	{"graph.Shape.String", "zero", func() { _ = new(graph.Shape).String() }},
-	{"graph.Tensor.StorageBytes", "zero", func() { _ = new(graph.Tensor).StorageBytes() }},
-	{"graph.TensorKind.MarshalText", "zero", func() { _, _ = new(graph.TensorKind).MarshalText() }},
-	{"graph.TensorKind.Persistent", "zero", func() { _ = new(graph.TensorKind).Persistent() }},
-	{"graph.TensorKind.String", "zero", func() { _ = new(graph.TensorKind).String() }},
-	{"graph.TensorKind.UnmarshalText", "zero", func() { _ = new(graph.TensorKind).UnmarshalText(([]byte)(nil)) }},
-	{"graph.TensorKind.UnmarshalText", "empty", func() { _ = new(graph.TensorKind).UnmarshalText([]byte{}) }},
-	{"graph.TensorKind.Valid", "zero", func() { _ = new(graph.TensorKind).Valid() }},
-	{"graph.ValidationError.Error", "zero", func() { _ = new(graph.ValidationError).Error() }},
-	{"graph.ValidationError.Unwrap", "zero", func() { _ = new(graph.ValidationError).Unwrap() }},
-	{"graph.WriteFile", "zero", func() { _ = graph.WriteFile((string)(""), (*graph.Graph)(nil)) }},
-	{"graph.WriteFile", "empty", func() { _ = graph.WriteFile((string)(""), new(graph.Graph)) }},
-	{"graph.WriteFile", "foreign", func() { _ = graph.WriteFile((string)(""), misuseGraph()) }},
-	{"dtrlog.CmdKind.String", "zero", func() { _ = new(dtrlog.CmdKind).String() }},
-	{"dtrlog.Compile", "zero", func() { _, _ = dtrlog.Compile(strings.NewReader("")) }},
-	{"dtrlog.CompileInstrs", "zero", func() { _, _ = dtrlog.CompileInstrs(([]dtrlog.Instr)(nil)) }},
-	{"dtrlog.CompileInstrs", "empty", func() { _, _ = dtrlog.CompileInstrs([]dtrlog.Instr{}) }},
-	{"dtrlog.Kind.String", "zero", func() { _ = new(dtrlog.Kind).String() }},
-	{"dtrlog.LineError.Error", "zero", func() { _ = new(dtrlog.LineError).Error() }},
-	{"dtrlog.LineError.Unwrap", "zero", func() { _ = new(dtrlog.LineError).Unwrap() }},
-	{"dtrlog.NewReader", "zero", func() { _ = dtrlog.NewReader(strings.NewReader("")) }},
-	{"dtrlog.NewWriter", "zero", func() { _ = dtrlog.NewWriter(io.Discard) }},
-	{"dtrlog.Op.TotalSize", "zero", func() { _ = new(dtrlog.Op).TotalSize() }},
-	{"dtrlog.ParseLine", "zero", func() { _, _ = dtrlog.ParseLine(([]byte)(nil)) }},
-	{"dtrlog.ParseLine", "empty", func() { _, _ = dtrlog.ParseLine([]byte{}) }},
-	{"dtrlog.ReadAll", "zero", func() { _, _ = dtrlog.ReadAll(strings.NewReader("")) }},
-	{"dtrlog.ReadGraph", "zero", func() { _, _ = dtrlog.ReadGraph(strings.NewReader("")) }},
-	{"dtrlog.Reader.Next", "zero", func() { _, _ = new(dtrlog.Reader).Next() }},
-	{"dtrlog.ToGraph", "zero", func() { _, _ = dtrlog.ToGraph((*dtrlog.Trace)(nil)) }},
-	{"dtrlog.ToGraph", "empty", func() { _, _ = dtrlog.ToGraph(new(dtrlog.Trace)) }},
-	{"dtrlog.ToGraph", "foreign", func() { _, _ = dtrlog.ToGraph(misuseTrace()) }},
-	{"dtrlog.WriteAll", "zero", func() { _ = dtrlog.WriteAll(io.Discard, ([]dtrlog.Instr)(nil)) }},
-	{"dtrlog.WriteAll", "empty", func() { _ = dtrlog.WriteAll(io.Discard, []dtrlog.Instr{}) }},
-	{"dtrlog.Writer.Flush", "zero", func() { _ = new(dtrlog.Writer).Flush() }},
-	{"dtrlog.Writer.Write", "zero", func() { _ = new(dtrlog.Writer).Write(*new(dtrlog.Instr)) }},
-	{"models.Build", "zero", func() { _, _ = models.Build((string)(""), *new(models.Options)) }},
-	{"models.BuildForward", "zero", func() { _, _, _ = models.BuildForward((string)(""), *new(models.Options)) }},
-	{"models.List", "zero", func() { _ = models.List() }},
-	{"models.Lookup", "zero", func() { _, _ = models.Lookup((string)("")) }},
-	{"models.Names", "zero", func() { _ = models.Names() }},
-	{"onnx.DropoutMask.String", "zero", func() { _ = new(onnx.DropoutMask).String() }},
-	{"onnx.FromModel", "zero", func() { _, _ = onnx.FromModel((*onnx.ModelProto)(nil), *new(onnx.Options)) }},
-	{"onnx.FromModel", "empty", func() { _, _ = onnx.FromModel(new(onnx.ModelProto), *new(onnx.Options)) }},
-	{"onnx.FromModelForward", "zero", func() { _, _ = onnx.FromModelForward((*onnx.ModelProto)(nil), *new(onnx.Options)) }},
-	{"onnx.FromModelForward", "empty", func() { _, _ = onnx.FromModelForward(new(onnx.ModelProto), *new(onnx.Options)) }},
-	{"onnx.Import", "zero", func() { _, _ = onnx.Import(strings.NewReader(""), *new(onnx.Options)) }},
-	{"onnx.ImportForward", "zero", func() { _, _ = onnx.ImportForward(strings.NewReader(""), *new(onnx.Options)) }},
-	{"onnx.ParseDropoutMask", "zero", func() { _, _ = onnx.ParseDropoutMask((string)("")) }},
-	{"onnx.ReadModel", "zero", func() { _, _ = onnx.ReadModel(strings.NewReader("")) }},
-	{"onnx.Rules", "zero", func() { _ = onnx.Rules() }},
-	{"mirror.Classic", "zero", func() { _, _ = mirror.Classic((*graph.Graph)(nil), *new(mirror.Predicate)) }},
-	{"mirror.Classic", "empty", func() { _, _ = mirror.Classic(new(graph.Graph), *new(mirror.Predicate)) }},
-	{"mirror.Classic", "foreign", func() { _, _ = mirror.Classic(misuseGraph(), *new(mirror.Predicate)) }},
-	{"mirror.CostAware", "zero", func() { _, _ = mirror.CostAware(context.Background(), (*graph.Graph)(nil), *new(mirror.CostOptions)) }},
-	{"mirror.CostAware", "empty", func() { _, _ = mirror.CostAware(context.Background(), new(graph.Graph), *new(mirror.CostOptions)) }},
-	{"mirror.CostAware", "foreign", func() { _, _ = mirror.CostAware(context.Background(), misuseGraph(), *new(mirror.CostOptions)) }},
-	{"mirror.MXNetType", "zero", func() { _ = mirror.MXNetType((string)("")) }},
-	{"mirror.Predicate.Decide", "zero", func() { _, _ = new(mirror.Predicate).Decide((*graph.Op)(nil)) }},
-	{"mirror.Predicate.Decide", "empty", func() { _, _ = new(mirror.Predicate).Decide(new(graph.Op)) }},
-	{"mirror.Predicate.Decide", "foreign", func() { _, _ = new(mirror.Predicate).Decide(misuseForeignOp()) }},
-	{"mirror.Rule.Mirrors", "zero", func() { _ = new(mirror.Rule).Mirrors() }},
-	{"mirror.Rule.String", "zero", func() { _ = new(mirror.Rule).String() }},
-	{"mirror.Schedule", "zero", func() { _, _ = mirror.Schedule((*graph.Graph)(nil), ([]bool)(nil)) }},
-	{"mirror.Schedule", "empty", func() { _, _ = mirror.Schedule(new(graph.Graph), []bool{}) }},
-	{"mirror.Schedule", "foreign", func() { _, _ = mirror.Schedule(misuseGraph(), misuseForeignMask()) }},
-	{"mirror.Variant.String", "zero", func() { _ = new(mirror.Variant).String() }},
-	{"report.Bool", "zero", func() { _ = report.Bool((bool)(false)) }},
-	{"report.Bytes", "zero", func() { _ = report.Bytes((int64)(0)) }},
-	{"report.Bytes", "empty", func() { _ = report.Bytes((int64)(-1)) }},
-	{"report.Compare", "zero", func() {
-		_, _ = report.Compare(context.Background(), (*graph.Graph)(nil), *new(strategy.Options), ([]strategy.Strategy)(nil), (sim.Progress)(nil))
+	{"graph.Differentiate", "empty", false, func() error {
+		_, err := graph.Differentiate(new(graph.Graph), (graph.TensorID)(-1), *new(graph.BackwardOptions))
+		return err
 	}},
-	{"report.Compare", "empty", func() {
-		_, _ = report.Compare(context.Background(), new(graph.Graph), *new(strategy.Options), []strategy.Strategy{}, (sim.Progress)(nil))
+	{"graph.Differentiate", "foreign", true, func() error {
+		_, err := graph.Differentiate(misuseGraph(), (graph.TensorID)(1<<30), *new(graph.BackwardOptions))
+		return err
 	}},
-	{"report.Compare", "foreign", func() {
-		_, _ = report.Compare(context.Background(), misuseGraph(), *new(strategy.Options), ([]strategy.Strategy)(nil), (sim.Progress)(nil))
+	{"graph.Encode", "zero", true, func() error { err := graph.Encode(io.Discard, (*graph.Graph)(nil)); return err }},
+	{"graph.Encode", "empty", false, func() error { err := graph.Encode(io.Discard, new(graph.Graph)); return err }},
+	{"graph.Encode", "foreign", false, func() error { err := graph.Encode(io.Discard, misuseGraph()); return err }},
+	{"graph.FormatError.Error", "zero", false, func() error { _ = new(graph.FormatError).Error(); return nil }},
+	{"graph.FormatError.Unwrap", "zero", false, func() error { err := new(graph.FormatError).Unwrap(); return err }},
+	{"graph.FromGraph", "zero", false, func() error { _ = graph.FromGraph((*graph.Graph)(nil)); return nil }},
+	{"graph.FromGraph", "empty", false, func() error { _ = graph.FromGraph(new(graph.Graph)); return nil }},
+	{"graph.FromGraph", "foreign", false, func() error { _ = graph.FromGraph(misuseGraph()); return nil }},
+	{"graph.Graph.Consumers", "zero", false, func() error { _ = new(graph.Graph).Consumers((graph.TensorID)(0)); return nil }},
+	{"graph.Graph.Consumers", "empty", false, func() error { _ = new(graph.Graph).Consumers((graph.TensorID)(-1)); return nil }},
+	{"graph.Graph.Consumers", "nil", false, func() error { _ = (*graph.Graph)(nil).Consumers((graph.TensorID)(0)); return nil }},
+	{"graph.Graph.Consumers", "foreign", false, func() error { _ = new(graph.Graph).Consumers((graph.TensorID)(1 << 30)); return nil }},
+	{"graph.Graph.NumOps", "zero", false, func() error { _ = new(graph.Graph).NumOps(); return nil }},
+	{"graph.Graph.NumOps", "nil", false, func() error { _ = (*graph.Graph)(nil).NumOps(); return nil }},
+	{"graph.Graph.NumTensors", "zero", false, func() error { _ = new(graph.Graph).NumTensors(); return nil }},
+	{"graph.Graph.NumTensors", "nil", false, func() error { _ = (*graph.Graph)(nil).NumTensors(); return nil }},
+	{"graph.Graph.Op", "zero", false, func() error { _ = new(graph.Graph).Op((graph.OpID)(0)); return nil }},
+	{"graph.Graph.Op", "empty", false, func() error { _ = new(graph.Graph).Op((graph.OpID)(-1)); return nil }},
+	{"graph.Graph.Op", "nil", false, func() error { _ = (*graph.Graph)(nil).Op((graph.OpID)(0)); return nil }},
+	{"graph.Graph.Op", "foreign", false, func() error { _ = new(graph.Graph).Op((graph.OpID)(1 << 30)); return nil }},
+	{"graph.Graph.OpsInPhase", "zero", false, func() error { _ = new(graph.Graph).OpsInPhase((graph.Phase)(0)); return nil }},
+	{"graph.Graph.OpsInPhase", "nil", false, func() error { _ = (*graph.Graph)(nil).OpsInPhase((graph.Phase)(0)); return nil }},
+	{"graph.Graph.ParamCount", "zero", false, func() error { _ = new(graph.Graph).ParamCount(); return nil }},
+	{"graph.Graph.ParamCount", "nil", false, func() error { _ = (*graph.Graph)(nil).ParamCount(); return nil }},
+	{"graph.Graph.StorageOf", "zero", false, func() error { _ = new(graph.Graph).StorageOf((graph.TensorID)(0)); return nil }},
+	{"graph.Graph.StorageOf", "empty", false, func() error { _ = new(graph.Graph).StorageOf((graph.TensorID)(-1)); return nil }},
+	{"graph.Graph.StorageOf", "nil", false, func() error { _ = (*graph.Graph)(nil).StorageOf((graph.TensorID)(0)); return nil }},
+	{"graph.Graph.StorageOf", "foreign", false, func() error { _ = new(graph.Graph).StorageOf((graph.TensorID)(1 << 30)); return nil }},
+	{"graph.Graph.Tensor", "zero", false, func() error { _ = new(graph.Graph).Tensor((graph.TensorID)(0)); return nil }},
+	{"graph.Graph.Tensor", "empty", false, func() error { _ = new(graph.Graph).Tensor((graph.TensorID)(-1)); return nil }},
+	{"graph.Graph.Tensor", "nil", false, func() error { _ = (*graph.Graph)(nil).Tensor((graph.TensorID)(0)); return nil }},
+	{"graph.Graph.Tensor", "foreign", false, func() error { _ = new(graph.Graph).Tensor((graph.TensorID)(1 << 30)); return nil }},
+	{"graph.Graph.Validate", "zero", false, func() error { err := new(graph.Graph).Validate(); return err }},
+	{"graph.Graph.Validate", "nil", false, func() error { err := (*graph.Graph)(nil).Validate(); return err }},
+	{"graph.LookupOpType", "zero", false, func() error { _, _ = graph.LookupOpType((string)("")); return nil }},
+	{"graph.NewBuilder", "zero", false, func() error { _ = graph.NewBuilder((string)("")); return nil }},
+	{"graph.NewRules", "zero", false, func() error { _ = graph.NewRules(); return nil }},
+	{"graph.Op.Attr", "zero", false, func() error { _, _ = new(graph.Op).Attr((string)("")); return nil }},
+	{"graph.Op.AttrKeys", "zero", false, func() error { _ = new(graph.Op).AttrKeys(); return nil }},
+	{"graph.Op.Recomputable", "zero", false, func() error { _ = new(graph.Op).Recomputable(); return nil }},
+	{"graph.OpBuilder.Alias", "zero", false, func() error { _ = new(graph.OpBuilder).Alias((graph.TensorID)(0)); return nil }},
+	{"graph.OpBuilder.Alias", "empty", false, func() error { _ = new(graph.OpBuilder).Alias((graph.TensorID)(-1)); return nil }},
+	{"graph.OpBuilder.Alias", "foreign", false, func() error { _ = new(graph.OpBuilder).Alias((graph.TensorID)(1 << 30)); return nil }},
+	{"graph.OpBuilder.Attr", "zero", false, func() error { _ = new(graph.OpBuilder).Attr((string)(""), (string)("")); return nil }},
+	{"graph.OpBuilder.BytesAccessed", "zero", false, func() error { _ = new(graph.OpBuilder).BytesAccessed((int64)(0)); return nil }},
+	{"graph.OpBuilder.BytesAccessed", "empty", false, func() error { _ = new(graph.OpBuilder).BytesAccessed((int64)(-1)); return nil }},
+	{"graph.OpBuilder.FLOPs", "zero", false, func() error { _ = new(graph.OpBuilder).FLOPs((int64)(0)); return nil }},
+	{"graph.OpBuilder.FLOPs", "empty", false, func() error { _ = new(graph.OpBuilder).FLOPs((int64)(-1)); return nil }},
+	{"graph.OpBuilder.Flags", "zero", false, func() error { _ = new(graph.OpBuilder).Flags((graph.OpFlags)(0)); return nil }},
+	{"graph.OpBuilder.Forward", "zero", false, func() error { _ = new(graph.OpBuilder).Forward((graph.OpID)(0)); return nil }},
+	{"graph.OpBuilder.Forward", "empty", false, func() error { _ = new(graph.OpBuilder).Forward((graph.OpID)(-1)); return nil }},
+	{"graph.OpBuilder.Forward", "foreign", false, func() error { _ = new(graph.OpBuilder).Forward((graph.OpID)(1 << 30)); return nil }},
+	{"graph.OpBuilder.ID", "zero", false, func() error { _ = new(graph.OpBuilder).ID(); return nil }},
+	{"graph.OpBuilder.Out", "zero", false, func() error { _ = new(graph.OpBuilder).Out((string)(""), (graph.DType)(0)); return nil }},
+	{"graph.OpBuilder.OutBytes", "zero", false, func() error { _ = new(graph.OpBuilder).OutBytes((string)(""), (int64)(0)); return nil }},
+	{"graph.OpBuilder.OutBytes", "empty", false, func() error { _ = new(graph.OpBuilder).OutBytes((string)(""), (int64)(-1)); return nil }},
+	{"graph.OpBuilder.OutKind", "zero", false, func() error {
+		_ = new(graph.OpBuilder).OutKind((string)(""), (graph.TensorKind)(0), (graph.DType)(0))
+		return nil
 	}},
-	{"report.DTRSweep.Table", "zero", func() { _ = new(report.DTRSweep).Table() }},
-	{"report.DTRSweep.Write", "zero", func() { _ = new(report.DTRSweep).Write(io.Discard, (report.Format)("")) }},
-	{"report.Duration", "zero", func() { _ = report.Duration((int64)(0)) }},
-	{"report.Duration", "empty", func() { _ = report.Duration((int64)(-1)) }},
-	{"report.Int", "zero", func() { _ = report.Int((int64)(0)) }},
-	{"report.Int", "empty", func() { _ = report.Int((int64)(-1)) }},
-	{"report.MaxBatch", "zero", func() {
-		_, _ = report.MaxBatch(context.Background(), (string)(""), *new(models.Options), *new(strategy.Options), ([]strategy.Strategy)(nil), (sim.Progress)(nil))
+	{"graph.OpBuilder.Output", "zero", false, func() error { _ = new(graph.OpBuilder).Output((int)(0)); return nil }},
+	{"graph.OpBuilder.Output", "empty", false, func() error { _ = new(graph.OpBuilder).Output((int)(-1)); return nil }},
+	{"graph.OpBuilder.T", "zero", false, func() error { _ = new(graph.OpBuilder).T(); return nil }},
+	{"graph.OpBuilder.TimeNs", "zero", false, func() error { _ = new(graph.OpBuilder).TimeNs((int64)(0)); return nil }},
+	{"graph.OpBuilder.TimeNs", "empty", false, func() error { _ = new(graph.OpBuilder).TimeNs((int64)(-1)); return nil }},
+	{"graph.OpBuilder.Workspace", "zero", false, func() error { _ = new(graph.OpBuilder).Workspace((int64)(0)); return nil }},
+	{"graph.OpBuilder.Workspace", "empty", false, func() error { _ = new(graph.OpBuilder).Workspace((int64)(-1)); return nil }},
+	{"graph.OpFlags.Has", "zero", false, func() error { _ = new(graph.OpFlags).Has((graph.OpFlags)(0)); return nil }},
+	{"graph.OpFlags.Strings", "zero", false, func() error { _ = new(graph.OpFlags).Strings(); return nil }},
+	{"graph.OpTypes", "zero", false, func() error { _ = graph.OpTypes(); return nil }},
+	{"graph.Optimizers", "zero", false, func() error { _ = graph.Optimizers(); return nil }},
+	{"graph.ParseDType", "zero", false, func() error { _, err := graph.ParseDType((string)("")); return err }},
+	{"graph.ParseOpFlag", "zero", false, func() error { _, err := graph.ParseOpFlag((string)("")); return err }},
+	{"graph.ParseOptimizer", "zero", false, func() error { _, err := graph.ParseOptimizer((string)("")); return err }},
+	{"graph.ParsePhase", "zero", false, func() error { _, err := graph.ParsePhase((string)("")); return err }},
+	{"graph.ParseTensorKind", "zero", false, func() error { _, err := graph.ParseTensorKind((string)("")); return err }},
+	{"graph.Phase.MarshalText", "zero", false, func() error { _, err := new(graph.Phase).MarshalText(); return err }},
+	{"graph.Phase.String", "zero", false, func() error { _ = new(graph.Phase).String(); return nil }},
+	{"graph.Phase.UnmarshalText", "zero", false, func() error { err := new(graph.Phase).UnmarshalText(([]byte)(nil)); return err }},
+	{"graph.Phase.UnmarshalText", "empty", false, func() error { err := new(graph.Phase).UnmarshalText([]byte{}); return err }},
+	{"graph.Phase.Valid", "zero", false, func() error { _ = new(graph.Phase).Valid(); return nil }},
+	{"graph.PoolCeilMode", "zero", false, func() error { _ = graph.PoolCeilMode(); return nil }},
+	{"graph.PoolCountExcludePad", "zero", false, func() error { _ = graph.PoolCountExcludePad(); return nil }},
+	{"graph.ReadFile", "zero", false, func() error { _, err := graph.ReadFile((string)("")); return err }},
+	{"graph.Rules.Clone", "zero", false, func() error { _ = new(graph.Rules).Clone(); return nil }},
+	{"graph.Rules.Lookup", "zero", false, func() error { _, _ = new(graph.Rules).Lookup((string)("")); return nil }},
+	{"graph.Rules.RegisterGradRule", "zero", false, func() error { err := new(graph.Rules).RegisterGradRule((string)(""), *new(graph.GradRule)); return err }},
+	{"graph.Rules.Types", "zero", false, func() error { _ = new(graph.Rules).Types(); return nil }},
+	{"graph.SaveIn", "zero", false, func() error { _ = graph.SaveIn((int)(0)); return nil }},
+	{"graph.SaveIn", "empty", false, func() error { _ = graph.SaveIn((int)(-1)); return nil }},
+	{"graph.SaveOut", "zero", false, func() error { _ = graph.SaveOut((int)(0)); return nil }},
+	{"graph.SaveOut", "empty", false, func() error { _ = graph.SaveOut((int)(-1)); return nil }},
+	{"graph.Shape.Bytes", "zero", false, func() error { _, err := new(graph.Shape).Bytes((graph.DType)(0)); return err }},
+	{"graph.Shape.Clone", "zero", false, func() error { _ = new(graph.Shape).Clone(); return nil }},
+	{"graph.Shape.Equal", "zero", false, func() error { _ = new(graph.Shape).Equal((graph.Shape)(nil)); return nil }},
+	{"graph.Shape.Equal", "empty", false, func() error { _ = new(graph.Shape).Equal(graph.Shape{}); return nil }},
+	{"graph.Shape.Equal", "foreign", false, func() error { _ = new(graph.Shape).Equal(graph.Shape{1 << 30}); return nil }},
+	{"graph.Shape.NumElements", "zero", false, func() error { _, err := new(graph.Shape).NumElements(); return err }},
+	{"graph.Shape.String", "zero", false, func() error { _ = new(graph.Shape).String(); return nil }},
+	{"graph.Tensor.StorageBytes", "zero", false, func() error { _ = new(graph.Tensor).StorageBytes(); return nil }},
+	{"graph.TensorKind.MarshalText", "zero", false, func() error { _, err := new(graph.TensorKind).MarshalText(); return err }},
+	{"graph.TensorKind.Persistent", "zero", false, func() error { _ = new(graph.TensorKind).Persistent(); return nil }},
+	{"graph.TensorKind.String", "zero", false, func() error { _ = new(graph.TensorKind).String(); return nil }},
+	{"graph.TensorKind.UnmarshalText", "zero", false, func() error { err := new(graph.TensorKind).UnmarshalText(([]byte)(nil)); return err }},
+	{"graph.TensorKind.UnmarshalText", "empty", false, func() error { err := new(graph.TensorKind).UnmarshalText([]byte{}); return err }},
+	{"graph.TensorKind.Valid", "zero", false, func() error { _ = new(graph.TensorKind).Valid(); return nil }},
+	{"graph.ValidationError.Error", "zero", false, func() error { _ = new(graph.ValidationError).Error(); return nil }},
+	{"graph.ValidationError.Unwrap", "zero", false, func() error { err := new(graph.ValidationError).Unwrap(); return err }},
+	{"graph.WriteFile", "zero", true, func() error { err := graph.WriteFile((string)(""), (*graph.Graph)(nil)); return err }},
+	{"graph.WriteFile", "empty", false, func() error { err := graph.WriteFile((string)(""), new(graph.Graph)); return err }},
+	{"graph.WriteFile", "foreign", false, func() error { err := graph.WriteFile((string)(""), misuseGraph()); return err }},
+	{"dtrlog.CmdKind.String", "zero", false, func() error { _ = new(dtrlog.CmdKind).String(); return nil }},
+	{"dtrlog.Compile", "zero", false, func() error { _, err := dtrlog.Compile(strings.NewReader("")); return err }},
+	{"dtrlog.CompileInstrs", "zero", false, func() error { _, err := dtrlog.CompileInstrs(([]dtrlog.Instr)(nil)); return err }},
+	{"dtrlog.CompileInstrs", "empty", false, func() error { _, err := dtrlog.CompileInstrs([]dtrlog.Instr{}); return err }},
+	{"dtrlog.Kind.String", "zero", false, func() error { _ = new(dtrlog.Kind).String(); return nil }},
+	{"dtrlog.LineError.Error", "zero", false, func() error { _ = new(dtrlog.LineError).Error(); return nil }},
+	{"dtrlog.LineError.Unwrap", "zero", false, func() error { err := new(dtrlog.LineError).Unwrap(); return err }},
+	{"dtrlog.NewReader", "zero", false, func() error { _ = dtrlog.NewReader(strings.NewReader("")); return nil }},
+	{"dtrlog.NewWriter", "zero", false, func() error { _ = dtrlog.NewWriter(io.Discard); return nil }},
+	{"dtrlog.Op.TotalSize", "zero", false, func() error { _ = new(dtrlog.Op).TotalSize(); return nil }},
+	{"dtrlog.ParseLine", "zero", false, func() error { _, err := dtrlog.ParseLine(([]byte)(nil)); return err }},
+	{"dtrlog.ParseLine", "empty", false, func() error { _, err := dtrlog.ParseLine([]byte{}); return err }},
+	{"dtrlog.ReadAll", "zero", false, func() error { _, err := dtrlog.ReadAll(strings.NewReader("")); return err }},
+	{"dtrlog.ReadGraph", "zero", false, func() error { _, err := dtrlog.ReadGraph(strings.NewReader("")); return err }},
+	{"dtrlog.Reader.Next", "zero", false, func() error { _, err := new(dtrlog.Reader).Next(); return err }},
+	{"dtrlog.ToGraph", "zero", true, func() error { _, err := dtrlog.ToGraph((*dtrlog.Trace)(nil)); return err }},
+	{"dtrlog.ToGraph", "empty", false, func() error { _, err := dtrlog.ToGraph(new(dtrlog.Trace)); return err }},
+	{"dtrlog.ToGraph", "foreign", false, func() error { _, err := dtrlog.ToGraph(misuseTrace()); return err }},
+	{"dtrlog.WriteAll", "zero", false, func() error { err := dtrlog.WriteAll(io.Discard, ([]dtrlog.Instr)(nil)); return err }},
+	{"dtrlog.WriteAll", "empty", false, func() error { err := dtrlog.WriteAll(io.Discard, []dtrlog.Instr{}); return err }},
+	{"dtrlog.Writer.Flush", "zero", false, func() error { err := new(dtrlog.Writer).Flush(); return err }},
+	{"dtrlog.Writer.Write", "zero", false, func() error { err := new(dtrlog.Writer).Write(*new(dtrlog.Instr)); return err }},
+	{"models.Build", "zero", false, func() error { _, err := models.Build((string)(""), *new(models.Options)); return err }},
+	{"models.BuildForward", "zero", false, func() error { _, _, err := models.BuildForward((string)(""), *new(models.Options)); return err }},
+	{"models.List", "zero", false, func() error { _ = models.List(); return nil }},
+	{"models.Lookup", "zero", false, func() error { _, err := models.Lookup((string)("")); return err }},
+	{"models.Names", "zero", false, func() error { _ = models.Names(); return nil }},
+	{"onnx.DropoutMask.String", "zero", false, func() error { _ = new(onnx.DropoutMask).String(); return nil }},
+	{"onnx.FromModel", "zero", false, func() error { _, err := onnx.FromModel((*onnx.ModelProto)(nil), *new(onnx.Options)); return err }},
+	{"onnx.FromModel", "empty", false, func() error { _, err := onnx.FromModel(new(onnx.ModelProto), *new(onnx.Options)); return err }},
+	{"onnx.FromModelForward", "zero", false, func() error { _, err := onnx.FromModelForward((*onnx.ModelProto)(nil), *new(onnx.Options)); return err }},
+	{"onnx.FromModelForward", "empty", false, func() error { _, err := onnx.FromModelForward(new(onnx.ModelProto), *new(onnx.Options)); return err }},
+	{"onnx.Import", "zero", false, func() error { _, err := onnx.Import(strings.NewReader(""), *new(onnx.Options)); return err }},
+	{"onnx.ImportForward", "zero", false, func() error { _, err := onnx.ImportForward(strings.NewReader(""), *new(onnx.Options)); return err }},
+	{"onnx.ParseDropoutMask", "zero", false, func() error { _, err := onnx.ParseDropoutMask((string)("")); return err }},
+	{"onnx.ReadModel", "zero", false, func() error { _, err := onnx.ReadModel(strings.NewReader("")); return err }},
+	{"onnx.Rules", "zero", false, func() error { _ = onnx.Rules(); return nil }},
+	{"mirror.Classic", "zero", true, func() error { _, err := mirror.Classic((*graph.Graph)(nil), *new(mirror.Predicate)); return err }},
+	{"mirror.Classic", "empty", false, func() error { _, err := mirror.Classic(new(graph.Graph), *new(mirror.Predicate)); return err }},
+	{"mirror.Classic", "foreign", false, func() error { _, err := mirror.Classic(misuseGraph(), *new(mirror.Predicate)); return err }},
+	{"mirror.CostAware", "zero", true, func() error {
+		_, err := mirror.CostAware(context.Background(), (*graph.Graph)(nil), *new(mirror.CostOptions))
+		return err
 	}},
-	{"report.MaxBatch", "empty", func() {
-		_, _ = report.MaxBatch(context.Background(), (string)(""), *new(models.Options), *new(strategy.Options), []strategy.Strategy{}, (sim.Progress)(nil))
+	{"mirror.CostAware", "empty", false, func() error {
+		_, err := mirror.CostAware(context.Background(), new(graph.Graph), *new(mirror.CostOptions))
+		return err
 	}},
-	{"report.MaxBatchReport.Table", "zero", func() { _ = new(report.MaxBatchReport).Table() }},
-	{"report.MaxBatchReport.Write", "zero", func() { _ = new(report.MaxBatchReport).Write(io.Discard, (report.Format)("")) }},
-	{"report.ParseFormat", "zero", func() { _, _ = report.ParseFormat((string)("")) }},
-	{"report.Percent", "zero", func() { _ = report.Percent((float64)(0)) }},
-	{"report.Ratio", "zero", func() { _ = report.Ratio((float64)(0)) }},
-	{"report.Report.RowsTable", "zero", func() { _ = new(report.Report).RowsTable() }},
-	{"report.Report.Write", "zero", func() { _ = new(report.Report).Write(io.Discard, (report.Format)("")) }},
-	{"report.RowOf", "zero", func() { _ = report.RowOf(*new(strategy.Result)) }},
-	{"report.RunStrategy", "zero", func() {
-		_, _ = report.RunStrategy(context.Background(), (*graph.Graph)(nil), *new(strategy.Options), *new(strategy.Strategy))
+	{"mirror.CostAware", "foreign", false, func() error {
+		_, err := mirror.CostAware(context.Background(), misuseGraph(), *new(mirror.CostOptions))
+		return err
 	}},
-	{"report.RunStrategy", "empty", func() {
-		_, _ = report.RunStrategy(context.Background(), new(graph.Graph), *new(strategy.Options), *new(strategy.Strategy))
+	{"mirror.MXNetType", "zero", false, func() error { _ = mirror.MXNetType((string)("")); return nil }},
+	{"mirror.Predicate.Decide", "zero", false, func() error { _, err := new(mirror.Predicate).Decide((*graph.Op)(nil)); return err }},
+	{"mirror.Predicate.Decide", "empty", false, func() error { _, err := new(mirror.Predicate).Decide(new(graph.Op)); return err }},
+	{"mirror.Predicate.Decide", "foreign", false, func() error { _, err := new(mirror.Predicate).Decide(misuseForeignOp()); return err }},
+	{"mirror.Rule.Mirrors", "zero", false, func() error { _ = new(mirror.Rule).Mirrors(); return nil }},
+	{"mirror.Rule.String", "zero", false, func() error { _ = new(mirror.Rule).String(); return nil }},
+	{"mirror.Schedule", "zero", true, func() error { _, err := mirror.Schedule((*graph.Graph)(nil), ([]bool)(nil)); return err }},
+	{"mirror.Schedule", "empty", false, func() error { _, err := mirror.Schedule(new(graph.Graph), []bool{}); return err }},
+	{"mirror.Schedule", "foreign", true, func() error { _, err := mirror.Schedule(misuseGraph(), misuseForeignMask()); return err }},
+	{"mirror.Variant.String", "zero", false, func() error { _ = new(mirror.Variant).String(); return nil }},
+	{"report.Bool", "zero", false, func() error { _ = report.Bool((bool)(false)); return nil }},
+	{"report.Bytes", "zero", false, func() error { _ = report.Bytes((int64)(0)); return nil }},
+	{"report.Bytes", "empty", false, func() error { _ = report.Bytes((int64)(-1)); return nil }},
+	{"report.Compare", "zero", true, func() error {
+		_, err := report.Compare(context.Background(), (*graph.Graph)(nil), *new(strategy.Options), ([]strategy.Strategy)(nil), (sim.Progress)(nil))
+		return err
 	}},
-	{"report.RunStrategy", "foreign", func() {
-		_, _ = report.RunStrategy(context.Background(), misuseGraph(), *new(strategy.Options), *new(strategy.Strategy))
+	{"report.Compare", "empty", false, func() error {
+		_, err := report.Compare(context.Background(), new(graph.Graph), *new(strategy.Options), []strategy.Strategy{}, (sim.Progress)(nil))
+		return err
 	}},
-	{"report.Sweep.Table", "zero", func() { _ = new(report.Sweep).Table() }},
-	{"report.Sweep.Write", "zero", func() { _ = new(report.Sweep).Write(io.Discard, (report.Format)("")) }},
-	{"report.SweepBudgets", "zero", func() {
-		_, _ = report.SweepBudgets(context.Background(), (*graph.Graph)(nil), *new(strategy.Options), ([]strategy.Strategy)(nil), ([]float64)(nil), ([]int64)(nil), (sim.Progress)(nil))
+	{"report.Compare", "foreign", false, func() error {
+		_, err := report.Compare(context.Background(), misuseGraph(), *new(strategy.Options), ([]strategy.Strategy)(nil), (sim.Progress)(nil))
+		return err
 	}},
-	{"report.SweepBudgets", "empty", func() {
-		_, _ = report.SweepBudgets(context.Background(), new(graph.Graph), *new(strategy.Options), []strategy.Strategy{}, []float64{}, []int64{}, (sim.Progress)(nil))
+	{"report.DTRSweep.Table", "zero", false, func() error { _ = new(report.DTRSweep).Table(); return nil }},
+	{"report.DTRSweep.Write", "zero", false, func() error { err := new(report.DTRSweep).Write(io.Discard, (report.Format)("")); return err }},
+	{"report.Duration", "zero", false, func() error { _ = report.Duration((int64)(0)); return nil }},
+	{"report.Duration", "empty", false, func() error { _ = report.Duration((int64)(-1)); return nil }},
+	{"report.Int", "zero", false, func() error { _ = report.Int((int64)(0)); return nil }},
+	{"report.Int", "empty", false, func() error { _ = report.Int((int64)(-1)); return nil }},
+	{"report.MaxBatch", "zero", false, func() error {
+		_, err := report.MaxBatch(context.Background(), (string)(""), *new(models.Options), *new(strategy.Options), ([]strategy.Strategy)(nil), (sim.Progress)(nil))
+		return err
 	}},
-	{"report.SweepBudgets", "foreign", func() {
-		_, _ = report.SweepBudgets(context.Background(), misuseGraph(), *new(strategy.Options), ([]strategy.Strategy)(nil), ([]float64)(nil), []int64{1 << 30}, (sim.Progress)(nil))
+	{"report.MaxBatch", "empty", false, func() error {
+		_, err := report.MaxBatch(context.Background(), (string)(""), *new(models.Options), *new(strategy.Options), []strategy.Strategy{}, (sim.Progress)(nil))
+		return err
 	}},
-	{"report.SweepDTRLog", "zero", func() {
-		_, _ = report.SweepDTRLog(context.Background(), (string)(""), (*dtrlog.Trace)(nil), *new(report.DTRSweepOptions))
+	{"report.MaxBatchReport.Table", "zero", false, func() error { _ = new(report.MaxBatchReport).Table(); return nil }},
+	{"report.MaxBatchReport.Write", "zero", false, func() error { err := new(report.MaxBatchReport).Write(io.Discard, (report.Format)("")); return err }},
+	{"report.ParseFormat", "zero", false, func() error { _, err := report.ParseFormat((string)("")); return err }},
+	{"report.Percent", "zero", false, func() error { _ = report.Percent((float64)(0)); return nil }},
+	{"report.Ratio", "zero", false, func() error { _ = report.Ratio((float64)(0)); return nil }},
+	{"report.Report.RowsTable", "zero", false, func() error { _ = new(report.Report).RowsTable(); return nil }},
+	{"report.Report.Write", "zero", false, func() error { err := new(report.Report).Write(io.Discard, (report.Format)("")); return err }},
+	{"report.RowOf", "zero", false, func() error { _ = report.RowOf(*new(strategy.Result)); return nil }},
+	{"report.RunStrategy", "zero", true, func() error {
+		_, err := report.RunStrategy(context.Background(), (*graph.Graph)(nil), *new(strategy.Options), *new(strategy.Strategy))
+		return err
 	}},
-	{"report.SweepDTRLog", "empty", func() {
-		_, _ = report.SweepDTRLog(context.Background(), (string)(""), new(dtrlog.Trace), *new(report.DTRSweepOptions))
+	{"report.RunStrategy", "empty", false, func() error {
+		_, err := report.RunStrategy(context.Background(), new(graph.Graph), *new(strategy.Options), *new(strategy.Strategy))
+		return err
 	}},
-	{"report.SweepDTRLog", "foreign", func() {
-		_, _ = report.SweepDTRLog(context.Background(), (string)(""), misuseTrace(), *new(report.DTRSweepOptions))
+	{"report.RunStrategy", "foreign", false, func() error {
+		_, err := report.RunStrategy(context.Background(), misuseGraph(), *new(strategy.Options), *new(strategy.Strategy))
+		return err
 	}},
-	{"report.Table.AddRow", "zero", func() { new(report.Table).AddRow() }},
-	{"report.Table.Write", "zero", func() { _ = new(report.Table).Write(io.Discard, (report.Format)("")) }},
-	{"report.Text", "zero", func() { _ = report.Text((string)("")) }},
-	{"report.WriteJSON", "zero", func() { _ = report.WriteJSON(io.Discard, (any)(nil)) }},
-	{"sim.Caching.Addr", "zero", func() { _, _ = new(sim.Caching).Addr((sim.Block)(0)) }},
-	{"sim.Caching.Addr", "empty", func() { _, _ = new(sim.Caching).Addr((sim.Block)(-1)) }},
-	{"sim.Caching.AdjacentFree", "zero", func() { _ = new(sim.Caching).AdjacentFree((sim.Block)(0)) }},
-	{"sim.Caching.AdjacentFree", "empty", func() { _ = new(sim.Caching).AdjacentFree((sim.Block)(-1)) }},
-	{"sim.Caching.Alloc", "zero", func() { _, _ = new(sim.Caching).Alloc((int64)(0)) }},
-	{"sim.Caching.Alloc", "empty", func() { _, _ = new(sim.Caching).Alloc((int64)(-1)) }},
-	{"sim.Caching.Allocated", "zero", func() { _ = new(sim.Caching).Allocated() }},
-	{"sim.Caching.Capacity", "zero", func() { _ = new(sim.Caching).Capacity() }},
-	{"sim.Caching.EmptyCache", "zero", func() { _ = new(sim.Caching).EmptyCache() }},
-	{"sim.Caching.Fragmentation", "zero", func() { _ = new(sim.Caching).Fragmentation() }},
-	{"sim.Caching.Free", "zero", func() { new(sim.Caching).Free((sim.Block)(0)) }},
-	{"sim.Caching.Free", "empty", func() { new(sim.Caching).Free((sim.Block)(-1)) }},
-	{"sim.Caching.Name", "zero", func() { _ = new(sim.Caching).Name() }},
-	{"sim.Caching.Reserved", "zero", func() { _ = new(sim.Caching).Reserved() }},
-	{"sim.Caching.Reset", "zero", func() { new(sim.Caching).Reset() }},
-	{"sim.Caching.Size", "zero", func() { _ = new(sim.Caching).Size((sim.Block)(0)) }},
-	{"sim.Caching.Size", "empty", func() { _ = new(sim.Caching).Size((sim.Block)(-1)) }},
-	{"sim.Caching.Stats", "zero", func() { _ = new(sim.Caching).Stats() }},
-	{"sim.CachingRoundSize", "zero", func() { _ = sim.CachingRoundSize((int64)(0)) }},
-	{"sim.CachingRoundSize", "empty", func() { _ = sim.CachingRoundSize((int64)(-1)) }},
-	{"sim.CachingSegmentSize", "zero", func() { _ = sim.CachingSegmentSize((int64)(0)) }},
-	{"sim.CachingSegmentSize", "empty", func() { _ = sim.CachingSegmentSize((int64)(-1)) }},
-	{"sim.Canceled", "zero", func() { _ = sim.Canceled(context.Background(), (string)("")) }},
-	{"sim.CanceledError.Error", "zero", func() { _ = new(sim.CanceledError).Error() }},
-	{"sim.CanceledError.Is", "zero", func() { _ = new(sim.CanceledError).Is((error)(nil)) }},
-	{"sim.CanceledError.Unwrap", "zero", func() { _ = new(sim.CanceledError).Unwrap() }},
-	{"sim.CapacityOf", "zero", func() { _, _ = sim.CapacityOf(*new(sim.Options)) }},
-	{"sim.CheckPlan", "zero", func() { _ = sim.CheckPlan((*graph.Graph)(nil), (*sim.Plan)(nil)) }},
-	{"sim.CheckPlan", "empty", func() { _ = sim.CheckPlan(new(graph.Graph), new(sim.Plan)) }},
-	{"sim.CheckPlan", "foreign", func() { _ = sim.CheckPlan(misuseGraph(), sim.DefaultPlan(misuseBigGraph())) }},
-	{"sim.ChooseConvAlgo", "zero", func() { _, _ = sim.ChooseConvAlgo(([]sim.ConvAlgo)(nil), (sim.CudnnTune)(0), (int64)(0)) }},
-	{"sim.ChooseConvAlgo", "empty", func() { _, _ = sim.ChooseConvAlgo([]sim.ConvAlgo{}, (sim.CudnnTune)(0), (int64)(-1)) }},
-	{"sim.ComputeStep", "zero", func() { _ = sim.ComputeStep((graph.OpID)(0)) }},
-	{"sim.ComputeStep", "empty", func() { _ = sim.ComputeStep((graph.OpID)(-1)) }},
-	{"sim.ComputeStep", "foreign", func() { _ = sim.ComputeStep((graph.OpID)(1 << 30)) }},
-	{"sim.ConvCandidates", "zero", func() { _ = sim.ConvCandidates((*graph.Graph)(nil), (*graph.Op)(nil)) }},
-	{"sim.ConvCandidates", "empty", func() { _ = sim.ConvCandidates(new(graph.Graph), new(graph.Op)) }},
-	{"sim.ConvCandidates", "foreign", func() { _ = sim.ConvCandidates(misuseGraph(), misuseForeignOp()) }},
-	{"sim.CostModel.MemsetNs", "zero", func() { _ = new(sim.CostModel).MemsetNs((int64)(0)) }},
-	{"sim.CostModel.MemsetNs", "empty", func() { _ = new(sim.CostModel).MemsetNs((int64)(-1)) }},
-	{"sim.CostModel.OpTime", "zero", func() { _ = new(sim.CostModel).OpTime((*graph.Graph)(nil), (*graph.Op)(nil)) }},
-	{"sim.CostModel.OpTime", "empty", func() { _ = new(sim.CostModel).OpTime(new(graph.Graph), new(graph.Op)) }},
-	{"sim.CostModel.OpTime", "foreign", func() { _ = new(sim.CostModel).OpTime(misuseGraph(), misuseForeignOp()) }},
-	{"sim.CostModel.RooflineNs", "zero", func() { _ = new(sim.CostModel).RooflineNs((int64)(0), (int64)(0), (graph.DType)(0)) }},
-	{"sim.CostModel.RooflineNs", "empty", func() { _ = new(sim.CostModel).RooflineNs((int64)(-1), (int64)(-1), (graph.DType)(0)) }},
-	{"sim.CostModel.SwapNs", "zero", func() { _ = new(sim.CostModel).SwapNs((int64)(0)) }},
-	{"sim.CostModel.SwapNs", "empty", func() { _ = new(sim.CostModel).SwapNs((int64)(-1)) }},
-	{"sim.CudnnTune.String", "zero", func() { _ = new(sim.CudnnTune).String() }},
-	{"sim.CudnnTune.Valid", "zero", func() { _ = new(sim.CudnnTune).Valid() }},
-	{"sim.DecodePlan", "zero", func() { _, _ = sim.DecodePlan(strings.NewReader("")) }},
-	{"sim.DefaultPlan", "zero", func() { _ = sim.DefaultPlan((*graph.Graph)(nil)) }},
-	{"sim.DefaultPlan", "empty", func() { _ = sim.DefaultPlan(new(graph.Graph)) }},
-	{"sim.DefaultPlan", "foreign", func() { _ = sim.DefaultPlan(misuseGraph()) }},
-	{"sim.DefaultStaticOptions", "zero", func() { _ = sim.DefaultStaticOptions() }},
-	{"sim.Device", "zero", func() { _, _ = sim.Device((string)("")) }},
-	{"sim.DeviceNames", "zero", func() { _ = sim.DeviceNames() }},
-	{"sim.Devices", "zero", func() { _ = sim.Devices() }},
-	{"sim.EncodePlan", "zero", func() { _ = sim.EncodePlan(io.Discard, (*sim.Plan)(nil)) }},
-	{"sim.EncodePlan", "empty", func() { _ = sim.EncodePlan(io.Discard, new(sim.Plan)) }},
-	{"sim.EncodePlan", "foreign", func() { _ = sim.EncodePlan(io.Discard, sim.DefaultPlan(misuseBigGraph())) }},
-	{"sim.ErrorKind.MarshalText", "zero", func() { _, _ = new(sim.ErrorKind).MarshalText() }},
-	{"sim.ErrorKind.String", "zero", func() { _ = new(sim.ErrorKind).String() }},
-	{"sim.EventKind.MarshalText", "zero", func() { _, _ = new(sim.EventKind).MarshalText() }},
-	{"sim.EventKind.String", "zero", func() { _ = new(sim.EventKind).String() }},
-	{"sim.EventKind.UnmarshalText", "zero", func() { _ = new(sim.EventKind).UnmarshalText(([]byte)(nil)) }},
-	{"sim.EventKind.UnmarshalText", "empty", func() { _ = new(sim.EventKind).UnmarshalText([]byte{}) }},
-	{"sim.FreeStep", "zero", func() { _ = sim.FreeStep((graph.TensorID)(0)) }},
-	{"sim.FreeStep", "empty", func() { _ = sim.FreeStep((graph.TensorID)(-1)) }},
-	{"sim.FreeStep", "foreign", func() { _ = sim.FreeStep((graph.TensorID)(1 << 30)) }},
-	{"sim.Ideal.Alloc", "zero", func() { _, _ = new(sim.Ideal).Alloc((int64)(0)) }},
-	{"sim.Ideal.Alloc", "empty", func() { _, _ = new(sim.Ideal).Alloc((int64)(-1)) }},
-	{"sim.Ideal.Allocated", "zero", func() { _ = new(sim.Ideal).Allocated() }},
-	{"sim.Ideal.Capacity", "zero", func() { _ = new(sim.Ideal).Capacity() }},
-	{"sim.Ideal.Free", "zero", func() { new(sim.Ideal).Free((sim.Block)(0)) }},
-	{"sim.Ideal.Free", "empty", func() { new(sim.Ideal).Free((sim.Block)(-1)) }},
-	{"sim.Ideal.Name", "zero", func() { _ = new(sim.Ideal).Name() }},
-	{"sim.Ideal.Reserved", "zero", func() { _ = new(sim.Ideal).Reserved() }},
-	{"sim.Ideal.Reset", "zero", func() { new(sim.Ideal).Reset() }},
-	{"sim.InPlaceRule.String", "zero", func() { _ = new(sim.InPlaceRule).String() }},
-	{"sim.InPlaceRuleOf", "zero", func() { _ = sim.InPlaceRuleOf((string)("")) }},
-	{"sim.IsAtomicClean", "zero", func() { _ = sim.IsAtomicClean((*graph.Op)(nil)) }},
-	{"sim.IsAtomicClean", "empty", func() { _ = sim.IsAtomicClean(new(graph.Op)) }},
-	{"sim.IsAtomicClean", "foreign", func() { _ = sim.IsAtomicClean(misuseForeignOp()) }},
-	{"sim.LoadProfile", "zero", func() { _, _ = sim.LoadProfile((string)("")) }},
-	{"sim.Machine.AdjacentFree", "zero", func() { _ = new(sim.Machine).AdjacentFree((graph.TensorID)(0)) }},
-	{"sim.Machine.AdjacentFree", "empty", func() { _ = new(sim.Machine).AdjacentFree((graph.TensorID)(-1)) }},
-	{"sim.Machine.AdjacentFree", "nil", func() { _ = (*sim.Machine)(nil).AdjacentFree((graph.TensorID)(0)) }},
-	{"sim.Machine.AdjacentFree", "foreign", func() {
+	{"report.Sweep.Table", "zero", false, func() error { _ = new(report.Sweep).Table(); return nil }},
+	{"report.Sweep.Write", "zero", false, func() error { err := new(report.Sweep).Write(io.Discard, (report.Format)("")); return err }},
+	{"report.SweepBudgets", "zero", true, func() error {
+		_, err := report.SweepBudgets(context.Background(), (*graph.Graph)(nil), *new(strategy.Options), ([]strategy.Strategy)(nil), ([]float64)(nil), ([]int64)(nil), (sim.Progress)(nil))
+		return err
+	}},
+	{"report.SweepBudgets", "empty", false, func() error {
+		_, err := report.SweepBudgets(context.Background(), new(graph.Graph), *new(strategy.Options), []strategy.Strategy{}, []float64{}, []int64{}, (sim.Progress)(nil))
+		return err
+	}},
+	{"report.SweepBudgets", "foreign", false, func() error {
+		_, err := report.SweepBudgets(context.Background(), misuseGraph(), *new(strategy.Options), ([]strategy.Strategy)(nil), ([]float64)(nil), []int64{1 << 30}, (sim.Progress)(nil))
+		return err
+	}},
+	{"report.SweepDTRLog", "zero", true, func() error {
+		_, err := report.SweepDTRLog(context.Background(), (string)(""), (*dtrlog.Trace)(nil), *new(report.DTRSweepOptions))
+		return err
+	}},
+	{"report.SweepDTRLog", "empty", false, func() error {
+		_, err := report.SweepDTRLog(context.Background(), (string)(""), new(dtrlog.Trace), *new(report.DTRSweepOptions))
+		return err
+	}},
+	{"report.SweepDTRLog", "foreign", false, func() error {
+		_, err := report.SweepDTRLog(context.Background(), (string)(""), misuseTrace(), *new(report.DTRSweepOptions))
+		return err
+	}},
+	{"report.Table.AddRow", "zero", false, func() error { new(report.Table).AddRow(); return nil }},
+	{"report.Table.Write", "zero", false, func() error { err := new(report.Table).Write(io.Discard, (report.Format)("")); return err }},
+	{"report.Text", "zero", false, func() error { _ = report.Text((string)("")); return nil }},
+	{"report.WriteJSON", "zero", false, func() error { err := report.WriteJSON(io.Discard, (any)(nil)); return err }},
+	{"sim.Caching.Addr", "zero", false, func() error { _, _ = new(sim.Caching).Addr((sim.Block)(0)); return nil }},
+	{"sim.Caching.Addr", "empty", false, func() error { _, _ = new(sim.Caching).Addr((sim.Block)(-1)); return nil }},
+	{"sim.Caching.AdjacentFree", "zero", false, func() error { _ = new(sim.Caching).AdjacentFree((sim.Block)(0)); return nil }},
+	{"sim.Caching.AdjacentFree", "empty", false, func() error { _ = new(sim.Caching).AdjacentFree((sim.Block)(-1)); return nil }},
+	{"sim.Caching.Alloc", "zero", false, func() error { _, err := new(sim.Caching).Alloc((int64)(0)); return err }},
+	{"sim.Caching.Alloc", "empty", false, func() error { _, err := new(sim.Caching).Alloc((int64)(-1)); return err }},
+	{"sim.Caching.Allocated", "zero", false, func() error { _ = new(sim.Caching).Allocated(); return nil }},
+	{"sim.Caching.Capacity", "zero", false, func() error { _ = new(sim.Caching).Capacity(); return nil }},
+	{"sim.Caching.EmptyCache", "zero", false, func() error { _ = new(sim.Caching).EmptyCache(); return nil }},
+	{"sim.Caching.Fragmentation", "zero", false, func() error { _ = new(sim.Caching).Fragmentation(); return nil }},
+	{"sim.Caching.Free", "zero", false, func() error { new(sim.Caching).Free((sim.Block)(0)); return nil }},
+	{"sim.Caching.Free", "empty", false, func() error { new(sim.Caching).Free((sim.Block)(-1)); return nil }},
+	{"sim.Caching.Name", "zero", false, func() error { _ = new(sim.Caching).Name(); return nil }},
+	{"sim.Caching.Reserved", "zero", false, func() error { _ = new(sim.Caching).Reserved(); return nil }},
+	{"sim.Caching.Reset", "zero", false, func() error { new(sim.Caching).Reset(); return nil }},
+	{"sim.Caching.Size", "zero", false, func() error { _ = new(sim.Caching).Size((sim.Block)(0)); return nil }},
+	{"sim.Caching.Size", "empty", false, func() error { _ = new(sim.Caching).Size((sim.Block)(-1)); return nil }},
+	{"sim.Caching.Stats", "zero", false, func() error { _ = new(sim.Caching).Stats(); return nil }},
+	{"sim.CachingRoundSize", "zero", false, func() error { _ = sim.CachingRoundSize((int64)(0)); return nil }},
+	{"sim.CachingRoundSize", "empty", false, func() error { _ = sim.CachingRoundSize((int64)(-1)); return nil }},
+	{"sim.CachingSegmentSize", "zero", false, func() error { _ = sim.CachingSegmentSize((int64)(0)); return nil }},
+	{"sim.CachingSegmentSize", "empty", false, func() error { _ = sim.CachingSegmentSize((int64)(-1)); return nil }},
+	{"sim.Canceled", "zero", false, func() error { err := sim.Canceled(context.Background(), (string)("")); return err }},
+	{"sim.CanceledError.Error", "zero", false, func() error { _ = new(sim.CanceledError).Error(); return nil }},
+	{"sim.CanceledError.Is", "zero", false, func() error { _ = new(sim.CanceledError).Is((error)(nil)); return nil }},
+	{"sim.CanceledError.Unwrap", "zero", false, func() error { err := new(sim.CanceledError).Unwrap(); return err }},
+	{"sim.CapacityOf", "zero", false, func() error { _, _ = sim.CapacityOf(*new(sim.Options)); return nil }},
+	{"sim.CheckPlan", "zero", true, func() error { err := sim.CheckPlan((*graph.Graph)(nil), (*sim.Plan)(nil)); return err }},
+	{"sim.CheckPlan", "empty", false, func() error { err := sim.CheckPlan(new(graph.Graph), new(sim.Plan)); return err }},
+	{"sim.CheckPlan", "foreign", true, func() error { err := sim.CheckPlan(misuseGraph(), sim.DefaultPlan(misuseBigGraph())); return err }},
+	{"sim.ChooseConvAlgo", "zero", false, func() error {
+		_, _ = sim.ChooseConvAlgo(([]sim.ConvAlgo)(nil), (sim.CudnnTune)(0), (int64)(0))
+		return nil
+	}},
+	{"sim.ChooseConvAlgo", "empty", false, func() error { _, _ = sim.ChooseConvAlgo([]sim.ConvAlgo{}, (sim.CudnnTune)(0), (int64)(-1)); return nil }},
+	{"sim.ComputeStep", "zero", false, func() error { _ = sim.ComputeStep((graph.OpID)(0)); return nil }},
+	{"sim.ComputeStep", "empty", false, func() error { _ = sim.ComputeStep((graph.OpID)(-1)); return nil }},
+	{"sim.ComputeStep", "foreign", false, func() error { _ = sim.ComputeStep((graph.OpID)(1 << 30)); return nil }},
+	{"sim.ConvCandidates", "zero", false, func() error { _ = sim.ConvCandidates((*graph.Graph)(nil), (*graph.Op)(nil)); return nil }},
+	{"sim.ConvCandidates", "empty", false, func() error { _ = sim.ConvCandidates(new(graph.Graph), new(graph.Op)); return nil }},
+	{"sim.ConvCandidates", "foreign", false, func() error { _ = sim.ConvCandidates(misuseGraph(), misuseForeignOp()); return nil }},
+	{"sim.CostModel.MemsetNs", "zero", false, func() error { _ = new(sim.CostModel).MemsetNs((int64)(0)); return nil }},
+	{"sim.CostModel.MemsetNs", "empty", false, func() error { _ = new(sim.CostModel).MemsetNs((int64)(-1)); return nil }},
+	{"sim.CostModel.OpTime", "zero", false, func() error { _ = new(sim.CostModel).OpTime((*graph.Graph)(nil), (*graph.Op)(nil)); return nil }},
+	{"sim.CostModel.OpTime", "empty", false, func() error { _ = new(sim.CostModel).OpTime(new(graph.Graph), new(graph.Op)); return nil }},
+	{"sim.CostModel.OpTime", "foreign", false, func() error { _ = new(sim.CostModel).OpTime(misuseGraph(), misuseForeignOp()); return nil }},
+	{"sim.CostModel.RooflineNs", "zero", false, func() error { _ = new(sim.CostModel).RooflineNs((int64)(0), (int64)(0), (graph.DType)(0)); return nil }},
+	{"sim.CostModel.RooflineNs", "empty", false, func() error {
+		_ = new(sim.CostModel).RooflineNs((int64)(-1), (int64)(-1), (graph.DType)(0))
+		return nil
+	}},
+	{"sim.CostModel.SwapNs", "zero", false, func() error { _ = new(sim.CostModel).SwapNs((int64)(0)); return nil }},
+	{"sim.CostModel.SwapNs", "empty", false, func() error { _ = new(sim.CostModel).SwapNs((int64)(-1)); return nil }},
+	{"sim.CudnnTune.String", "zero", false, func() error { _ = new(sim.CudnnTune).String(); return nil }},
+	{"sim.CudnnTune.Valid", "zero", false, func() error { _ = new(sim.CudnnTune).Valid(); return nil }},
+	{"sim.DecodePlan", "zero", false, func() error { _, err := sim.DecodePlan(strings.NewReader("")); return err }},
+	{"sim.DefaultPlan", "zero", false, func() error { _ = sim.DefaultPlan((*graph.Graph)(nil)); return nil }},
+	{"sim.DefaultPlan", "empty", false, func() error { _ = sim.DefaultPlan(new(graph.Graph)); return nil }},
+	{"sim.DefaultPlan", "foreign", false, func() error { _ = sim.DefaultPlan(misuseGraph()); return nil }},
+	{"sim.DefaultStaticOptions", "zero", false, func() error { _ = sim.DefaultStaticOptions(); return nil }},
+	{"sim.Device", "zero", false, func() error { _, err := sim.Device((string)("")); return err }},
+	{"sim.DeviceNames", "zero", false, func() error { _ = sim.DeviceNames(); return nil }},
+	{"sim.Devices", "zero", false, func() error { _ = sim.Devices(); return nil }},
+	{"sim.EncodePlan", "zero", true, func() error { err := sim.EncodePlan(io.Discard, (*sim.Plan)(nil)); return err }},
+	{"sim.EncodePlan", "empty", false, func() error { err := sim.EncodePlan(io.Discard, new(sim.Plan)); return err }},
+	{"sim.EncodePlan", "foreign", false, func() error { err := sim.EncodePlan(io.Discard, sim.DefaultPlan(misuseBigGraph())); return err }},
+	{"sim.ErrorKind.MarshalText", "zero", false, func() error { _, err := new(sim.ErrorKind).MarshalText(); return err }},
+	{"sim.ErrorKind.String", "zero", false, func() error { _ = new(sim.ErrorKind).String(); return nil }},
+	{"sim.EventKind.MarshalText", "zero", false, func() error { _, err := new(sim.EventKind).MarshalText(); return err }},
+	{"sim.EventKind.String", "zero", false, func() error { _ = new(sim.EventKind).String(); return nil }},
+	{"sim.EventKind.UnmarshalText", "zero", false, func() error { err := new(sim.EventKind).UnmarshalText(([]byte)(nil)); return err }},
+	{"sim.EventKind.UnmarshalText", "empty", false, func() error { err := new(sim.EventKind).UnmarshalText([]byte{}); return err }},
+	{"sim.FreeStep", "zero", false, func() error { _ = sim.FreeStep((graph.TensorID)(0)); return nil }},
+	{"sim.FreeStep", "empty", false, func() error { _ = sim.FreeStep((graph.TensorID)(-1)); return nil }},
+	{"sim.FreeStep", "foreign", false, func() error { _ = sim.FreeStep((graph.TensorID)(1 << 30)); return nil }},
+	{"sim.Ideal.Alloc", "zero", false, func() error { _, err := new(sim.Ideal).Alloc((int64)(0)); return err }},
+	{"sim.Ideal.Alloc", "empty", false, func() error { _, err := new(sim.Ideal).Alloc((int64)(-1)); return err }},
+	{"sim.Ideal.Allocated", "zero", false, func() error { _ = new(sim.Ideal).Allocated(); return nil }},
+	{"sim.Ideal.Capacity", "zero", false, func() error { _ = new(sim.Ideal).Capacity(); return nil }},
+	{"sim.Ideal.Free", "zero", false, func() error { new(sim.Ideal).Free((sim.Block)(0)); return nil }},
+	{"sim.Ideal.Free", "empty", false, func() error { new(sim.Ideal).Free((sim.Block)(-1)); return nil }},
+	{"sim.Ideal.Name", "zero", false, func() error { _ = new(sim.Ideal).Name(); return nil }},
+	{"sim.Ideal.Reserved", "zero", false, func() error { _ = new(sim.Ideal).Reserved(); return nil }},
+	{"sim.Ideal.Reset", "zero", false, func() error { new(sim.Ideal).Reset(); return nil }},
+	{"sim.InPlaceRule.String", "zero", false, func() error { _ = new(sim.InPlaceRule).String(); return nil }},
+	{"sim.InPlaceRuleOf", "zero", false, func() error { _ = sim.InPlaceRuleOf((string)("")); return nil }},
+	{"sim.IsAtomicClean", "zero", false, func() error { _ = sim.IsAtomicClean((*graph.Op)(nil)); return nil }},
+	{"sim.IsAtomicClean", "empty", false, func() error { _ = sim.IsAtomicClean(new(graph.Op)); return nil }},
+	{"sim.IsAtomicClean", "foreign", false, func() error { _ = sim.IsAtomicClean(misuseForeignOp()); return nil }},
+	{"sim.LoadProfile", "zero", false, func() error { _, err := sim.LoadProfile((string)("")); return err }},
+	{"sim.Machine.AdjacentFree", "zero", false, func() error { _ = new(sim.Machine).AdjacentFree((graph.TensorID)(0)); return nil }},
+	{"sim.Machine.AdjacentFree", "empty", false, func() error { _ = new(sim.Machine).AdjacentFree((graph.TensorID)(-1)); return nil }},
+	{"sim.Machine.AdjacentFree", "nil", false, func() error { _ = (*sim.Machine)(nil).AdjacentFree((graph.TensorID)(0)); return nil }},
+	{"sim.Machine.AdjacentFree", "foreign", false, func() error {
 		_ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).AdjacentFree((graph.TensorID)(1 << 30))
+		return nil
 	}},
-	{"sim.Machine.Allocated", "zero", func() { _ = new(sim.Machine).Allocated() }},
-	{"sim.Machine.Allocated", "nil", func() { _ = (*sim.Machine)(nil).Allocated() }},
-	{"sim.Machine.Allocated", "foreign", func() { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Allocated() }},
-	{"sim.Machine.Allocator", "zero", func() { _ = new(sim.Machine).Allocator() }},
-	{"sim.Machine.Allocator", "nil", func() { _ = (*sim.Machine)(nil).Allocator() }},
-	{"sim.Machine.Allocator", "foreign", func() { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Allocator() }},
-	{"sim.Machine.Bytes", "zero", func() { _ = new(sim.Machine).Bytes((graph.TensorID)(0)) }},
-	{"sim.Machine.Bytes", "empty", func() { _ = new(sim.Machine).Bytes((graph.TensorID)(-1)) }},
-	{"sim.Machine.Bytes", "nil", func() { _ = (*sim.Machine)(nil).Bytes((graph.TensorID)(0)) }},
-	{"sim.Machine.Bytes", "foreign", func() {
+	{"sim.Machine.Allocated", "zero", false, func() error { _ = new(sim.Machine).Allocated(); return nil }},
+	{"sim.Machine.Allocated", "nil", false, func() error { _ = (*sim.Machine)(nil).Allocated(); return nil }},
+	{"sim.Machine.Allocated", "foreign", false, func() error { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Allocated(); return nil }},
+	{"sim.Machine.Allocator", "zero", false, func() error { _ = new(sim.Machine).Allocator(); return nil }},
+	{"sim.Machine.Allocator", "nil", false, func() error { _ = (*sim.Machine)(nil).Allocator(); return nil }},
+	{"sim.Machine.Allocator", "foreign", false, func() error { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Allocator(); return nil }},
+	{"sim.Machine.Bytes", "zero", false, func() error { _ = new(sim.Machine).Bytes((graph.TensorID)(0)); return nil }},
+	{"sim.Machine.Bytes", "empty", false, func() error { _ = new(sim.Machine).Bytes((graph.TensorID)(-1)); return nil }},
+	{"sim.Machine.Bytes", "nil", false, func() error { _ = (*sim.Machine)(nil).Bytes((graph.TensorID)(0)); return nil }},
+	{"sim.Machine.Bytes", "foreign", false, func() error {
 		_ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Bytes((graph.TensorID)(1 << 30))
+		return nil
 	}},
-	{"sim.Machine.Capacity", "zero", func() { _ = new(sim.Machine).Capacity() }},
-	{"sim.Machine.Capacity", "nil", func() { _ = (*sim.Machine)(nil).Capacity() }},
-	{"sim.Machine.Capacity", "foreign", func() { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Capacity() }},
-	{"sim.Machine.Clock", "zero", func() { _ = new(sim.Machine).Clock() }},
-	{"sim.Machine.Clock", "nil", func() { _ = (*sim.Machine)(nil).Clock() }},
-	{"sim.Machine.Clock", "foreign", func() { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Clock() }},
-	{"sim.Machine.Compute", "zero", func() { _ = new(sim.Machine).Compute((graph.OpID)(0)) }},
-	{"sim.Machine.Compute", "empty", func() { _ = new(sim.Machine).Compute((graph.OpID)(-1)) }},
-	{"sim.Machine.Compute", "nil", func() { _ = (*sim.Machine)(nil).Compute((graph.OpID)(0)) }},
-	{"sim.Machine.Compute", "foreign", func() { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Compute((graph.OpID)(1 << 30)) }},
-	{"sim.Machine.ConvAlgo", "zero", func() { _ = new(sim.Machine).ConvAlgo((graph.OpID)(0)) }},
-	{"sim.Machine.ConvAlgo", "empty", func() { _ = new(sim.Machine).ConvAlgo((graph.OpID)(-1)) }},
-	{"sim.Machine.ConvAlgo", "nil", func() { _ = (*sim.Machine)(nil).ConvAlgo((graph.OpID)(0)) }},
-	{"sim.Machine.ConvAlgo", "foreign", func() {
+	{"sim.Machine.Capacity", "zero", false, func() error { _ = new(sim.Machine).Capacity(); return nil }},
+	{"sim.Machine.Capacity", "nil", false, func() error { _ = (*sim.Machine)(nil).Capacity(); return nil }},
+	{"sim.Machine.Capacity", "foreign", false, func() error { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Capacity(); return nil }},
+	{"sim.Machine.Clock", "zero", false, func() error { _ = new(sim.Machine).Clock(); return nil }},
+	{"sim.Machine.Clock", "nil", false, func() error { _ = (*sim.Machine)(nil).Clock(); return nil }},
+	{"sim.Machine.Clock", "foreign", false, func() error { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Clock(); return nil }},
+	{"sim.Machine.Compute", "zero", false, func() error { err := new(sim.Machine).Compute((graph.OpID)(0)); return err }},
+	{"sim.Machine.Compute", "empty", false, func() error { err := new(sim.Machine).Compute((graph.OpID)(-1)); return err }},
+	{"sim.Machine.Compute", "nil", false, func() error { err := (*sim.Machine)(nil).Compute((graph.OpID)(0)); return err }},
+	{"sim.Machine.Compute", "foreign", true, func() error {
+		err := misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Compute((graph.OpID)(1 << 30))
+		return err
+	}},
+	{"sim.Machine.ConvAlgo", "zero", false, func() error { _ = new(sim.Machine).ConvAlgo((graph.OpID)(0)); return nil }},
+	{"sim.Machine.ConvAlgo", "empty", false, func() error { _ = new(sim.Machine).ConvAlgo((graph.OpID)(-1)); return nil }},
+	{"sim.Machine.ConvAlgo", "nil", false, func() error { _ = (*sim.Machine)(nil).ConvAlgo((graph.OpID)(0)); return nil }},
+	{"sim.Machine.ConvAlgo", "foreign", false, func() error {
 		_ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).ConvAlgo((graph.OpID)(1 << 30))
+		return nil
 	}},
-	{"sim.Machine.Device", "zero", func() { _ = new(sim.Machine).Device() }},
-	{"sim.Machine.Device", "nil", func() { _ = (*sim.Machine)(nil).Device() }},
-	{"sim.Machine.Device", "foreign", func() { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Device() }},
-	{"sim.Machine.Free", "zero", func() { _ = new(sim.Machine).Free((graph.TensorID)(0)) }},
-	{"sim.Machine.Free", "empty", func() { _ = new(sim.Machine).Free((graph.TensorID)(-1)) }},
-	{"sim.Machine.Free", "nil", func() { _ = (*sim.Machine)(nil).Free((graph.TensorID)(0)) }},
-	{"sim.Machine.Free", "foreign", func() {
-		_ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Free((graph.TensorID)(1 << 30))
+	{"sim.Machine.Device", "zero", false, func() error { _ = new(sim.Machine).Device(); return nil }},
+	{"sim.Machine.Device", "nil", false, func() error { _ = (*sim.Machine)(nil).Device(); return nil }},
+	{"sim.Machine.Device", "foreign", false, func() error { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Device(); return nil }},
+	{"sim.Machine.Free", "zero", false, func() error { err := new(sim.Machine).Free((graph.TensorID)(0)); return err }},
+	{"sim.Machine.Free", "empty", false, func() error { err := new(sim.Machine).Free((graph.TensorID)(-1)); return err }},
+	{"sim.Machine.Free", "nil", false, func() error { err := (*sim.Machine)(nil).Free((graph.TensorID)(0)); return err }},
+	{"sim.Machine.Free", "foreign", true, func() error {
+		err := misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Free((graph.TensorID)(1 << 30))
+		return err
 	}},
-	{"sim.Machine.Graph", "zero", func() { _ = new(sim.Machine).Graph() }},
-	{"sim.Machine.Graph", "nil", func() { _ = (*sim.Machine)(nil).Graph() }},
-	{"sim.Machine.Graph", "foreign", func() { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Graph() }},
-	{"sim.Machine.InPlaceReuses", "zero", func() { _ = new(sim.Machine).InPlaceReuses() }},
-	{"sim.Machine.InPlaceReuses", "nil", func() { _ = (*sim.Machine)(nil).InPlaceReuses() }},
-	{"sim.Machine.InPlaceReuses", "foreign", func() { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).InPlaceReuses() }},
-	{"sim.Machine.OpTime", "zero", func() { _ = new(sim.Machine).OpTime((graph.OpID)(0)) }},
-	{"sim.Machine.OpTime", "empty", func() { _ = new(sim.Machine).OpTime((graph.OpID)(-1)) }},
-	{"sim.Machine.OpTime", "nil", func() { _ = (*sim.Machine)(nil).OpTime((graph.OpID)(0)) }},
-	{"sim.Machine.OpTime", "foreign", func() { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).OpTime((graph.OpID)(1 << 30)) }},
-	{"sim.Machine.OpWorkspace", "zero", func() { _ = new(sim.Machine).OpWorkspace((graph.OpID)(0)) }},
-	{"sim.Machine.OpWorkspace", "empty", func() { _ = new(sim.Machine).OpWorkspace((graph.OpID)(-1)) }},
-	{"sim.Machine.OpWorkspace", "nil", func() { _ = (*sim.Machine)(nil).OpWorkspace((graph.OpID)(0)) }},
-	{"sim.Machine.OpWorkspace", "foreign", func() {
+	{"sim.Machine.Graph", "zero", false, func() error { _ = new(sim.Machine).Graph(); return nil }},
+	{"sim.Machine.Graph", "nil", false, func() error { _ = (*sim.Machine)(nil).Graph(); return nil }},
+	{"sim.Machine.Graph", "foreign", false, func() error { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Graph(); return nil }},
+	{"sim.Machine.InPlaceReuses", "zero", false, func() error { _ = new(sim.Machine).InPlaceReuses(); return nil }},
+	{"sim.Machine.InPlaceReuses", "nil", false, func() error { _ = (*sim.Machine)(nil).InPlaceReuses(); return nil }},
+	{"sim.Machine.InPlaceReuses", "foreign", false, func() error {
+		_ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).InPlaceReuses()
+		return nil
+	}},
+	{"sim.Machine.OpTime", "zero", false, func() error { _ = new(sim.Machine).OpTime((graph.OpID)(0)); return nil }},
+	{"sim.Machine.OpTime", "empty", false, func() error { _ = new(sim.Machine).OpTime((graph.OpID)(-1)); return nil }},
+	{"sim.Machine.OpTime", "nil", false, func() error { _ = (*sim.Machine)(nil).OpTime((graph.OpID)(0)); return nil }},
+	{"sim.Machine.OpTime", "foreign", false, func() error {
+		_ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).OpTime((graph.OpID)(1 << 30))
+		return nil
+	}},
+	{"sim.Machine.OpWorkspace", "zero", false, func() error { _ = new(sim.Machine).OpWorkspace((graph.OpID)(0)); return nil }},
+	{"sim.Machine.OpWorkspace", "empty", false, func() error { _ = new(sim.Machine).OpWorkspace((graph.OpID)(-1)); return nil }},
+	{"sim.Machine.OpWorkspace", "nil", false, func() error { _ = (*sim.Machine)(nil).OpWorkspace((graph.OpID)(0)); return nil }},
+	{"sim.Machine.OpWorkspace", "foreign", false, func() error {
 		_ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).OpWorkspace((graph.OpID)(1 << 30))
+		return nil
 	}},
-	{"sim.Machine.Options", "zero", func() { _ = new(sim.Machine).Options() }},
-	{"sim.Machine.Options", "nil", func() { _ = (*sim.Machine)(nil).Options() }},
-	{"sim.Machine.Options", "foreign", func() { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Options() }},
-	{"sim.Machine.Pin", "zero", func() { new(sim.Machine).Pin((graph.TensorID)(0)) }},
-	{"sim.Machine.Pin", "empty", func() { new(sim.Machine).Pin((graph.TensorID)(-1)) }},
-	{"sim.Machine.Pin", "nil", func() { (*sim.Machine)(nil).Pin((graph.TensorID)(0)) }},
-	{"sim.Machine.Pin", "foreign", func() { misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Pin((graph.TensorID)(1 << 30)) }},
-	{"sim.Machine.Pinned", "zero", func() { _ = new(sim.Machine).Pinned((graph.TensorID)(0)) }},
-	{"sim.Machine.Pinned", "empty", func() { _ = new(sim.Machine).Pinned((graph.TensorID)(-1)) }},
-	{"sim.Machine.Pinned", "nil", func() { _ = (*sim.Machine)(nil).Pinned((graph.TensorID)(0)) }},
-	{"sim.Machine.Pinned", "foreign", func() {
+	{"sim.Machine.Options", "zero", false, func() error { _ = new(sim.Machine).Options(); return nil }},
+	{"sim.Machine.Options", "nil", false, func() error { _ = (*sim.Machine)(nil).Options(); return nil }},
+	{"sim.Machine.Options", "foreign", false, func() error { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Options(); return nil }},
+	{"sim.Machine.Pin", "zero", false, func() error { new(sim.Machine).Pin((graph.TensorID)(0)); return nil }},
+	{"sim.Machine.Pin", "empty", false, func() error { new(sim.Machine).Pin((graph.TensorID)(-1)); return nil }},
+	{"sim.Machine.Pin", "nil", false, func() error { (*sim.Machine)(nil).Pin((graph.TensorID)(0)); return nil }},
+	{"sim.Machine.Pin", "foreign", false, func() error {
+		misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Pin((graph.TensorID)(1 << 30))
+		return nil
+	}},
+	{"sim.Machine.Pinned", "zero", false, func() error { _ = new(sim.Machine).Pinned((graph.TensorID)(0)); return nil }},
+	{"sim.Machine.Pinned", "empty", false, func() error { _ = new(sim.Machine).Pinned((graph.TensorID)(-1)); return nil }},
+	{"sim.Machine.Pinned", "nil", false, func() error { _ = (*sim.Machine)(nil).Pinned((graph.TensorID)(0)); return nil }},
+	{"sim.Machine.Pinned", "foreign", false, func() error {
 		_ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Pinned((graph.TensorID)(1 << 30))
+		return nil
 	}},
-	{"sim.Machine.Replay", "zero", func() { _ = new(sim.Machine).Replay((*sim.Plan)(nil)) }},
-	{"sim.Machine.Replay", "empty", func() { _ = new(sim.Machine).Replay(new(sim.Plan)) }},
-	{"sim.Machine.Replay", "nil", func() { _ = (*sim.Machine)(nil).Replay((*sim.Plan)(nil)) }},
-	{"sim.Machine.Replay", "foreign", func() {
-		_ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Replay(sim.DefaultPlan(misuseBigGraph()))
+	{"sim.Machine.Replay", "zero", true, func() error { err := new(sim.Machine).Replay((*sim.Plan)(nil)); return err }},
+	{"sim.Machine.Replay", "empty", false, func() error { err := new(sim.Machine).Replay(new(sim.Plan)); return err }},
+	{"sim.Machine.Replay", "nil", false, func() error { err := (*sim.Machine)(nil).Replay((*sim.Plan)(nil)); return err }},
+	{"sim.Machine.Replay", "foreign", true, func() error {
+		err := misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Replay(sim.DefaultPlan(misuseBigGraph()))
+		return err
 	}},
-	{"sim.Machine.Reserved", "zero", func() { _ = new(sim.Machine).Reserved() }},
-	{"sim.Machine.Reserved", "nil", func() { _ = (*sim.Machine)(nil).Reserved() }},
-	{"sim.Machine.Reserved", "foreign", func() { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Reserved() }},
-	{"sim.Machine.Reset", "zero", func() { _ = new(sim.Machine).Reset() }},
-	{"sim.Machine.Reset", "nil", func() { _ = (*sim.Machine)(nil).Reset() }},
-	{"sim.Machine.Reset", "foreign", func() { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Reset() }},
-	{"sim.Machine.Resident", "zero", func() { _ = new(sim.Machine).Resident((graph.TensorID)(0)) }},
-	{"sim.Machine.Resident", "empty", func() { _ = new(sim.Machine).Resident((graph.TensorID)(-1)) }},
-	{"sim.Machine.Resident", "nil", func() { _ = (*sim.Machine)(nil).Resident((graph.TensorID)(0)) }},
-	{"sim.Machine.Resident", "foreign", func() {
+	{"sim.Machine.Reserved", "zero", false, func() error { _ = new(sim.Machine).Reserved(); return nil }},
+	{"sim.Machine.Reserved", "nil", false, func() error { _ = (*sim.Machine)(nil).Reserved(); return nil }},
+	{"sim.Machine.Reserved", "foreign", false, func() error { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Reserved(); return nil }},
+	{"sim.Machine.Reset", "zero", false, func() error { err := new(sim.Machine).Reset(); return err }},
+	{"sim.Machine.Reset", "nil", false, func() error { err := (*sim.Machine)(nil).Reset(); return err }},
+	{"sim.Machine.Reset", "foreign", false, func() error { err := misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Reset(); return err }},
+	{"sim.Machine.Resident", "zero", false, func() error { _ = new(sim.Machine).Resident((graph.TensorID)(0)); return nil }},
+	{"sim.Machine.Resident", "empty", false, func() error { _ = new(sim.Machine).Resident((graph.TensorID)(-1)); return nil }},
+	{"sim.Machine.Resident", "nil", false, func() error { _ = (*sim.Machine)(nil).Resident((graph.TensorID)(0)); return nil }},
+	{"sim.Machine.Resident", "foreign", false, func() error {
 		_ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Resident((graph.TensorID)(1 << 30))
+		return nil
 	}},
-	{"sim.Machine.Result", "zero", func() { _ = new(sim.Machine).Result() }},
-	{"sim.Machine.Result", "nil", func() { _ = (*sim.Machine)(nil).Result() }},
-	{"sim.Machine.Result", "foreign", func() { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Result() }},
-	{"sim.Machine.Runs", "zero", func() { _ = new(sim.Machine).Runs((graph.OpID)(0)) }},
-	{"sim.Machine.Runs", "empty", func() { _ = new(sim.Machine).Runs((graph.OpID)(-1)) }},
-	{"sim.Machine.Runs", "nil", func() { _ = (*sim.Machine)(nil).Runs((graph.OpID)(0)) }},
-	{"sim.Machine.Runs", "foreign", func() { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Runs((graph.OpID)(1 << 30)) }},
-	{"sim.Machine.State", "zero", func() { _ = new(sim.Machine).State((graph.TensorID)(0)) }},
-	{"sim.Machine.State", "empty", func() { _ = new(sim.Machine).State((graph.TensorID)(-1)) }},
-	{"sim.Machine.State", "nil", func() { _ = (*sim.Machine)(nil).State((graph.TensorID)(0)) }},
-	{"sim.Machine.State", "foreign", func() {
+	{"sim.Machine.Result", "zero", false, func() error { _ = new(sim.Machine).Result(); return nil }},
+	{"sim.Machine.Result", "nil", false, func() error { _ = (*sim.Machine)(nil).Result(); return nil }},
+	{"sim.Machine.Result", "foreign", false, func() error { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Result(); return nil }},
+	{"sim.Machine.Runs", "zero", false, func() error { _ = new(sim.Machine).Runs((graph.OpID)(0)); return nil }},
+	{"sim.Machine.Runs", "empty", false, func() error { _ = new(sim.Machine).Runs((graph.OpID)(-1)); return nil }},
+	{"sim.Machine.Runs", "nil", false, func() error { _ = (*sim.Machine)(nil).Runs((graph.OpID)(0)); return nil }},
+	{"sim.Machine.Runs", "foreign", false, func() error {
+		_ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Runs((graph.OpID)(1 << 30))
+		return nil
+	}},
+	{"sim.Machine.State", "zero", false, func() error { _ = new(sim.Machine).State((graph.TensorID)(0)); return nil }},
+	{"sim.Machine.State", "empty", false, func() error { _ = new(sim.Machine).State((graph.TensorID)(-1)); return nil }},
+	{"sim.Machine.State", "nil", false, func() error { _ = (*sim.Machine)(nil).State((graph.TensorID)(0)); return nil }},
+	{"sim.Machine.State", "foreign", false, func() error {
 		_ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).State((graph.TensorID)(1 << 30))
+		return nil
 	}},
-	{"sim.Machine.Step", "zero", func() { _ = new(sim.Machine).Step() }},
-	{"sim.Machine.Step", "nil", func() { _ = (*sim.Machine)(nil).Step() }},
-	{"sim.Machine.Step", "foreign", func() { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Step() }},
-	{"sim.Machine.Storage", "zero", func() { _ = new(sim.Machine).Storage((graph.TensorID)(0)) }},
-	{"sim.Machine.Storage", "empty", func() { _ = new(sim.Machine).Storage((graph.TensorID)(-1)) }},
-	{"sim.Machine.Storage", "nil", func() { _ = (*sim.Machine)(nil).Storage((graph.TensorID)(0)) }},
-	{"sim.Machine.Storage", "foreign", func() {
+	{"sim.Machine.Step", "zero", false, func() error { _ = new(sim.Machine).Step(); return nil }},
+	{"sim.Machine.Step", "nil", false, func() error { _ = (*sim.Machine)(nil).Step(); return nil }},
+	{"sim.Machine.Step", "foreign", false, func() error { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Step(); return nil }},
+	{"sim.Machine.Storage", "zero", false, func() error { _ = new(sim.Machine).Storage((graph.TensorID)(0)); return nil }},
+	{"sim.Machine.Storage", "empty", false, func() error { _ = new(sim.Machine).Storage((graph.TensorID)(-1)); return nil }},
+	{"sim.Machine.Storage", "nil", false, func() error { _ = (*sim.Machine)(nil).Storage((graph.TensorID)(0)); return nil }},
+	{"sim.Machine.Storage", "foreign", false, func() error {
 		_ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Storage((graph.TensorID)(1 << 30))
+		return nil
 	}},
-	{"sim.Machine.SwapIn", "zero", func() { _ = new(sim.Machine).SwapIn((graph.TensorID)(0)) }},
-	{"sim.Machine.SwapIn", "empty", func() { _ = new(sim.Machine).SwapIn((graph.TensorID)(-1)) }},
-	{"sim.Machine.SwapIn", "nil", func() { _ = (*sim.Machine)(nil).SwapIn((graph.TensorID)(0)) }},
-	{"sim.Machine.SwapIn", "foreign", func() {
-		_ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).SwapIn((graph.TensorID)(1 << 30))
+	{"sim.Machine.SwapIn", "zero", false, func() error { err := new(sim.Machine).SwapIn((graph.TensorID)(0)); return err }},
+	{"sim.Machine.SwapIn", "empty", false, func() error { err := new(sim.Machine).SwapIn((graph.TensorID)(-1)); return err }},
+	{"sim.Machine.SwapIn", "nil", false, func() error { err := (*sim.Machine)(nil).SwapIn((graph.TensorID)(0)); return err }},
+	{"sim.Machine.SwapIn", "foreign", true, func() error {
+		err := misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).SwapIn((graph.TensorID)(1 << 30))
+		return err
 	}},
-	{"sim.Machine.SwapOut", "zero", func() { _ = new(sim.Machine).SwapOut((graph.TensorID)(0)) }},
-	{"sim.Machine.SwapOut", "empty", func() { _ = new(sim.Machine).SwapOut((graph.TensorID)(-1)) }},
-	{"sim.Machine.SwapOut", "nil", func() { _ = (*sim.Machine)(nil).SwapOut((graph.TensorID)(0)) }},
-	{"sim.Machine.SwapOut", "foreign", func() {
-		_ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).SwapOut((graph.TensorID)(1 << 30))
+	{"sim.Machine.SwapOut", "zero", false, func() error { err := new(sim.Machine).SwapOut((graph.TensorID)(0)); return err }},
+	{"sim.Machine.SwapOut", "empty", false, func() error { err := new(sim.Machine).SwapOut((graph.TensorID)(-1)); return err }},
+	{"sim.Machine.SwapOut", "nil", false, func() error { err := (*sim.Machine)(nil).SwapOut((graph.TensorID)(0)); return err }},
+	{"sim.Machine.SwapOut", "foreign", true, func() error {
+		err := misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).SwapOut((graph.TensorID)(1 << 30))
+		return err
 	}},
-	{"sim.Machine.SwapTime", "zero", func() { _ = new(sim.Machine).SwapTime((graph.TensorID)(0)) }},
-	{"sim.Machine.SwapTime", "empty", func() { _ = new(sim.Machine).SwapTime((graph.TensorID)(-1)) }},
-	{"sim.Machine.SwapTime", "nil", func() { _ = (*sim.Machine)(nil).SwapTime((graph.TensorID)(0)) }},
-	{"sim.Machine.SwapTime", "foreign", func() {
+	{"sim.Machine.SwapTime", "zero", false, func() error { _ = new(sim.Machine).SwapTime((graph.TensorID)(0)); return nil }},
+	{"sim.Machine.SwapTime", "empty", false, func() error { _ = new(sim.Machine).SwapTime((graph.TensorID)(-1)); return nil }},
+	{"sim.Machine.SwapTime", "nil", false, func() error { _ = (*sim.Machine)(nil).SwapTime((graph.TensorID)(0)); return nil }},
+	{"sim.Machine.SwapTime", "foreign", false, func() error {
 		_ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).SwapTime((graph.TensorID)(1 << 30))
+		return nil
 	}},
-	{"sim.Machine.Unpin", "zero", func() { new(sim.Machine).Unpin((graph.TensorID)(0)) }},
-	{"sim.Machine.Unpin", "empty", func() { new(sim.Machine).Unpin((graph.TensorID)(-1)) }},
-	{"sim.Machine.Unpin", "nil", func() { (*sim.Machine)(nil).Unpin((graph.TensorID)(0)) }},
-	{"sim.Machine.Unpin", "foreign", func() { misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Unpin((graph.TensorID)(1 << 30)) }},
-	{"sim.NewCaching", "zero", func() { _ = sim.NewCaching((int64)(0)) }},
-	{"sim.NewCaching", "empty", func() { _ = sim.NewCaching((int64)(-1)) }},
-	{"sim.NewIdeal", "zero", func() { _ = sim.NewIdeal((int64)(0)) }},
-	{"sim.NewIdeal", "empty", func() { _ = sim.NewIdeal((int64)(-1)) }},
-	{"sim.NewMachine", "zero", func() { _, _ = sim.NewMachine((*graph.Graph)(nil), *new(sim.Options)) }},
-	{"sim.NewMachine", "empty", func() { _, _ = sim.NewMachine(new(graph.Graph), *new(sim.Options)) }},
-	{"sim.NewMachine", "foreign", func() { _, _ = sim.NewMachine(misuseGraph(), *new(sim.Options)) }},
-	{"sim.NewStatic", "zero", func() { _ = sim.NewStatic(*new(sim.StaticOptions)) }},
-	{"sim.OpDType", "zero", func() { _ = sim.OpDType((*graph.Graph)(nil), (*graph.Op)(nil)) }},
-	{"sim.OpDType", "empty", func() { _ = sim.OpDType(new(graph.Graph), new(graph.Op)) }},
-	{"sim.OpDType", "foreign", func() { _ = sim.OpDType(misuseGraph(), misuseForeignOp()) }},
-	{"sim.ParseCudnnTune", "zero", func() { _, _ = sim.ParseCudnnTune((string)("")) }},
-	{"sim.ParseProfile", "zero", func() { _, _ = sim.ParseProfile(strings.NewReader("")) }},
-	{"sim.Peaks.For", "zero", func() { _ = new(sim.Peaks).For((graph.DType)(0)) }},
-	{"sim.PlanFromSchedule", "zero", func() { _, _ = sim.PlanFromSchedule((*graph.Graph)(nil), (string)(""), ([]graph.OpID)(nil)) }},
-	{"sim.PlanFromSchedule", "empty", func() { _, _ = sim.PlanFromSchedule(new(graph.Graph), (string)(""), []graph.OpID{}) }},
-	{"sim.PlanFromSchedule", "foreign", func() { _, _ = sim.PlanFromSchedule(misuseGraph(), (string)(""), misuseForeignSchedule()) }},
-	{"sim.PlanSession", "zero", func() { _, _ = sim.PlanSession(([]sim.SessionGraph)(nil), (config.StaticPolicy)(0), (bool)(false)) }},
-	{"sim.PlanSession", "empty", func() { _, _ = sim.PlanSession([]sim.SessionGraph{}, (config.StaticPolicy)(-1), (bool)(false)) }},
-	{"sim.Profile.Validate", "zero", func() { _ = new(sim.Profile).Validate() }},
-	{"sim.Progress.Report", "zero", func() { new(sim.Progress).Report((int)(0), (int)(0), (string)("")) }},
-	{"sim.Progress.Report", "empty", func() { new(sim.Progress).Report((int)(-1), (int)(-1), (string)("")) }},
-	{"sim.Result.Failed", "zero", func() { _ = new(sim.Result).Failed() }},
-	{"sim.Result.MemorySaving", "zero", func() { _ = new(sim.Result).MemorySaving((*sim.Result)(nil)) }},
-	{"sim.Result.MemorySaving", "empty", func() { _ = new(sim.Result).MemorySaving(new(sim.Result)) }},
-	{"sim.Result.Overhead", "zero", func() { _ = new(sim.Result).Overhead((*sim.Result)(nil)) }},
-	{"sim.Result.Overhead", "empty", func() { _ = new(sim.Result).Overhead(new(sim.Result)) }},
-	{"sim.Result.TopTensorsAtPeak", "zero", func() { _ = new(sim.Result).TopTensorsAtPeak((int)(0)) }},
-	{"sim.Result.TopTensorsAtPeak", "empty", func() { _ = new(sim.Result).TopTensorsAtPeak((int)(-1)) }},
-	{"sim.Simulate", "zero", func() { _, _ = sim.Simulate((*graph.Graph)(nil), (*sim.Plan)(nil), *new(sim.Options)) }},
-	{"sim.Simulate", "empty", func() { _, _ = sim.Simulate(new(graph.Graph), new(sim.Plan), *new(sim.Options)) }},
-	{"sim.Simulate", "foreign", func() { _, _ = sim.Simulate(misuseGraph(), sim.DefaultPlan(misuseBigGraph()), *new(sim.Options)) }},
-	{"sim.Static.Alloc", "zero", func() { _, _ = new(sim.Static).Alloc((int64)(0)) }},
-	{"sim.Static.Alloc", "empty", func() { _, _ = new(sim.Static).Alloc((int64)(-1)) }},
-	{"sim.Static.AllocInPlace", "zero", func() { _, _ = new(sim.Static).AllocInPlace((sim.Block)(0), (int64)(0)) }},
-	{"sim.Static.AllocInPlace", "empty", func() { _, _ = new(sim.Static).AllocInPlace((sim.Block)(-1), (int64)(-1)) }},
-	{"sim.Static.Allocated", "zero", func() { _ = new(sim.Static).Allocated() }},
-	{"sim.Static.Free", "zero", func() { new(sim.Static).Free((sim.Block)(0)) }},
-	{"sim.Static.Free", "empty", func() { new(sim.Static).Free((sim.Block)(-1)) }},
-	{"sim.Static.Layout", "zero", func() { _ = new(sim.Static).Layout() }},
-	{"sim.Static.Name", "zero", func() { _ = new(sim.Static).Name() }},
-	{"sim.Static.Options", "zero", func() { _ = new(sim.Static).Options() }},
-	{"sim.Static.Reserved", "zero", func() { _ = new(sim.Static).Reserved() }},
-	{"sim.Static.Reset", "zero", func() { new(sim.Static).Reset() }},
-	{"sim.Static.Size", "zero", func() { _ = new(sim.Static).Size((sim.Block)(0)) }},
-	{"sim.Static.Size", "empty", func() { _ = new(sim.Static).Size((sim.Block)(-1)) }},
-	{"sim.Static.Stats", "zero", func() { _ = new(sim.Static).Stats() }},
-	{"sim.StaticOptions.Validate", "zero", func() { _ = new(sim.StaticOptions).Validate() }},
-	{"sim.StepError.Error", "zero", func() { _ = new(sim.StepError).Error() }},
-	{"sim.StepError.Unwrap", "zero", func() { _ = new(sim.StepError).Unwrap() }},
-	{"sim.StepKind.MarshalText", "zero", func() { _, _ = new(sim.StepKind).MarshalText() }},
-	{"sim.StepKind.String", "zero", func() { _ = new(sim.StepKind).String() }},
-	{"sim.StepKind.UnmarshalText", "zero", func() { _ = new(sim.StepKind).UnmarshalText(([]byte)(nil)) }},
-	{"sim.StepKind.UnmarshalText", "empty", func() { _ = new(sim.StepKind).UnmarshalText([]byte{}) }},
-	{"sim.StepKind.Valid", "zero", func() { _ = new(sim.StepKind).Valid() }},
-	{"sim.SwapInStep", "zero", func() { _ = sim.SwapInStep((graph.TensorID)(0)) }},
-	{"sim.SwapInStep", "empty", func() { _ = sim.SwapInStep((graph.TensorID)(-1)) }},
-	{"sim.SwapInStep", "foreign", func() { _ = sim.SwapInStep((graph.TensorID)(1 << 30)) }},
-	{"sim.SwapOutStep", "zero", func() { _ = sim.SwapOutStep((graph.TensorID)(0)) }},
-	{"sim.SwapOutStep", "empty", func() { _ = sim.SwapOutStep((graph.TensorID)(-1)) }},
-	{"sim.SwapOutStep", "foreign", func() { _ = sim.SwapOutStep((graph.TensorID)(1 << 30)) }},
-	{"sim.TempSlots", "zero", func() { _ = sim.TempSlots((int)(0), (int)(0)) }},
-	{"sim.TempSlots", "empty", func() { _ = sim.TempSlots((int)(-1), (int)(-1)) }},
-	{"sim.TensorState.String", "zero", func() { _ = new(sim.TensorState).String() }},
-	{"sim.WriteTrace", "zero", func() { _ = sim.WriteTrace(io.Discard, (*graph.Graph)(nil), (*sim.Result)(nil)) }},
-	{"sim.WriteTrace", "empty", func() { _ = sim.WriteTrace(io.Discard, new(graph.Graph), new(sim.Result)) }},
-	{"sim.WriteTrace", "foreign", func() { _ = sim.WriteTrace(io.Discard, misuseGraph(), (*sim.Result)(nil)) }},
-	{"strategy.All", "zero", func() { _ = strategy.All() }},
-	{"strategy.DeviceKind", "zero", func() { _ = strategy.DeviceKind(*new(sim.Profile)) }},
-	{"strategy.ForDevice", "zero", func() { _, _ = strategy.ForDevice((*config.Settings)(nil), *new(sim.Profile)) }},
-	{"strategy.ForDevice", "empty", func() { _, _ = strategy.ForDevice(new(config.Settings), *new(sim.Profile)) }},
-	{"strategy.Lookup", "zero", func() { _, _ = strategy.Lookup((string)("")) }},
-	{"strategy.Names", "zero", func() { _ = strategy.Names() }},
-	{"strategy.Options.Capacity", "zero", func() { _ = new(strategy.Options).Capacity() }},
-	{"strategy.Options.Limit", "zero", func() { _ = new(strategy.Options).Limit() }},
-	{"strategy.Options.SimOptions", "zero", func() { _, _ = new(strategy.Options).SimOptions() }},
-	{"strategy.OptionsFor", "zero", func() { _, _, _ = strategy.OptionsFor((*config.Settings)(nil), *new(sim.Profile)) }},
-	{"strategy.OptionsFor", "empty", func() { _, _, _ = strategy.OptionsFor(new(config.Settings), *new(sim.Profile)) }},
-	{"strategy.OptionsFrom", "zero", func() { _, _ = strategy.OptionsFrom((*config.Settings)(nil)) }},
-	{"strategy.OptionsFrom", "empty", func() { _, _ = strategy.OptionsFrom(new(config.Settings)) }},
-	{"strategy.Resolve", "zero", func() { _, _ = strategy.Resolve(([]string)(nil)) }},
-	{"strategy.Resolve", "empty", func() { _, _ = strategy.Resolve([]string{}) }},
-	{"strategy.Result.PeakAllocated", "zero", func() { _ = new(strategy.Result).PeakAllocated() }},
-	{"strategy.Result.TimeNs", "zero", func() { _ = new(strategy.Result).TimeNs() }},
-	{"strategy.Strategy.Plan", "zero", func() {
-		_, _ = new(strategy.Strategy).Plan(context.Background(), (*graph.Graph)(nil), *new(strategy.Options))
+	{"sim.Machine.Unpin", "zero", false, func() error { new(sim.Machine).Unpin((graph.TensorID)(0)); return nil }},
+	{"sim.Machine.Unpin", "empty", false, func() error { new(sim.Machine).Unpin((graph.TensorID)(-1)); return nil }},
+	{"sim.Machine.Unpin", "nil", false, func() error { (*sim.Machine)(nil).Unpin((graph.TensorID)(0)); return nil }},
+	{"sim.Machine.Unpin", "foreign", false, func() error {
+		misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Unpin((graph.TensorID)(1 << 30))
+		return nil
 	}},
-	{"strategy.Strategy.Plan", "empty", func() {
-		_, _ = new(strategy.Strategy).Plan(context.Background(), new(graph.Graph), *new(strategy.Options))
+	{"sim.NewCaching", "zero", false, func() error { _ = sim.NewCaching((int64)(0)); return nil }},
+	{"sim.NewCaching", "empty", false, func() error { _ = sim.NewCaching((int64)(-1)); return nil }},
+	{"sim.NewIdeal", "zero", false, func() error { _ = sim.NewIdeal((int64)(0)); return nil }},
+	{"sim.NewIdeal", "empty", false, func() error { _ = sim.NewIdeal((int64)(-1)); return nil }},
+	{"sim.NewMachine", "zero", true, func() error { _, err := sim.NewMachine((*graph.Graph)(nil), *new(sim.Options)); return err }},
+	{"sim.NewMachine", "empty", false, func() error { _, err := sim.NewMachine(new(graph.Graph), *new(sim.Options)); return err }},
+	{"sim.NewMachine", "foreign", false, func() error { _, err := sim.NewMachine(misuseGraph(), *new(sim.Options)); return err }},
+	{"sim.NewStatic", "zero", false, func() error { _ = sim.NewStatic(*new(sim.StaticOptions)); return nil }},
+	{"sim.OpDType", "zero", false, func() error { _ = sim.OpDType((*graph.Graph)(nil), (*graph.Op)(nil)); return nil }},
+	{"sim.OpDType", "empty", false, func() error { _ = sim.OpDType(new(graph.Graph), new(graph.Op)); return nil }},
+	{"sim.OpDType", "foreign", false, func() error { _ = sim.OpDType(misuseGraph(), misuseForeignOp()); return nil }},
+	{"sim.ParseCudnnTune", "zero", false, func() error { _, err := sim.ParseCudnnTune((string)("")); return err }},
+	{"sim.ParseProfile", "zero", false, func() error { _, err := sim.ParseProfile(strings.NewReader("")); return err }},
+	{"sim.Peaks.For", "zero", false, func() error { _ = new(sim.Peaks).For((graph.DType)(0)); return nil }},
+	{"sim.PlanFromSchedule", "zero", true, func() error {
+		_, err := sim.PlanFromSchedule((*graph.Graph)(nil), (string)(""), ([]graph.OpID)(nil))
+		return err
 	}},
-	{"strategy.Strategy.Plan", "foreign", func() {
-		_, _ = new(strategy.Strategy).Plan(context.Background(), misuseGraph(), *new(strategy.Options))
+	{"sim.PlanFromSchedule", "empty", false, func() error {
+		_, err := sim.PlanFromSchedule(new(graph.Graph), (string)(""), []graph.OpID{})
+		return err
 	}},
-	{"strategy.WithBudgetRatio", "zero", func() {
-		_, _ = strategy.WithBudgetRatio(context.Background(), (*graph.Graph)(nil), *new(strategy.Options), (float64)(0))
+	{"sim.PlanFromSchedule", "foreign", true, func() error {
+		_, err := sim.PlanFromSchedule(misuseGraph(), (string)(""), misuseForeignSchedule())
+		return err
 	}},
-	{"strategy.WithBudgetRatio", "empty", func() {
-		_, _ = strategy.WithBudgetRatio(context.Background(), new(graph.Graph), *new(strategy.Options), (float64)(0))
+	{"sim.PlanSession", "zero", false, func() error {
+		_, err := sim.PlanSession(([]sim.SessionGraph)(nil), (config.StaticPolicy)(0), (bool)(false))
+		return err
 	}},
-	{"strategy.WithBudgetRatio", "foreign", func() {
-		_, _ = strategy.WithBudgetRatio(context.Background(), misuseGraph(), *new(strategy.Options), (float64)(0))
+	{"sim.PlanSession", "empty", false, func() error {
+		_, err := sim.PlanSession([]sim.SessionGraph{}, (config.StaticPolicy)(-1), (bool)(false))
+		return err
 	}},
-	{"sublinear.DefaultSearchOptions", "zero", func() { _ = sublinear.DefaultSearchOptions() }},
-	{"sublinear.EvaluateGenome", "zero", func() {
-		_, _, _ = sublinear.EvaluateGenome((*graph.Graph)(nil), (sublinear.Genome)(nil), *new(sublinear.SearchOptions))
+	{"sim.Profile.Validate", "zero", false, func() error { err := new(sim.Profile).Validate(); return err }},
+	{"sim.Progress.Report", "zero", false, func() error { new(sim.Progress).Report((int)(0), (int)(0), (string)("")); return nil }},
+	{"sim.Progress.Report", "empty", false, func() error { new(sim.Progress).Report((int)(-1), (int)(-1), (string)("")); return nil }},
+	{"sim.Result.Failed", "zero", false, func() error { _ = new(sim.Result).Failed(); return nil }},
+	{"sim.Result.MemorySaving", "zero", false, func() error { _ = new(sim.Result).MemorySaving((*sim.Result)(nil)); return nil }},
+	{"sim.Result.MemorySaving", "empty", false, func() error { _ = new(sim.Result).MemorySaving(new(sim.Result)); return nil }},
+	{"sim.Result.Overhead", "zero", false, func() error { _ = new(sim.Result).Overhead((*sim.Result)(nil)); return nil }},
+	{"sim.Result.Overhead", "empty", false, func() error { _ = new(sim.Result).Overhead(new(sim.Result)); return nil }},
+	{"sim.Result.TopTensorsAtPeak", "zero", false, func() error { _ = new(sim.Result).TopTensorsAtPeak((int)(0)); return nil }},
+	{"sim.Result.TopTensorsAtPeak", "empty", false, func() error { _ = new(sim.Result).TopTensorsAtPeak((int)(-1)); return nil }},
+	{"sim.Simulate", "zero", true, func() error {
+		_, err := sim.Simulate((*graph.Graph)(nil), (*sim.Plan)(nil), *new(sim.Options))
+		return err
 	}},
-	{"sublinear.EvaluateGenome", "empty", func() {
-		_, _, _ = sublinear.EvaluateGenome(new(graph.Graph), sublinear.Genome{}, *new(sublinear.SearchOptions))
+	{"sim.Simulate", "empty", false, func() error { _, err := sim.Simulate(new(graph.Graph), new(sim.Plan), *new(sim.Options)); return err }},
+	{"sim.Simulate", "foreign", true, func() error {
+		_, err := sim.Simulate(misuseGraph(), sim.DefaultPlan(misuseBigGraph()), *new(sim.Options))
+		return err
 	}},
-	{"sublinear.EvaluateGenome", "foreign", func() {
-		_, _, _ = sublinear.EvaluateGenome(misuseGraph(), misuseForeignSchedule(), *new(sublinear.SearchOptions))
+	{"sim.Static.Alloc", "zero", false, func() error { _, err := new(sim.Static).Alloc((int64)(0)); return err }},
+	{"sim.Static.Alloc", "empty", false, func() error { _, err := new(sim.Static).Alloc((int64)(-1)); return err }},
+	{"sim.Static.AllocInPlace", "zero", false, func() error { _, _ = new(sim.Static).AllocInPlace((sim.Block)(0), (int64)(0)); return nil }},
+	{"sim.Static.AllocInPlace", "empty", false, func() error { _, _ = new(sim.Static).AllocInPlace((sim.Block)(-1), (int64)(-1)); return nil }},
+	{"sim.Static.Allocated", "zero", false, func() error { _ = new(sim.Static).Allocated(); return nil }},
+	{"sim.Static.Free", "zero", false, func() error { new(sim.Static).Free((sim.Block)(0)); return nil }},
+	{"sim.Static.Free", "empty", false, func() error { new(sim.Static).Free((sim.Block)(-1)); return nil }},
+	{"sim.Static.Layout", "zero", false, func() error { _ = new(sim.Static).Layout(); return nil }},
+	{"sim.Static.Name", "zero", false, func() error { _ = new(sim.Static).Name(); return nil }},
+	{"sim.Static.Options", "zero", false, func() error { _ = new(sim.Static).Options(); return nil }},
+	{"sim.Static.Reserved", "zero", false, func() error { _ = new(sim.Static).Reserved(); return nil }},
+	{"sim.Static.Reset", "zero", false, func() error { new(sim.Static).Reset(); return nil }},
+	{"sim.Static.Size", "zero", false, func() error { _ = new(sim.Static).Size((sim.Block)(0)); return nil }},
+	{"sim.Static.Size", "empty", false, func() error { _ = new(sim.Static).Size((sim.Block)(-1)); return nil }},
+	{"sim.Static.Stats", "zero", false, func() error { _ = new(sim.Static).Stats(); return nil }},
+	{"sim.StaticOptions.Validate", "zero", false, func() error { err := new(sim.StaticOptions).Validate(); return err }},
+	{"sim.StepError.Error", "zero", false, func() error { _ = new(sim.StepError).Error(); return nil }},
+	{"sim.StepError.Unwrap", "zero", false, func() error { err := new(sim.StepError).Unwrap(); return err }},
+	{"sim.StepKind.MarshalText", "zero", false, func() error { _, err := new(sim.StepKind).MarshalText(); return err }},
+	{"sim.StepKind.String", "zero", false, func() error { _ = new(sim.StepKind).String(); return nil }},
+	{"sim.StepKind.UnmarshalText", "zero", false, func() error { err := new(sim.StepKind).UnmarshalText(([]byte)(nil)); return err }},
+	{"sim.StepKind.UnmarshalText", "empty", false, func() error { err := new(sim.StepKind).UnmarshalText([]byte{}); return err }},
+	{"sim.StepKind.Valid", "zero", false, func() error { _ = new(sim.StepKind).Valid(); return nil }},
+	{"sim.SwapInStep", "zero", false, func() error { _ = sim.SwapInStep((graph.TensorID)(0)); return nil }},
+	{"sim.SwapInStep", "empty", false, func() error { _ = sim.SwapInStep((graph.TensorID)(-1)); return nil }},
+	{"sim.SwapInStep", "foreign", false, func() error { _ = sim.SwapInStep((graph.TensorID)(1 << 30)); return nil }},
+	{"sim.SwapOutStep", "zero", false, func() error { _ = sim.SwapOutStep((graph.TensorID)(0)); return nil }},
+	{"sim.SwapOutStep", "empty", false, func() error { _ = sim.SwapOutStep((graph.TensorID)(-1)); return nil }},
+	{"sim.SwapOutStep", "foreign", false, func() error { _ = sim.SwapOutStep((graph.TensorID)(1 << 30)); return nil }},
+	{"sim.TempSlots", "zero", false, func() error { _ = sim.TempSlots((int)(0), (int)(0)); return nil }},
+	{"sim.TempSlots", "empty", false, func() error { _ = sim.TempSlots((int)(-1), (int)(-1)); return nil }},
+	{"sim.TensorState.String", "zero", false, func() error { _ = new(sim.TensorState).String(); return nil }},
+	{"sim.WriteTrace", "zero", true, func() error { err := sim.WriteTrace(io.Discard, (*graph.Graph)(nil), (*sim.Result)(nil)); return err }},
+	{"sim.WriteTrace", "empty", false, func() error { err := sim.WriteTrace(io.Discard, new(graph.Graph), new(sim.Result)); return err }},
+	{"sim.WriteTrace", "foreign", false, func() error { err := sim.WriteTrace(io.Discard, misuseGraph(), (*sim.Result)(nil)); return err }},
+	{"strategy.All", "zero", false, func() error { _ = strategy.All(); return nil }},
+	{"strategy.DeviceKind", "zero", false, func() error { _ = strategy.DeviceKind(*new(sim.Profile)); return nil }},
+	{"strategy.ForDevice", "zero", false, func() error { _, err := strategy.ForDevice((*config.Settings)(nil), *new(sim.Profile)); return err }},
+	{"strategy.ForDevice", "empty", false, func() error { _, err := strategy.ForDevice(new(config.Settings), *new(sim.Profile)); return err }},
+	{"strategy.Lookup", "zero", false, func() error { _, err := strategy.Lookup((string)("")); return err }},
+	{"strategy.Names", "zero", false, func() error { _ = strategy.Names(); return nil }},
+	{"strategy.Options.Capacity", "zero", false, func() error { _ = new(strategy.Options).Capacity(); return nil }},
+	{"strategy.Options.Limit", "zero", false, func() error { _ = new(strategy.Options).Limit(); return nil }},
+	{"strategy.Options.SimOptions", "zero", false, func() error { _, err := new(strategy.Options).SimOptions(); return err }},
+	{"strategy.OptionsFor", "zero", false, func() error { _, _, err := strategy.OptionsFor((*config.Settings)(nil), *new(sim.Profile)); return err }},
+	{"strategy.OptionsFor", "empty", false, func() error { _, _, err := strategy.OptionsFor(new(config.Settings), *new(sim.Profile)); return err }},
+	{"strategy.OptionsFrom", "zero", false, func() error { _, err := strategy.OptionsFrom((*config.Settings)(nil)); return err }},
+	{"strategy.OptionsFrom", "empty", false, func() error { _, err := strategy.OptionsFrom(new(config.Settings)); return err }},
+	{"strategy.Resolve", "zero", false, func() error { _, err := strategy.Resolve(([]string)(nil)); return err }},
+	{"strategy.Resolve", "empty", false, func() error { _, err := strategy.Resolve([]string{}); return err }},
+	{"strategy.Result.PeakAllocated", "zero", false, func() error { _ = new(strategy.Result).PeakAllocated(); return nil }},
+	{"strategy.Result.TimeNs", "zero", false, func() error { _ = new(strategy.Result).TimeNs(); return nil }},
+	{"strategy.Strategy.Plan", "zero", true, func() error {
+		_, err := new(strategy.Strategy).Plan(context.Background(), (*graph.Graph)(nil), *new(strategy.Options))
+		return err
 	}},
-	{"sublinear.ExactSearch", "zero", func() {
-		_, _, _ = sublinear.ExactSearch(context.Background(), (*graph.Graph)(nil), *new(sublinear.SearchOptions))
+	{"strategy.Strategy.Plan", "empty", false, func() error {
+		_, err := new(strategy.Strategy).Plan(context.Background(), new(graph.Graph), *new(strategy.Options))
+		return err
 	}},
-	{"sublinear.ExactSearch", "empty", func() {
-		_, _, _ = sublinear.ExactSearch(context.Background(), new(graph.Graph), *new(sublinear.SearchOptions))
+	{"strategy.Strategy.Plan", "foreign", false, func() error {
+		_, err := new(strategy.Strategy).Plan(context.Background(), misuseGraph(), *new(strategy.Options))
+		return err
 	}},
-	{"sublinear.ExactSearch", "foreign", func() {
-		_, _, _ = sublinear.ExactSearch(context.Background(), misuseGraph(), *new(sublinear.SearchOptions))
+	{"strategy.WithBudgetRatio", "zero", true, func() error {
+		_, err := strategy.WithBudgetRatio(context.Background(), (*graph.Graph)(nil), *new(strategy.Options), (float64)(0))
+		return err
 	}},
-	{"sublinear.InfeasibleBudgetError.Error", "zero", func() { _ = new(sublinear.InfeasibleBudgetError).Error() }},
-	{"sublinear.InfeasibleBudgetError.Unwrap", "zero", func() { _ = new(sublinear.InfeasibleBudgetError).Unwrap() }},
-	{"sublinear.Search", "zero", func() {
-		_, _, _ = sublinear.Search(context.Background(), (*graph.Graph)(nil), *new(sublinear.SearchOptions))
+	{"strategy.WithBudgetRatio", "empty", false, func() error {
+		_, err := strategy.WithBudgetRatio(context.Background(), new(graph.Graph), *new(strategy.Options), (float64)(0))
+		return err
 	}},
-	{"sublinear.Search", "empty", func() {
-		_, _, _ = sublinear.Search(context.Background(), new(graph.Graph), *new(sublinear.SearchOptions))
+	{"strategy.WithBudgetRatio", "foreign", false, func() error {
+		_, err := strategy.WithBudgetRatio(context.Background(), misuseGraph(), *new(strategy.Options), (float64)(0))
+		return err
 	}},
-	{"sublinear.Search", "foreign", func() { _, _, _ = sublinear.Search(context.Background(), misuseGraph(), *new(sublinear.SearchOptions)) }},
-	{"sublinear.Sublinear", "zero", func() {
-		_, _, _ = sublinear.Sublinear(context.Background(), (*graph.Graph)(nil), *new(sublinear.SearchOptions))
+	{"sublinear.DefaultSearchOptions", "zero", false, func() error { _ = sublinear.DefaultSearchOptions(); return nil }},
+	{"sublinear.EvaluateGenome", "zero", true, func() error {
+		_, _, err := sublinear.EvaluateGenome((*graph.Graph)(nil), (sublinear.Genome)(nil), *new(sublinear.SearchOptions))
+		return err
 	}},
-	{"sublinear.Sublinear", "empty", func() {
-		_, _, _ = sublinear.Sublinear(context.Background(), new(graph.Graph), *new(sublinear.SearchOptions))
+	{"sublinear.EvaluateGenome", "empty", false, func() error {
+		_, _, err := sublinear.EvaluateGenome(new(graph.Graph), sublinear.Genome{}, *new(sublinear.SearchOptions))
+		return err
 	}},
-	{"sublinear.Sublinear", "foreign", func() {
-		_, _, _ = sublinear.Sublinear(context.Background(), misuseGraph(), *new(sublinear.SearchOptions))
+	{"sublinear.EvaluateGenome", "foreign", true, func() error {
+		_, _, err := sublinear.EvaluateGenome(misuseGraph(), misuseForeignSchedule(), *new(sublinear.SearchOptions))
+		return err
 	}},
-	{"sublinear.SublinearBudget", "zero", func() {
-		_, _, _ = sublinear.SublinearBudget(context.Background(), (*graph.Graph)(nil), (int64)(0), *new(sublinear.SearchOptions))
+	{"sublinear.ExactSearch", "zero", true, func() error {
+		_, _, err := sublinear.ExactSearch(context.Background(), (*graph.Graph)(nil), *new(sublinear.SearchOptions))
+		return err
 	}},
-	{"sublinear.SublinearBudget", "empty", func() {
-		_, _, _ = sublinear.SublinearBudget(context.Background(), new(graph.Graph), (int64)(-1), *new(sublinear.SearchOptions))
+	{"sublinear.ExactSearch", "empty", false, func() error {
+		_, _, err := sublinear.ExactSearch(context.Background(), new(graph.Graph), *new(sublinear.SearchOptions))
+		return err
 	}},
-	{"sublinear.SublinearBudget", "foreign", func() {
-		_, _, _ = sublinear.SublinearBudget(context.Background(), misuseGraph(), (int64)(0), *new(sublinear.SearchOptions))
+	{"sublinear.ExactSearch", "foreign", false, func() error {
+		_, _, err := sublinear.ExactSearch(context.Background(), misuseGraph(), *new(sublinear.SearchOptions))
+		return err
 	}},
-	{"sublinear.SublinearGA", "zero", func() {
-		_, _, _ = sublinear.SublinearGA(context.Background(), (*graph.Graph)(nil), *new(sublinear.SearchOptions))
+	{"sublinear.InfeasibleBudgetError.Error", "zero", false, func() error { _ = new(sublinear.InfeasibleBudgetError).Error(); return nil }},
+	{"sublinear.InfeasibleBudgetError.Unwrap", "zero", false, func() error { err := new(sublinear.InfeasibleBudgetError).Unwrap(); return err }},
+	{"sublinear.Search", "zero", true, func() error {
+		_, _, err := sublinear.Search(context.Background(), (*graph.Graph)(nil), *new(sublinear.SearchOptions))
+		return err
 	}},
-	{"sublinear.SublinearGA", "empty", func() {
-		_, _, _ = sublinear.SublinearGA(context.Background(), new(graph.Graph), *new(sublinear.SearchOptions))
+	{"sublinear.Search", "empty", false, func() error {
+		_, _, err := sublinear.Search(context.Background(), new(graph.Graph), *new(sublinear.SearchOptions))
+		return err
 	}},
-	{"sublinear.SublinearGA", "foreign", func() {
-		_, _, _ = sublinear.SublinearGA(context.Background(), misuseGraph(), *new(sublinear.SearchOptions))
+	{"sublinear.Search", "foreign", false, func() error {
+		_, _, err := sublinear.Search(context.Background(), misuseGraph(), *new(sublinear.SearchOptions))
+		return err
 	}},
-	{"sublinear.ThresholdGenome", "zero", func() { _, _ = sublinear.ThresholdGenome((*graph.Graph)(nil), (int64)(0)) }},
-	{"sublinear.ThresholdGenome", "empty", func() { _, _ = sublinear.ThresholdGenome(new(graph.Graph), (int64)(-1)) }},
-	{"sublinear.ThresholdGenome", "foreign", func() { _, _ = sublinear.ThresholdGenome(misuseGraph(), (int64)(0)) }},
+	{"sublinear.Sublinear", "zero", true, func() error {
+		_, _, err := sublinear.Sublinear(context.Background(), (*graph.Graph)(nil), *new(sublinear.SearchOptions))
+		return err
+	}},
+	{"sublinear.Sublinear", "empty", false, func() error {
+		_, _, err := sublinear.Sublinear(context.Background(), new(graph.Graph), *new(sublinear.SearchOptions))
+		return err
+	}},
+	{"sublinear.Sublinear", "foreign", false, func() error {
+		_, _, err := sublinear.Sublinear(context.Background(), misuseGraph(), *new(sublinear.SearchOptions))
+		return err
+	}},
+	{"sublinear.SublinearBudget", "zero", true, func() error {
+		_, _, err := sublinear.SublinearBudget(context.Background(), (*graph.Graph)(nil), (int64)(0), *new(sublinear.SearchOptions))
+		return err
+	}},
+	{"sublinear.SublinearBudget", "empty", false, func() error {
+		_, _, err := sublinear.SublinearBudget(context.Background(), new(graph.Graph), (int64)(-1), *new(sublinear.SearchOptions))
+		return err
+	}},
+	{"sublinear.SublinearBudget", "foreign", false, func() error {
+		_, _, err := sublinear.SublinearBudget(context.Background(), misuseGraph(), (int64)(0), *new(sublinear.SearchOptions))
+		return err
+	}},
+	{"sublinear.SublinearGA", "zero", true, func() error {
+		_, _, err := sublinear.SublinearGA(context.Background(), (*graph.Graph)(nil), *new(sublinear.SearchOptions))
+		return err
+	}},
+	{"sublinear.SublinearGA", "empty", false, func() error {
+		_, _, err := sublinear.SublinearGA(context.Background(), new(graph.Graph), *new(sublinear.SearchOptions))
+		return err
+	}},
+	{"sublinear.SublinearGA", "foreign", false, func() error {
+		_, _, err := sublinear.SublinearGA(context.Background(), misuseGraph(), *new(sublinear.SearchOptions))
+		return err
+	}},
+	{"sublinear.ThresholdGenome", "zero", true, func() error { _, err := sublinear.ThresholdGenome((*graph.Graph)(nil), (int64)(0)); return err }},
+	{"sublinear.ThresholdGenome", "empty", false, func() error { _, err := sublinear.ThresholdGenome(new(graph.Graph), (int64)(-1)); return err }},
+	{"sublinear.ThresholdGenome", "foreign", false, func() error { _, err := sublinear.ThresholdGenome(misuseGraph(), (int64)(0)); return err }},
 }

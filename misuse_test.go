@@ -28,33 +28,46 @@ import (
 // empty ("empty"), foreign ("foreign") arguments or a nil receiver ("nil"):
 // nil or empty graphs, plans, traces, chains and settings, zero options,
 // negative sizes, and plans, chains, schedules and IDs of another graph.
+//
+// wantErr says the call must return an error: a nil graph, trace, plan or
+// chain, or a plan, chain or ID of another graph, is never accepted.
 type misuseCase struct {
 	name, args string
-	call       func()
+	wantErr    bool
+	call       func() error
 }
 
 // TestAPIMisuse calls every exported function and method of the library
 // packages with zero, empty and foreign arguments (misuse_gen_test.go,
 // written by internal/misusegen) and the hand-written cases below: none may
-// panic (an error is the expected answer), and none may hang.
+// panic (an error is the expected answer), none may hang, and those marked
+// wantErr must return an error.
 func TestAPIMisuse(t *testing.T) {
 	for _, c := range append(append([]misuseCase(nil), misuseCases...), handMisuseCases()...) {
 		t.Run(c.name+"/"+c.args, func(t *testing.T) {
-			done := make(chan any, 1)
+			type outcome struct {
+				panicked any
+				err      error
+			}
+			done := make(chan outcome, 1)
 			go func() {
+				var err error
 				defer func() {
 					if r := recover(); r != nil {
-						done <- fmt.Sprintf("%v\n%s", r, debug.Stack())
+						done <- outcome{panicked: fmt.Sprintf("%v\n%s", r, debug.Stack())}
 						return
 					}
-					done <- nil
+					done <- outcome{err: err}
 				}()
-				c.call()
+				err = c.call()
 			}()
 			select {
-			case p := <-done:
-				if p != nil {
-					t.Errorf("%s(%s arguments) panics: %v", c.name, c.args, p)
+			case o := <-done:
+				switch {
+				case o.panicked != nil:
+					t.Errorf("%s(%s arguments) panics: %v", c.name, c.args, o.panicked)
+				case c.wantErr && o.err == nil:
+					t.Errorf("%s(%s arguments) returns no error", c.name, c.args)
 				}
 			case <-time.After(20 * time.Second):
 				t.Errorf("%s(%s arguments) did not return within 20 s", c.name, c.args)
@@ -72,16 +85,20 @@ func handMisuseCases() []misuseCase {
 	var cs []misuseCase
 	for _, s := range strategy.All() {
 		cs = append(cs,
-			misuseCase{"strategy.All()[" + s.Name + "].Plan", "zero", func() { _, _ = s.Plan(ctx, nil, strategy.Options{}) }},
-			misuseCase{"strategy.All()[" + s.Name + "].Plan", "empty", func() { _, _ = s.Plan(ctx, new(graph.Graph), strategy.Options{}) }},
-			misuseCase{"strategy.All()[" + s.Name + "].Plan", "foreign", func() {
+			misuseCase{"strategy.All()[" + s.Name + "].Plan", "zero", true, func() error { _, err := s.Plan(ctx, nil, strategy.Options{}); return err }},
+			misuseCase{"strategy.All()[" + s.Name + "].Plan", "empty", false, func() error {
+				_, err := s.Plan(ctx, new(graph.Graph), strategy.Options{})
+				return err
+			}},
+			misuseCase{"strategy.All()[" + s.Name + "].Plan", "foreign", false, func() error {
 				// Options made from settings, a tiny budget, a small graph.
 				o, err := strategy.OptionsFrom(config.Defaults())
 				if err != nil {
-					panic(err)
+					return err
 				}
 				o.Budget = 1
-				_, _ = s.Plan(ctx, misuseGraph(), o)
+				_, err = s.Plan(ctx, misuseGraph(), o)
+				return err
 			}},
 		)
 	}
@@ -92,28 +109,34 @@ func handMisuseCases() []misuseCase {
 	for i, st := range badSteps {
 		p := &sim.Plan{Strategy: "foreign", Steps: []sim.Step{st}}
 		cs = append(cs,
-			misuseCase{fmt.Sprintf("sim.Simulate(step %d)", i), "foreign", func() { _, _ = sim.Simulate(misuseGraph(), p, sim.Options{}) }},
-			misuseCase{fmt.Sprintf("sim.CheckPlan(step %d)", i), "foreign", func() { _ = sim.CheckPlan(misuseGraph(), p) }},
+			misuseCase{fmt.Sprintf("sim.Simulate(step %d)", i), "foreign", true, func() error {
+				_, err := sim.Simulate(misuseGraph(), p, sim.Options{})
+				return err
+			}},
+			misuseCase{fmt.Sprintf("sim.CheckPlan(step %d)", i), "foreign", true, func() error { return sim.CheckPlan(misuseGraph(), p) }},
 		)
 	}
 	cs = append(cs,
-		misuseCase{"sim.Machine.Replay(bigger graph's plan, caching)", "foreign", func() {
+		misuseCase{"sim.Machine.Replay(bigger graph's plan, caching)", "foreign", true, func() error {
 			m, err := sim.NewMachine(misuseGraph(), sim.Options{Allocator: sim.NewCaching(1 << 30), Capacity: 1 << 30})
 			if err != nil {
 				panic(err)
 			}
-			_ = m.Replay(misuseForeignPlan())
+			err = m.Replay(misuseForeignPlan())
 			_ = m.Result()
+			return err
 		}},
-		misuseCase{"dtr.Replay(host on another program's Machine)", "foreign", func() {
+		misuseCase{"dtr.Replay(host on another program's Machine)", "foreign", true, func() error {
 			m, err := sim.NewMachine(misuseBigGraph(), sim.Options{})
 			if err != nil {
 				panic(err)
 			}
-			_, _ = dtr.Replay(ctx, misuseTrace(), dtr.DefaultConfig(), &dtr.SimHost{M: m})
+			_, err = dtr.Replay(ctx, misuseTrace(), dtr.DefaultConfig(), &dtr.SimHost{M: m})
+			return err
 		}},
-		misuseCase{"sim.PlanFromSchedule(bigger graph's schedule)", "foreign", func() {
-			_, _ = sim.PlanFromSchedule(misuseGraph(), "foreign", misuseForeignSchedule())
+		misuseCase{"sim.PlanFromSchedule(bigger graph's schedule)", "foreign", true, func() error {
+			_, err := sim.PlanFromSchedule(misuseGraph(), "foreign", misuseForeignSchedule())
+			return err
 		}},
 	)
 	return cs

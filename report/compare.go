@@ -146,9 +146,13 @@ func Compare(ctx context.Context, g *graph.Graph, o strategy.Options, strategies
 
 // RunStrategy plans g with one strategy (strategy.Strategy.Plan) and turns
 // its Result into a report row. A strategy that fails becomes a row with
-// status error; the error return is only for cancellation (matching
-// sim.ErrCanceled), which leaves no row.
+// status error; the error return is for cancellation (matching
+// sim.ErrCanceled), which leaves no row, and for a nil graph (wrapping
+// graph.ErrInvalid): no strategy can run without one.
 func RunStrategy(ctx context.Context, g *graph.Graph, o strategy.Options, s strategy.Strategy) (Row, error) {
+	if g == nil {
+		return Row{Strategy: s.Name}, fmt.Errorf("report: strategy %q: graph is nil: %w", s.Name, graph.ErrInvalid)
+	}
 	res, err := s.Plan(ctx, g, o)
 	if err != nil {
 		if errors.Is(err, sim.ErrCanceled) || ctx.Err() != nil {

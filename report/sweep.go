@@ -193,8 +193,12 @@ type DTRSweepOptions struct {
 
 // SweepDTRLog runs the paper's protocol (budget = ratio x baseline peak,
 // thrash past 1x extra compute, overhead = clock / baseline compute) for
-// each heuristic on a DTR log, and optionally the offline search.
+// each heuristic on a DTR log, and optionally the offline search. A nil
+// trace, or one without ops, is an error.
 func SweepDTRLog(ctx context.Context, name string, tr *dtrlog.Trace, o DTRSweepOptions) (*DTRSweep, error) {
+	if tr == nil || len(tr.Ops) == 0 {
+		return nil, fmt.Errorf("report: dtr sweep of %q: the trace has no ops, expected a compiled DTR log with at least one call", name)
+	}
 	ratios := o.Ratios
 	if len(ratios) == 0 {
 		ratios = dtr.DefaultRatios

@@ -247,9 +247,16 @@ func (g *gen) ts(t types.Type) string { return types.TypeString(t, g.q) }
 //     the plans, ops, schedules, masks and chains of a bigger graph and IDs
 //     out of range, on a receiver made for the small graph when a
 //     constructor exists.
+//
+// A case also says whether the call must return an error (when its last
+// result is one): a "zero" call with a nil graph, trace, or value made from
+// a graph (plan, chain, Machine), and a "foreign" call mixing the small
+// graph (or a receiver made for it) with something made for the bigger
+// graph or an ID out of range.
 func (g *gen) call(name string, recv *types.Named, callee string, sig *types.Signature) []string {
 	var zero, empty, foreign []string
 	distinct, foreignDistinct := false, false
+	nilInput, bigInput, smallInput := false, false, false
 	params := sig.Params()
 	for i := 0; i < params.Len(); i++ {
 		t := params.At(i).Type()
@@ -264,42 +271,78 @@ func (g *gen) call(name string, recv *types.Named, callee string, sig *types.Sig
 		}
 		distinct = distinct || e != z
 		foreignDistinct = foreignDistinct || f != z
+		nilInput = nilInput || g.nilIsError(t)
+		smallInput = smallInput || f == "misuseGraph()"
+		bigInput = bigInput || (f != z && f != "misuseGraph()" && f != "misuseTrace()" && !isSliceOfInts(t))
 		zero = append(zero, z)
 		empty = append(empty, e)
 		foreign = append(foreign, f)
 	}
+	res := sig.Results()
+	returnsErr := res.Len() > 0 && isNamed(res.At(res.Len()-1).Type(), "", "error")
 	body := func(recvExpr string, args []string) string {
 		c := callee + "(" + strings.Join(args, ", ") + ")"
 		if recvExpr != "" {
 			c = recvExpr + "." + c
 		}
-		if sig.Results().Len() == 0 {
-			return "func() { " + c + " }"
+		switch {
+		case res.Len() == 0:
+			return "func() error { " + c + "; return nil }"
+		case returnsErr:
+			blanks := strings.Repeat("_, ", res.Len()-1)
+			return "func() error { " + blanks + "err := " + c + "; return err }"
 		}
-		blanks := strings.TrimSuffix(strings.Repeat("_, ", sig.Results().Len()), ", ")
-		return "func() { " + blanks + " = " + c + " }"
+		blanks := strings.TrimSuffix(strings.Repeat("_, ", res.Len()), ", ")
+		return "func() error { " + blanks + " = " + c + "; return nil }"
 	}
 	zr, fr := "", ""
 	if recv != nil {
 		zr = "new(" + g.ts(recv) + ")"
 		if c, ok := g.constructor(recv, "misuseGraph()"); ok {
-			fr, foreignDistinct = c, true
+			fr, foreignDistinct, smallInput = c, true, true
 		} else {
 			fr = zr
 		}
 	}
-	out := []string{fmt.Sprintf("\t{%q, \"zero\", %s},\n", name, body(zr, zero))}
+	emit := func(args string, wantErr bool, fn string) string {
+		return fmt.Sprintf("\t{%q, %q, %v, %s},\n", name, args, wantErr && returnsErr, fn)
+	}
+	out := []string{emit("zero", nilInput, body(zr, zero))}
 	if distinct {
-		out = append(out, fmt.Sprintf("\t{%q, \"empty\", %s},\n", name, body(zr, empty)))
+		out = append(out, emit("empty", false, body(zr, empty)))
 	}
 	if recv != nil && nilReceivers[recv.Obj().Pkg().Path()+"."+recv.Obj().Name()] {
 		nr := "(*" + g.ts(recv) + ")(nil)"
-		out = append(out, fmt.Sprintf("\t{%q, \"nil\", %s},\n", name, body(nr, zero)))
+		out = append(out, emit("nil", false, body(nr, zero)))
 	}
 	if foreignDistinct {
-		out = append(out, fmt.Sprintf("\t{%q, \"foreign\", %s},\n", name, body(fr, foreign)))
+		out = append(out, emit("foreign", smallInput && bigInput, body(fr, foreign)))
 	}
 	return out
+}
+
+// nilIsError reports whether a nil value of t as an argument must be an
+// error: a graph, a trace, or a value made from a graph (a plan, a chain, a
+// Machine: a type with a constructor taking a graph).
+func (g *gen) nilIsError(t types.Type) bool {
+	p, ok := t.(*types.Pointer)
+	if !ok {
+		return false
+	}
+	n, ok := p.Elem().(*types.Named)
+	if !ok {
+		return false
+	}
+	if isNamed(n, module+"/graph", "Graph") || isNamed(n, module+"/graph/dtrlog", "Trace") {
+		return true
+	}
+	_, ok = g.constructor(n, "nil")
+	return ok
+}
+
+func isSliceOfInts(t types.Type) bool {
+	s, ok := t.Underlying().(*types.Slice)
+	return ok && wideInt(s.Elem()) && !isNamed(s.Elem(), module+"/graph", "OpID")
 }
 
 // nilReceivers are the types whose methods must accept a nil receiver: a
