@@ -195,14 +195,29 @@ func chenNodes(g *graph.Graph, ch *StageChain) (sizes []int64, cand []bool, stag
 	for i := range stageEnd {
 		stageEnd[i] = -1
 	}
+	// A storage counts at the last op of its stage that writes or views it
+	// (conv -> relu_ -> detach: the detach), so that a stage's last op,
+	// the candidate, carries the stage output's bytes.
+	owner := make([]int32, len(g.Tensors))
+	for i := range owner {
+		owner[i] = -1
+	}
 	for i := 0; i < nf; i++ {
-		if ch.OpPinned[i] {
-			continue
-		}
 		for _, t := range g.Ops[i].Outputs {
 			tt := &g.Tensors[t]
-			if tt.AliasOf == graph.NoTensor && !tt.Kind.Persistent() {
-				sizes[i] += tt.Bytes
+			if tt.AliasOf == graph.NoTensor {
+				if !ch.OpPinned[i] && !tt.Kind.Persistent() {
+					sizes[i] += tt.Bytes
+					owner[t] = int32(i)
+				}
+				continue
+			}
+			r := g.StorageOf(t)
+			if o := owner[r]; o >= 0 && int(o) != i && ch.StageOf[o] == ch.StageOf[i] {
+				b := g.Tensors[r].Bytes
+				sizes[o] -= b
+				sizes[i] += b
+				owner[r] = int32(i)
 			}
 		}
 	}
