@@ -198,6 +198,10 @@ class _Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         if self.unpacked and is_unpack_detach(func, args, self.unpacked):
             out = func(*args, **kwargs)
+            if not isinstance(out, torch.Tensor):
+                # A saved wrapped number (x * 0.5 saves its scalar operand):
+                # torch 1.13's dispatch returns its detach as a Python float.
+                out = torch.tensor(out, dtype=args[0].dtype)
             tid = self.lookup(args[0])
             if tid is not None:  # readers of the unpacked tensor read the saved one
                 self.ids[id(out)] = (weakref.ref(out), tid)
