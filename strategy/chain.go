@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/remat-dev/remat/chain"
 	"github.com/remat-dev/remat/graph"
@@ -64,8 +65,7 @@ func planOptimalChain(ctx context.Context, g *graph.Graph, o Options) (Result, e
 	if err != nil && p != nil && errors.Is(err, chain.ErrChainInfeasible) {
 		// The least-memory plan: measured like any other, it shows how far
 		// the peak goes down and that it misses the budget.
-		st.Detail += "; " + err.Error()
-		return Result{Plan: p, Stats: st}, nil
+		return Result{Plan: p, Stats: st, Status: StatusInfeasible, Reason: strings.TrimPrefix(err.Error(), "optimal-chain: ")}, nil
 	}
 	if err != nil && p == nil && !errors.Is(err, sim.ErrCanceled) {
 		return Result{Status: StatusInfeasible, Reason: err.Error(), Stats: st}, nil
