@@ -414,7 +414,7 @@ func Decode(r io.Reader) (*Graph, error) {
 	case bytes.HasPrefix(head, []byte{0xef, 0xbb, 0xbf}):
 		_, _ = br.Discard(3) // a UTF-8 byte order mark is accepted
 	case bytes.HasPrefix(head, []byte{0xff, 0xfe}), bytes.HasPrefix(head, []byte{0xfe, 0xff}):
-		return nil, errors.New("decode graph: the file is UTF-16 (it starts with a UTF-16 byte order mark): expected UTF-8 JSON")
+		return nil, &FormatError{Offset: 0, Line: 1, Err: errors.New("the file is UTF-16 (it starts with a UTF-16 byte order mark): expected UTF-8 JSON")}
 	}
 	d := newDecoder(br)
 	g, err := d.graph()
@@ -427,73 +427,129 @@ func Decode(r io.Reader) (*Graph, error) {
 	return g, nil
 }
 
-// countReader counts the bytes and newlines read, to turn byte offsets into
-// line numbers without keeping the input.
-type countReader struct {
-	r     io.Reader
-	n     int64
-	lines int64
-}
-
-func (c *countReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	if n > 0 {
-		c.n += int64(n)
-		c.lines += int64(bytes.Count(p[:n], newline))
-	}
-	return n, err
-}
-
-var newline = []byte{'\n'}
-
+// decoder streams the document through a window of the input. It scans
+// each value (a tensor, an op, a top-level scalar) byte by byte, checking
+// JSON syntax with the byte offset of the first bad byte, and hands the
+// value's bytes, still in the window, to the parser that fills the graph: no
+// reflection and no copy of the document.
 type decoder struct {
-	cr  *countReader
-	dec *json.Decoder
-	raw json.RawMessage // the element being parsed, reused
-	p   parser
+	r    io.Reader
+	buf  []byte // window: input bytes [base, base+len(buf))
+	i    int    // read position in buf
+	keep int    // buf[keep:] must survive a refill (-1: nothing to keep)
+	base int64  // input offset of buf[0]
+	nl   int64  // newlines in the input before buf[0]
+	eof  bool
+	rerr error // read error other than io.EOF
+
+	raw   []byte // the value being parsed (aliases buf)
+	rawAt int64  // its input offset
+	p     parser
 
 	ids     []TensorID // chunk that inputs/outputs are carved from
 	dims    []int64    // chunk that shapes are carved from
 	scratch []int64
+	stack   []byte            // open containers while scanning a value
 	types   map[string]string // interned op types
 }
 
+const decodeChunk = 64 << 10
+
 func newDecoder(r io.Reader) *decoder {
-	cr := &countReader{r: r}
-	return &decoder{cr: cr, dec: json.NewDecoder(cr), types: map[string]string{}}
+	return &decoder{r: r, keep: -1, buf: make([]byte, 0, decodeChunk), types: map[string]string{}}
 }
 
-// buffered returns the bytes the json.Decoder has read but not consumed;
-// they start at InputOffset.
-func (d *decoder) buffered() []byte {
-	b, _ := io.ReadAll(d.dec.Buffered())
-	return b
+// fill reads more input into the window; it returns false at the end of the
+// input (or on a read error, kept in d.rerr). Between values it first drops
+// the consumed bytes when they fill half the window; while a value is being
+// scanned (d.keep >= 0) nothing moves, so indexes into buf stay valid, and
+// the window grows if the value does not fit.
+func (d *decoder) fill() bool {
+	if d.eof {
+		return false
+	}
+	if d.keep < 0 && d.i > 0 && d.i >= len(d.buf)/2 {
+		d.compact()
+	}
+	if len(d.buf) == cap(d.buf) {
+		nb := make([]byte, len(d.buf), 2*cap(d.buf))
+		copy(nb, d.buf)
+		d.buf = nb
+	}
+	for {
+		n, err := d.r.Read(d.buf[len(d.buf):cap(d.buf)])
+		d.buf = d.buf[:len(d.buf)+n]
+		if err != nil {
+			d.eof = true
+			if !errors.Is(err, io.EOF) {
+				d.rerr = err
+			}
+			return n > 0
+		}
+		if n > 0 {
+			return true
+		}
+	}
 }
 
-// lineOf returns the 1-based line of byte offset off, or 0 if it cannot be
-// told. raw, if not nil, is the value that ends at the current InputOffset.
-func (d *decoder) lineOf(off int64, raw []byte) int {
-	if off < 0 {
+// compact drops the consumed bytes buf[:i].
+func (d *decoder) compact() {
+	d.nl += int64(bytes.Count(d.buf[:d.i], newline))
+	d.base += int64(d.i)
+	n := copy(d.buf, d.buf[d.i:])
+	d.buf = d.buf[:n]
+	d.i = 0
+}
+
+var newline = []byte{'\n'}
+
+// peekByte skips whitespace and returns the next byte without consuming
+// it; ok is false at the end of the input.
+func (d *decoder) peekByte() (byte, bool) {
+	for {
+		for d.i < len(d.buf) {
+			switch c := d.buf[d.i]; c {
+			case ' ', '\t', '\r', '\n':
+				d.i++
+			default:
+				return c, true
+			}
+		}
+		if !d.fill() {
+			return 0, false
+		}
+	}
+}
+
+// offset is the input offset of the read position.
+func (d *decoder) offset() int64 { return d.base + int64(d.i) }
+
+// lineOf returns the 1-based line of input offset off, or 0 if it is no
+// longer in the window.
+func (d *decoder) lineOf(off int64) int {
+	k := off - d.base
+	if k < 0 || k > int64(len(d.buf)) {
 		return 0
 	}
-	buf := d.buffered()
-	in := d.dec.InputOffset()
-	before := d.cr.lines - int64(bytes.Count(buf, newline)) // newlines before InputOffset
-	switch {
-	case off >= in:
-		k := min(off-in, int64(len(buf)))
-		return int(before+int64(bytes.Count(buf[:k], newline))) + 1
-	case raw != nil && off >= in-int64(len(raw)):
-		k := off - (in - int64(len(raw)))
-		return int(before-int64(bytes.Count(raw[k:], newline))) + 1
-	}
-	return 0
+	return int(d.nl+int64(bytes.Count(d.buf[:k], newline))) + 1
 }
 
-// errAt builds a FormatError at byte offset off.
-func (d *decoder) errAt(path string, off int64, raw []byte, err error) *FormatError {
-	return &FormatError{Path: path, Offset: off, Line: d.lineOf(off, raw), Err: err}
+// vpath is the JSON path of a value, built only when an error needs it:
+// name, or name[idx] when idx >= 0.
+type vpath struct {
+	name string
+	idx  int
 }
+
+func (v vpath) String() string {
+	if v.idx < 0 {
+		return v.name
+	}
+	return v.name + "[" + strconv.Itoa(v.idx) + "]"
+}
+
+// top is the path of a top-level value.
+func top(name string) vpath { return vpath{name, -1} }
 
 // pos is a location in the input: byte offset and line (0 if unknown).
 type pos struct {
@@ -506,62 +562,303 @@ func errAtPos(path string, p pos, err error) *FormatError {
 	return &FormatError{Path: path, Offset: p.off, Line: p.line, Err: err}
 }
 
-// nextPos returns the location of the next non-separator byte (the start of
-// the next token). It is called once per top-level key or array, not per
-// element.
+// errAt builds a FormatError at input offset off.
+func (d *decoder) errAt(path string, off int64, err error) *FormatError {
+	return &FormatError{Path: path, Offset: off, Line: d.lineOf(off), Err: err}
+}
+
+// nextPos returns the location of the next non-whitespace byte.
 func (d *decoder) nextPos() pos {
-	off := d.dec.InputOffset()
-	for _, c := range d.buffered() {
-		if c != ' ' && c != '\t' && c != '\r' && c != '\n' && c != ',' && c != ':' {
-			break
-		}
-		off++
-	}
-	return pos{off, d.lineOf(off, nil)}
+	d.peekByte()
+	off := d.offset()
+	return pos{off, d.lineOf(off)}
 }
 
-// streamErr converts an error of the json.Decoder (syntax, truncation, read
-// failure) into a FormatError. valueStart is the InputOffset before a
-// Decode call (-1 for Token calls).
-func (d *decoder) streamErr(path string, err error, fromDecode bool) error {
-	var se *json.SyntaxError
+// endErr is the error for input that ends (or fails to read) inside path.
+func (d *decoder) endErr(path vpath) error {
+	end := d.base + int64(len(d.buf))
+	if d.rerr != nil {
+		return &FormatError{Path: path.String(), Offset: end, Err: d.rerr}
+	}
+	return d.errAt(path.String(), end, errors.New("unexpected end of input"))
+}
+
+// syntaxErr is a syntax error at the byte at buf[k].
+func (d *decoder) syntaxErr(path vpath, k int, format string, a ...any) error {
+	return d.errAt(path.String(), d.base+int64(k), fmt.Errorf("syntax error: "+format, a...))
+}
+
+func quoteChar(c byte) string {
 	switch {
-	case errors.As(err, &se):
-		off := se.Offset
-		if fromDecode {
-			// The json.Decoder counts syntax error offsets from an
-			// arbitrary origin inside Decode; rescan the unconsumed
-			// buffer (which starts at the failed value) to locate it.
-			buf := d.buffered()
-			var dummy json.RawMessage
-			if err2 := json.NewDecoder(bytes.NewReader(buf)).Decode(&dummy); errors.As(err2, &se) {
-				off = d.dec.InputOffset() + se.Offset - 1
-			} else {
-				// The error came from the separator before the value
-				// (a missing ':' or ','): point at the next token.
-				return errAtPos(path, d.nextPos(), fmt.Errorf("syntax error: %w", err))
-			}
+	case c == '\'':
+		return `'\''`
+	case c == '"':
+		return `'"'`
+	case c < 0x20 || c >= 0x7f:
+		return fmt.Sprintf("%q", []byte{c})
+	}
+	return "'" + string(c) + "'"
+}
+
+// at returns the byte at buf[k], reading more input if needed; ok is false
+// at the end of the input.
+func (d *decoder) at(k int) (byte, bool) {
+	for k >= len(d.buf) {
+		if !d.fill() {
+			return 0, false
 		}
-		return d.errAt(path, off, nil, fmt.Errorf("syntax error: %w", err))
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return d.errAt(path, d.cr.n, nil, errors.New("unexpected end of input"))
 	}
-	return &FormatError{Path: path, Offset: d.cr.n, Err: err}
+	return d.buf[k], true
 }
 
-// token reads a delimiter or scalar token.
-func (d *decoder) token(path string) (json.Token, error) {
-	t, err := d.dec.Token()
-	if err != nil {
-		return nil, d.streamErr(path, err, false)
+// scanValue scans one complete JSON value at the read position (after
+// whitespace), checking its syntax, and leaves it in d.raw (aliasing the
+// window until the next scan) with its input offset in d.rawAt. Errors name
+// path and the offset of the first bad byte.
+func (d *decoder) scanValue(path vpath) error {
+	if _, ok := d.peekByte(); !ok {
+		return d.endErr(path)
 	}
-	return t, nil
+	if d.i >= len(d.buf)/2 {
+		d.compact()
+	}
+	d.keep = d.i
+	defer func() { d.keep = -1 }()
+	start := d.i
+	k := d.i
+	d.stack = d.stack[:0]
+	next := func() (byte, bool) {
+		for {
+			c, ok := d.at(k)
+			if !ok {
+				return 0, false
+			}
+			if c == ' ' || c == '\t' || c == '\r' || c == '\n' {
+				k++
+				continue
+			}
+			return c, true
+		}
+	}
+	const (
+		stValue = iota
+		stAfter
+		stKey // after '{' or ','
+	)
+	st := stValue
+	first := false // just after '{' or '['
+	for {
+		if st == stAfter && len(d.stack) == 0 {
+			d.raw = d.buf[start:k]
+			d.rawAt = d.base + int64(start)
+			d.i = k
+			return nil
+		}
+		c, ok := next()
+		if !ok {
+			return d.endErr(path)
+		}
+		switch st {
+		case stKey:
+			if c == '}' && first {
+				k++
+				d.stack = d.stack[:len(d.stack)-1]
+				st = stAfter
+				continue
+			}
+			if c != '"' {
+				return d.syntaxErr(path, k, "invalid character %s looking for beginning of object key string", quoteChar(c))
+			}
+			var err error
+			if k, err = d.scanString(path, k); err != nil {
+				return err
+			}
+			if c, ok = next(); !ok {
+				return d.endErr(path)
+			}
+			if c != ':' {
+				return d.syntaxErr(path, k, "invalid character %s after object key", quoteChar(c))
+			}
+			k++
+			st, first = stValue, false
+			continue
+		case stAfter:
+			top := d.stack[len(d.stack)-1]
+			switch {
+			case c == ',':
+				k++
+				st, first = stValue, false
+				if top == '{' {
+					st = stKey
+				}
+			case top == '{' && c == '}', top == '[' && c == ']':
+				k++
+				d.stack = d.stack[:len(d.stack)-1]
+			case top == '{':
+				return d.syntaxErr(path, k, "invalid character %s after object key:value pair", quoteChar(c))
+			default:
+				return d.syntaxErr(path, k, "invalid character %s after array element", quoteChar(c))
+			}
+			continue
+		}
+		// stValue
+		var err error
+		switch {
+		case c == ']' && first:
+			k++
+			d.stack = d.stack[:len(d.stack)-1]
+		case c == '{' || c == '[':
+			if len(d.stack) >= 10000 {
+				return d.syntaxErr(path, k, "exceeded max depth")
+			}
+			k++
+			d.stack = append(d.stack, c)
+			first = true
+			if c == '{' {
+				st = stKey
+			}
+			continue
+		case c == '"':
+			k, err = d.scanString(path, k)
+		case c == '-' || (c >= '0' && c <= '9'):
+			k, err = d.scanNumber(path, k)
+		case c == 't' || c == 'f' || c == 'n':
+			lit := "true"
+			if c == 'f' {
+				lit = "false"
+			} else if c == 'n' {
+				lit = "null"
+			}
+			for j := 1; j < len(lit); j++ {
+				b, ok := d.at(k + j)
+				if !ok {
+					return d.endErr(path)
+				}
+				if b != lit[j] {
+					return d.syntaxErr(path, k+j, "invalid character %s in literal %s (expecting %s)", quoteChar(b), lit, quoteChar(lit[j]))
+				}
+			}
+			k += len(lit)
+		default:
+			return d.syntaxErr(path, k, "invalid character %s looking for beginning of value", quoteChar(c))
+		}
+		if err != nil {
+			return err
+		}
+		st = stAfter
+	}
 }
 
-// value reads the next value into d.raw and points the parser at it.
-func (d *decoder) value(path string) error {
-	if err := d.dec.Decode(&d.raw); err != nil {
-		return d.streamErr(path, err, true)
+// scanString scans a string whose opening quote is buf[k]; it returns the
+// index after the closing quote.
+func (d *decoder) scanString(path vpath, k int) (int, error) {
+	j := k + 1
+	for {
+		// Fast path over plain bytes already in the window.
+		for j < len(d.buf) {
+			if c := d.buf[j]; c == '"' || c == '\\' || c < 0x20 {
+				break
+			}
+			j++
+		}
+		c, ok := d.at(j)
+		if !ok {
+			return j, d.endErr(path)
+		}
+		switch {
+		case c == '"':
+			return j + 1, nil
+		case c < 0x20:
+			return j, d.syntaxErr(path, j, "invalid character %s in string literal", quoteChar(c))
+		case c == '\\':
+			e, ok := d.at(j + 1)
+			if !ok {
+				return j, d.endErr(path)
+			}
+			switch e {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				j += 2
+			case 'u':
+				for h := 2; h < 6; h++ {
+					x, ok := d.at(j + h)
+					if !ok {
+						return j, d.endErr(path)
+					}
+					if !(x >= '0' && x <= '9' || x >= 'a' && x <= 'f' || x >= 'A' && x <= 'F') {
+						return j, d.syntaxErr(path, j+h, "invalid character %s in \\u hexadecimal character escape", quoteChar(x))
+					}
+				}
+				j += 6
+			default:
+				return j, d.syntaxErr(path, j+1, "invalid character %s in string escape code", quoteChar(e))
+			}
+		default:
+			j++
+		}
+	}
+}
+
+// scanNumber scans a number starting at buf[k] with JSON's grammar; it
+// returns the index after it. The byte after the number is left to the
+// caller.
+func (d *decoder) scanNumber(path vpath, k int) (int, error) {
+	j := k
+	digits := func() int {
+		n := 0
+		for {
+			c, ok := d.at(j)
+			if !ok || c < '0' || c > '9' {
+				return n
+			}
+			j++
+			n++
+		}
+	}
+	if c, _ := d.at(j); c == '-' {
+		j++
+		c2, ok := d.at(j)
+		if !ok {
+			return j, d.endErr(path)
+		}
+		if c2 < '0' || c2 > '9' {
+			return j, d.syntaxErr(path, j, "invalid character %s in numeric literal", quoteChar(c2))
+		}
+	}
+	if c, _ := d.at(j); c == '0' {
+		j++
+	} else {
+		digits()
+	}
+	if c, ok := d.at(j); ok && c == '.' {
+		j++
+		if digits() == 0 {
+			c, ok := d.at(j)
+			if !ok {
+				return j, d.endErr(path)
+			}
+			return j, d.syntaxErr(path, j, "invalid character %s after decimal point in numeric literal", quoteChar(c))
+		}
+	}
+	if c, ok := d.at(j); ok && (c == 'e' || c == 'E') {
+		j++
+		if c, ok := d.at(j); ok && (c == '+' || c == '-') {
+			j++
+		}
+		if digits() == 0 {
+			c, ok := d.at(j)
+			if !ok {
+				return j, d.endErr(path)
+			}
+			return j, d.syntaxErr(path, j, "invalid character %s in exponent of numeric literal", quoteChar(c))
+		}
+	}
+	return j, nil
+}
+
+// value scans the next value and points the parser at it.
+func (d *decoder) value(path vpath) error {
+	if err := d.scanValue(path); err != nil {
+		return err
 	}
 	d.p = parser{b: d.raw}
 	return nil
@@ -573,30 +870,26 @@ func (d *decoder) perr(err error) error {
 	if !errors.As(err, &pe) {
 		return err
 	}
-	off := d.dec.InputOffset() - int64(len(d.raw)) + int64(pe.pos)
-	return d.errAt(pe.path, off, d.raw, pe.err)
+	return d.errAt(pe.path, d.rawAt+int64(pe.pos), pe.err)
 }
 
-func tokenKind(t json.Token) string {
-	switch v := t.(type) {
-	case json.Delim:
-		if v == '{' {
-			return "object"
-		}
-		if v == '[' {
-			return "array"
-		}
-		return "'" + v.String() + "'"
-	case string:
+// kindOf names the JSON type of a value starting with byte c.
+func kindOf(c byte) string {
+	switch {
+	case c == '{':
+		return "object"
+	case c == '[':
+		return "array"
+	case c == '"':
 		return "string"
-	case float64, json.Number:
+	case c == '-' || (c >= '0' && c <= '9'):
 		return "number"
-	case bool:
+	case c == 't' || c == 'f':
 		return "boolean"
-	case nil:
+	case c == 'n':
 		return "null"
 	}
-	return fmt.Sprintf("%T", t)
+	return "data"
 }
 
 // Top-level keys, as bits of a seen-set.
@@ -611,25 +904,67 @@ const (
 func (d *decoder) graph() (*Graph, error) {
 	g := &Graph{Loss: NoTensor}
 	off := d.nextPos()
-	t, err := d.dec.Token()
-	if errors.Is(err, io.EOF) {
+	c, ok := d.peekByte()
+	if !ok {
+		if d.rerr != nil {
+			return nil, d.endErr(top(""))
+		}
 		return nil, errAtPos("", off, errors.New("empty input, expected a graph object"))
 	}
-	if err != nil {
-		return nil, d.streamErr("", err, false)
+	if c != '{' {
+		if k := kindOf(c); k != "data" {
+			return nil, errAtPos("", off, fmt.Errorf("expected a graph object, got %s", k))
+		}
+		return nil, d.syntaxErr(top(""), d.i, "invalid character %s looking for beginning of value", quoteChar(c))
 	}
-	if t != json.Delim('{') {
-		return nil, errAtPos("", off, fmt.Errorf("expected a graph object, got %s", tokenKind(t)))
-	}
+	d.i++
 	var seen uint
 	n := 0
-	for d.dec.More() {
+	for {
+		c, ok := d.peekByte()
+		if !ok {
+			return nil, d.endErr(top(""))
+		}
+		if c == '}' {
+			if n < 2 {
+				miss := "format"
+				if n == 1 {
+					miss = "version"
+				}
+				return nil, errAtPos("", d.nextPos(), fmt.Errorf("missing required key %q", miss))
+			}
+			d.i++
+			break
+		}
+		if n > 0 {
+			if c != ',' {
+				return nil, d.syntaxErr(top(""), d.i, "invalid character %s after object key:value pair", quoteChar(c))
+			}
+			d.i++
+			if c, ok = d.peekByte(); !ok {
+				return nil, d.endErr(top(""))
+			}
+		}
+		if c != '"' {
+			return nil, d.syntaxErr(top(""), d.i, "invalid character %s looking for beginning of object key string", quoteChar(c))
+		}
 		koff := d.nextPos()
-		t, err := d.token("")
-		if err != nil {
+		if err := d.value(top("")); err != nil {
 			return nil, err
 		}
-		key, _ := t.(string)
+		kb, err := d.p.strBytes("")
+		if err != nil {
+			return nil, d.perr(err)
+		}
+		key := string(kb)
+		c, ok = d.peekByte()
+		if !ok {
+			return nil, d.endErr(top(key))
+		}
+		if c != ':' {
+			return nil, d.syntaxErr(top(key), d.i, "expected colon after object key, got %s", quoteChar(c))
+		}
+		d.i++
 		switch {
 		case n == 0 && key != "format":
 			return nil, errAtPos(key, koff, fmt.Errorf("first key is %q, expected \"format\" (a %s file starts with {\"format\": %q, \"version\": %d})", key, FormatName, FormatName, FormatVersion))
@@ -644,23 +979,12 @@ func (d *decoder) graph() (*Graph, error) {
 			return nil, err
 		}
 	}
-	if n < 2 {
-		miss := "format"
-		if n == 1 {
-			miss = "version"
-		}
-		return nil, errAtPos("", d.nextPos(), fmt.Errorf("missing required key %q", miss))
-	}
-	if _, err := d.token(""); err != nil { // the closing '}'
-		return nil, err
-	}
 	off = d.nextPos()
-	if t, err := d.dec.Token(); !errors.Is(err, io.EOF) {
-		what := "data"
-		if err == nil {
-			what = tokenKind(t)
-		}
-		return nil, errAtPos("", off, fmt.Errorf("unexpected %s after the graph object", what))
+	if c, ok := d.peekByte(); ok {
+		return nil, errAtPos("", off, fmt.Errorf("unexpected %s after the graph object", kindOf(c)))
+	}
+	if d.rerr != nil {
+		return nil, d.endErr(top(""))
 	}
 	return g, nil
 }
@@ -694,11 +1018,11 @@ func (d *decoder) topValue(g *Graph, key string, koff pos, seen *uint) error {
 	case "ops":
 		return d.ops(g)
 	}
-	if err := d.value(key); err != nil {
+	if err := d.value(top(key)); err != nil {
 		return err
 	}
 	p := &d.p
-	p.path = key
+	p.at = top(key)
 	var err error
 	switch key {
 	case "format":
@@ -727,20 +1051,42 @@ func (d *decoder) topValue(g *Graph, key string, koff pos, seen *uint) error {
 	return nil
 }
 
-// array reads '[' (or null) and calls elem for each element.
+// array reads '[' (or null) and calls elem for each element, which scans
+// and parses it.
 func (d *decoder) array(name string, elem func(i int) error) (isNull bool, err error) {
 	off := d.nextPos()
-	t, err := d.token(name)
-	if err != nil {
-		return false, err
+	c, ok := d.peekByte()
+	if !ok {
+		return false, d.endErr(top(name))
 	}
-	if t == nil {
+	if c == 'n' {
+		if err := d.scanValue(top(name)); err != nil {
+			return false, err
+		}
 		return true, nil
 	}
-	if t != json.Delim('[') {
-		return false, errAtPos(name, off, fmt.Errorf("expected an array, got %s", tokenKind(t)))
+	if c != '[' {
+		if k := kindOf(c); k != "data" {
+			return false, errAtPos(name, off, fmt.Errorf("expected an array, got %s", k))
+		}
+		return false, d.syntaxErr(top(name), d.i, "invalid character %s looking for beginning of value", quoteChar(c))
 	}
-	for i := 0; d.dec.More(); i++ {
+	d.i++
+	for i := 0; ; i++ {
+		c, ok := d.peekByte()
+		if !ok {
+			return false, d.endErr(top(name))
+		}
+		if c == ']' {
+			d.i++
+			return false, nil
+		}
+		if i > 0 {
+			if c != ',' {
+				return false, d.syntaxErr(top(name), d.i, "invalid character %s after array element", quoteChar(c))
+			}
+			d.i++
+		}
 		if i == 1<<31-1 {
 			return false, errAtPos(name, d.nextPos(), errors.New("more than 2^31-1 elements"))
 		}
@@ -748,14 +1094,12 @@ func (d *decoder) array(name string, elem func(i int) error) (isNull bool, err e
 			return false, err
 		}
 	}
-	_, err = d.token(name) // ']'
-	return false, err
 }
 
 func (d *decoder) tensors(g *Graph) error {
 	g.Tensors = make([]Tensor, 0, 16)
 	null, err := d.array("tensors", func(i int) error {
-		if err := d.value(tensorPath(i, "")); err != nil {
+		if err := d.value(vpath{"tensors", i}); err != nil {
 			return err
 		}
 		g.Tensors = append(growCap(g.Tensors), Tensor{})
@@ -773,7 +1117,7 @@ func (d *decoder) tensors(g *Graph) error {
 func (d *decoder) ops(g *Graph) error {
 	g.Ops = make([]Op, 0, 16)
 	null, err := d.array("ops", func(i int) error {
-		if err := d.value(opPath(i, "", -1)); err != nil {
+		if err := d.value(vpath{"ops", i}); err != nil {
 			return err
 		}
 		g.Ops = append(growCap(g.Ops), Op{})
@@ -804,7 +1148,7 @@ const tensorFields = "id, name, dtype, shape, bytes, kind, producer, alias_of"
 
 func (d *decoder) tensor(i int, t *Tensor) error {
 	p := &d.p
-	p.path = "tensors[" + strconv.Itoa(i) + "]"
+	p.at = vpath{"tensors", i}
 	*t = Tensor{ID: TensorID(i), Producer: NoOp, AliasOf: NoTensor}
 	if err := p.open('{', "", "a tensor object"); err != nil {
 		return err
@@ -898,7 +1242,7 @@ func (d *decoder) shape(field string) (Shape, error) {
 		if err != nil {
 			var pe *parseError
 			if errors.As(err, &pe) {
-				pe.path = p.path + field + "[" + strconv.Itoa(j) + "]"
+				pe.path = p.at.String() + field + "[" + strconv.Itoa(j) + "]"
 			}
 		}
 		dims = append(dims, v)
@@ -930,7 +1274,7 @@ func (d *decoder) idList(field string) ([]TensorID, error) {
 		if err != nil {
 			var pe *parseError
 			if errors.As(err, &pe) {
-				pe.path = p.path + field + "[" + strconv.Itoa(j) + "]"
+				pe.path = p.at.String() + field + "[" + strconv.Itoa(j) + "]"
 			}
 		}
 		ids = append(ids, v)
@@ -974,7 +1318,7 @@ const opFields = "id, name, type, phase, inputs, outputs, flops, bytes_accessed,
 
 func (d *decoder) op(i int, o *Op) error {
 	p := &d.p
-	p.path = "ops[" + strconv.Itoa(i) + "]"
+	p.at = vpath{"ops", i}
 	*o = Op{ID: OpID(i), Forward: NoOp}
 	if err := p.open('{', "", "an op object"); err != nil {
 		return err
@@ -1081,14 +1425,14 @@ func (e *parseError) Unwrap() error { return e.err }
 // json.Decoder has already checked for syntax. It is still written to fail
 // with an error, never a panic, on any byte sequence.
 type parser struct {
-	b    []byte
-	i    int
-	path string // path of the value being parsed, e.g. "ops[3]"
+	b  []byte
+	i  int
+	at vpath // path of the value being parsed, e.g. ops[3]
 }
 
-// errf returns a parseError at pos for path p.path+field.
+// errf returns a parseError at pos for path p.at+field.
 func (p *parser) errf(pos int, field, format string, a ...any) error {
-	return &parseError{pos: pos, path: p.path + field, err: fmt.Errorf(format, a...)}
+	return &parseError{pos: pos, path: p.at.String() + field, err: fmt.Errorf(format, a...)}
 }
 
 func (p *parser) ws() {

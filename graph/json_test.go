@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -334,8 +335,49 @@ func TestDecodeErrors(t *testing.T) {
 			if c.path != "" {
 				assert.True(t, strings.HasPrefix(err.Error(), c.path+": "), "error %q should start with its path", err)
 			}
+			// The streaming decoder refills its window mid-value: a reader
+			// that returns one byte at a time gives the same error.
+			_, err1 := Decode(iotest.OneByteReader(strings.NewReader(c.in)))
+			require.Error(t, err1)
+			assert.Equal(t, err.Error(), err1.Error())
 		})
 	}
+}
+
+// TestDecodeSmallReads decodes the test files and a large graph through
+// readers that return one byte, or half of what is asked, at a time: the
+// graphs equal those read at once.
+func TestDecodeSmallReads(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
+	require.NoError(t, err)
+	var inputs [][]byte
+	for _, p := range files {
+		data, err := os.ReadFile(p)
+		require.NoError(t, err)
+		inputs = append(inputs, data)
+	}
+	var buf bytes.Buffer
+	require.NoError(t, Encode(&buf, fullGraph(t)))
+	inputs = append(inputs, buf.Bytes())
+	for i, data := range inputs {
+		want, wantErr := Decode(bytes.NewReader(data))
+		for _, r := range []io.Reader{iotest.OneByteReader(bytes.NewReader(data)), iotest.HalfReader(bytes.NewReader(data))} {
+			got, err := Decode(r)
+			if wantErr != nil {
+				require.Error(t, err, "input %d", i)
+				assert.Equal(t, wantErr.Error(), err.Error())
+				continue
+			}
+			require.NoError(t, err, "input %d", i)
+			assert.Equal(t, encode(t, want), encode(t, got), "input %d", i)
+		}
+	}
+	// A read error is a FormatError at the offset reached.
+	_, err = Decode(io.MultiReader(strings.NewReader(hdr), iotest.ErrReader(errors.New("disk on fire"))))
+	var fe *FormatError
+	require.ErrorAs(t, err, &fe)
+	assert.Contains(t, err.Error(), "disk on fire")
+	assert.Equal(t, int64(len(hdr)), fe.Offset)
 }
 
 // TestDecodeErrorOffsetPointsAtValue checks that an element-level error's
