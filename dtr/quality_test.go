@@ -145,5 +145,5 @@ func TestOfflineSearchErrors(t *testing.T) {
 	_, err = OfflineSearch(context.Background(), &dtrlog.Trace{}, SearchOptions{Ratio: 0.5, MaxSigma: -1})
 	require.ErrorContains(t, err, "MaxSigma -1")
 	_, err = OfflineSearch(context.Background(), nil, SearchOptions{Ratio: 0.5})
-	require.ErrorContains(t, err, "trace is nil")
+	require.ErrorIs(t, err, ErrNilTrace)
 }

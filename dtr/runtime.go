@@ -251,11 +251,23 @@ func (r *Runtime) Resident(t TensorID) bool {
 	return tt.defined && r.storages[tt.st].material
 }
 
-// Producer returns the op that created t.
-func (r *Runtime) Producer(t TensorID) OpID { return OpID(r.tensors[t].op) }
+// Producer returns the op that created t, or -1 if the runtime has no
+// tensor t.
+func (r *Runtime) Producer(t TensorID) OpID {
+	if t < 0 || int(t) >= len(r.tensors) {
+		return -1
+	}
+	return OpID(r.tensors[t].op)
+}
 
-// Root returns the tensor whose storage t uses.
-func (r *Runtime) Root(t TensorID) TensorID { return TensorID(r.storages[r.tensors[t].st].root) }
+// Root returns the tensor whose storage t uses, or -1 if the runtime has no
+// tensor t.
+func (r *Runtime) Root(t TensorID) TensorID {
+	if t < 0 || int(t) >= len(r.tensors) {
+		return -1
+	}
+	return TensorID(r.storages[r.tensors[t].st].root)
+}
 
 func (r *Runtime) checkTensor(what string, t TensorID) error {
 	if r.dead != nil {

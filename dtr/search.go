@@ -53,8 +53,8 @@ type SearchResult struct {
 // proof: it gives an upper bound on the optimum. Cancelling ctx returns the
 // best so far with ctx's error.
 func OfflineSearch(ctx context.Context, tr *dtrlog.Trace, opt SearchOptions) (*SearchResult, error) {
-	if tr == nil {
-		return nil, fmt.Errorf("dtr search: trace is nil: expected a compiled DTR log")
+	if err := checkTrace(tr); err != nil {
+		return nil, fmt.Errorf("dtr search: %w", err)
 	}
 	if !(opt.Ratio > 0) {
 		return nil, fmt.Errorf("dtr search: Ratio %v: expected > 0", opt.Ratio)

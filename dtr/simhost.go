@@ -16,9 +16,33 @@ import (
 // sim.NewCaching). Allocation failures of the Machine (sim.ErrOutOfMemory)
 // are reported wrapped in ErrHostOutOfMemory, so the runtime evicts more and
 // retries.
+//
+// A SimHost maps the runtime's ops and tensors to the graph's while
+// RunOnMachine drives the graph: one built otherwise (the zero value, or
+// with only M set, as for Replay of a log) answers ErrUnboundHost from
+// Compute, SwapOut and SwapIn, frees nothing and reports no adjacent free
+// bytes.
 type SimHost struct {
 	M *sim.Machine
 	d *graphDriver
+}
+
+// ErrUnboundHost is returned by a SimHost not created by RunOnMachine (it
+// cannot map runtime ops and tensors to its Machine's graph).
+var ErrUnboundHost = errors.New("dtr: SimHost is not bound to a graph run (expected the host RunOnMachine creates)")
+
+// bound reports whether h can map runtime IDs to its Machine's graph.
+func (h *SimHost) bound() bool { return h != nil && h.M != nil && h.d != nil && h.d.rec != nil }
+
+// tensorOf maps runtime tensor t to the Machine's graph tensor.
+func (h *SimHost) tensorOf(what string, t TensorID) (graph.TensorID, error) {
+	if !h.bound() {
+		return graph.NoTensor, ErrUnboundHost
+	}
+	if t < 0 || int(t) >= len(h.d.rec.tenMap) {
+		return graph.NoTensor, fmt.Errorf("dtr: SimHost %s tensor %d: expected a runtime tensor < %d", what, t, len(h.d.rec.tenMap))
+	}
+	return h.d.rec.tenMap[t], nil
 }
 
 var _ AdjacencyHost = (*SimHost)(nil)
@@ -32,6 +56,12 @@ func hostErr(err error) error {
 
 // Compute implements Host.
 func (h *SimHost) Compute(op OpID) error {
+	if !h.bound() {
+		return ErrUnboundHost
+	}
+	if op < 0 || int(op) >= len(h.d.rec.opMap) {
+		return fmt.Errorf("dtr: SimHost compute op %d: expected a runtime op < %d", op, len(h.d.rec.opMap))
+	}
 	g := h.d.rec.opMap[op]
 	if g == graph.NoOp {
 		return nil // a tensor from outside the step: resident on the Machine
@@ -41,21 +71,33 @@ func (h *SimHost) Compute(op OpID) error {
 
 // Free implements Host.
 func (h *SimHost) Free(t TensorID) {
-	if g := h.d.rec.tensor(int32(t)); g != graph.NoTensor && h.M.Resident(g) {
+	if g, err := h.tensorOf("free", t); err == nil && g != graph.NoTensor && h.M.Resident(g) {
 		_ = h.M.Free(g) // the runtime never frees pinned or dead tensors
 	}
 }
 
 // SwapOut implements Host.
-func (h *SimHost) SwapOut(t TensorID) error { return h.M.SwapOut(h.d.rec.tensor(int32(t))) }
+func (h *SimHost) SwapOut(t TensorID) error {
+	g, err := h.tensorOf("swap out", t)
+	if err != nil {
+		return err
+	}
+	return h.M.SwapOut(g)
+}
 
 // SwapIn implements Host.
-func (h *SimHost) SwapIn(t TensorID) error { return hostErr(h.M.SwapIn(h.d.rec.tensor(int32(t)))) }
+func (h *SimHost) SwapIn(t TensorID) error {
+	g, err := h.tensorOf("swap in", t)
+	if err != nil {
+		return err
+	}
+	return hostErr(h.M.SwapIn(g))
+}
 
 // AdjacentFree implements AdjacencyHost.
 func (h *SimHost) AdjacentFree(t TensorID) int64 {
-	g := h.d.rec.tensor(int32(t))
-	if g == graph.NoTensor {
+	g, err := h.tensorOf("adjacent free", t)
+	if err != nil || g == graph.NoTensor {
 		return 0
 	}
 	return h.M.AdjacentFree(g)
@@ -68,6 +110,9 @@ func (h *SimHost) AdjacentFree(t TensorID) int64 {
 // accounting fits (fragmentation), the runtime evicts more and retries
 // (see ErrHostOutOfMemory).
 func RunOnMachine(ctx context.Context, m *sim.Machine, cfg Config) (*sim.Result, Stats, error) {
+	if m == nil {
+		return nil, Stats{}, errors.New("dtr on machine: nil *sim.Machine (expected one from sim.NewMachine)")
+	}
 	h := &SimHost{M: m}
 	rt, err := New(cfg, h)
 	if err != nil {

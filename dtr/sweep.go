@@ -61,6 +61,9 @@ func (o *traceOracle) NextUse(t TensorID, now int64) int64 {
 // simulation). It returns the runtime (for its Stats) and the first error
 // (ErrOutOfMemory, ErrThrashing or a host error).
 func Replay(ctx context.Context, tr *dtrlog.Trace, cfg Config, host Host) (*Runtime, error) {
+	if err := checkTrace(tr); err != nil {
+		return nil, err
+	}
 	rt, err := New(cfg, host)
 	if err != nil {
 		return nil, err
@@ -71,7 +74,61 @@ func Replay(ctx context.Context, tr *dtrlog.Trace, cfg Config, host Host) (*Runt
 	return rt, rt.replay(ctx, tr)
 }
 
+// ErrNilTrace is returned by the functions given a nil *dtrlog.Trace.
+var ErrNilTrace = errors.New("dtr: nil trace (expected one from dtrlog.Compile)")
+
+// ErrBadTrace is wrapped by the errors about a trace whose ops, tensors or
+// commands refer to IDs it does not have (one not built by dtrlog.Compile).
+var ErrBadTrace = errors.New("dtr: inconsistent trace")
+
+// checkTrace checks that tr's IDs are in range, so a replay cannot index
+// out of bounds.
+func checkTrace(tr *dtrlog.Trace) error {
+	if tr == nil {
+		return ErrNilTrace
+	}
+	nt, no := int32(len(tr.Tensors)), int32(len(tr.Ops))
+	for i := range tr.Tensors {
+		t := &tr.Tensors[i]
+		if t.Storage < 0 || t.Storage >= nt || t.Op < 0 || t.Op >= no {
+			return fmt.Errorf("%w: tensor %d: storage %d, op %d: expected a tensor < %d and an op < %d", ErrBadTrace, i, t.Storage, t.Op, nt, no)
+		}
+	}
+	for i := range tr.Ops {
+		o := &tr.Ops[i]
+		if len(o.Sizes) != len(o.Results) || len(o.Aliases) != len(o.Results) {
+			return fmt.Errorf("%w: op %d: %d results, %d sizes, %d aliases: expected as many of each", ErrBadTrace, i, len(o.Results), len(o.Sizes), len(o.Aliases))
+		}
+		for j, a := range o.Args {
+			if a < 0 || a >= nt {
+				return fmt.Errorf("%w: op %d arg %d: tensor %d: expected 0 <= tensor < %d", ErrBadTrace, i, j, a, nt)
+			}
+		}
+		for j, r := range o.Results {
+			if r < 0 || r >= nt {
+				return fmt.Errorf("%w: op %d result %d: tensor %d: expected 0 <= tensor < %d", ErrBadTrace, i, j, r, nt)
+			}
+			if a := o.Aliases[j]; a < -1 || int(a) >= len(o.Args) {
+				return fmt.Errorf("%w: op %d result %d: alias %d: expected -1 or an index into its %d args", ErrBadTrace, i, j, a, len(o.Args))
+			}
+		}
+	}
+	for i, c := range tr.Cmds {
+		lim := nt
+		if c.Kind == dtrlog.CmdCompute {
+			lim = no
+		}
+		if c.ID < 0 || c.ID >= lim {
+			return fmt.Errorf("%w: command %d (%s): ID %d: expected 0 <= ID < %d", ErrBadTrace, i, c.Kind, c.ID, lim)
+		}
+	}
+	return nil
+}
+
 func (rt *Runtime) replay(ctx context.Context, tr *dtrlog.Trace) error {
+	if err := checkTrace(tr); err != nil {
+		return err
+	}
 	var outs []Output
 	var ins []TensorID
 	for i, c := range tr.Cmds {
@@ -117,6 +174,9 @@ func (rt *Runtime) replay(ctx context.Context, tr *dtrlog.Trace) error {
 
 // MeasureBaseline replays tr with unlimited memory.
 func MeasureBaseline(tr *dtrlog.Trace) (Baseline, error) {
+	if err := checkTrace(tr); err != nil {
+		return Baseline{}, err
+	}
 	rt, err := New(ParityConfig(HDTRLocal), nil)
 	if err != nil {
 		return Baseline{}, err
@@ -207,7 +267,7 @@ func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResul
 	}
 	base, err := MeasureBaseline(tr)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("dtr sweep: %w", err)
 	}
 	res := &SweepResult{Heuristic: opt.Heuristic.String(), Parity: opt.Parity, Baseline: base, Bound: ComputeLowerBound(tr)}
 	for _, ratio := range ratios {
@@ -265,8 +325,12 @@ type LowerBound struct {
 
 // ComputeLowerBound returns the largest, over the trace's ops, of pinned
 // bytes at that point + the distinct input storages + the op's outputs
-// (including the final pinned outputs for the end of the trace).
+// (including the final pinned outputs for the end of the trace). A nil or
+// inconsistent trace (see ErrBadTrace) has the zero LowerBound.
 func ComputeLowerBound(tr *dtrlog.Trace) LowerBound {
+	if checkTrace(tr) != nil {
+		return LowerBound{}
+	}
 	var pinned int64
 	isPinned := make([]bool, len(tr.Tensors))
 	var lb LowerBound

@@ -23,6 +23,9 @@ func (rr RatioResult) Cell() string {
 // SweepTable runs Sweep for every heuristic on tr and renders a Markdown
 // table (rows: heuristics; columns: ratios).
 func SweepTable(ctx context.Context, tr *dtrlog.Trace, hs []Heuristic, parity bool, base *Config) (string, []*SweepResult, error) {
+	if err := checkTrace(tr); err != nil {
+		return "", nil, fmt.Errorf("dtr sweep table: %w", err)
+	}
 	var b strings.Builder
 	var all []*SweepResult
 	b.WriteString("| heuristic |")
@@ -62,6 +65,9 @@ type BestResult struct {
 // reference's eager locking and lazy locking and keeps, per ratio, the
 // lowest overhead.
 func SweepBest(ctx context.Context, tr *dtrlog.Trace, ratios []float64) ([]BestResult, error) {
+	if err := checkTrace(tr); err != nil {
+		return nil, fmt.Errorf("dtr sweep best: %w", err)
+	}
 	if len(ratios) == 0 {
 		ratios = DefaultRatios
 	}

@@ -1,6 +1,7 @@
 package dtrlog
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -15,6 +16,9 @@ import (
 // forward phase until the BACKWARD annotation (or the first op whose name
 // contains "backward"), then in the backward phase.
 func ToGraph(tr *Trace) (*graph.Graph, error) {
+	if tr == nil {
+		return nil, errors.New("dtrlog: ToGraph of a nil trace (expected one from Compile)")
+	}
 	g := &graph.Graph{Name: tr.Name, Loss: graph.NoTensor}
 	g.Tensors = make([]graph.Tensor, len(tr.Tensors))
 	opOf := make([]graph.OpID, len(tr.Ops))

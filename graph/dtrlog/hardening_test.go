@@ -2,6 +2,7 @@ package dtrlog
 
 import (
 	"errors"
+	"io"
 	"strings"
 	"testing"
 
@@ -80,4 +81,23 @@ func TestLongLineNamesTheLimit(t *testing.T) {
 	_, err := Compile(strings.NewReader(line))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "longer than 67108864 bytes")
+}
+
+// TestMisuseReturnsErrors: zero Readers and Writers and a nil trace give
+// errors, not panics (issue 15).
+func TestMisuseReturnsErrors(t *testing.T) {
+	var r Reader
+	_, err := r.Next()
+	assert.ErrorIs(t, err, ErrNoReader)
+	var nr *Reader
+	_, err = nr.Next()
+	assert.ErrorIs(t, err, ErrNoReader)
+	_, err = NewReader(nil).Next()
+	assert.Equal(t, io.EOF, err, "a nil io.Reader reads as an empty log")
+	var w Writer
+	assert.ErrorIs(t, w.Flush(), ErrNoWriter)
+	assert.ErrorIs(t, w.Write(Instr{Kind: Release, Name: "x"}), ErrNoWriter)
+	assert.ErrorIs(t, WriteAll(nil, nil), ErrNoWriter)
+	_, err = ToGraph(nil)
+	assert.Error(t, err)
 }

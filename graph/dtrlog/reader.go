@@ -89,8 +89,14 @@ var utf8BOM = []byte{0xef, 0xbb, 0xbf}
 // MaxLineBytes is the longest line the Reader accepts.
 const MaxLineBytes = 64 << 20
 
-// NewReader returns a Reader on r.
+// ErrNoReader is returned by a Reader not created by NewReader.
+var ErrNoReader = errors.New("dtrlog: Reader has no source (expected one from NewReader on a non-nil io.Reader)")
+
+// NewReader returns a Reader on r (a nil r reads as an empty log).
 func NewReader(r io.Reader) *Reader {
+	if r == nil {
+		r = bytes.NewReader(nil)
+	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), MaxLineBytes)
 	return &Reader{sc: sc, dec: decoder{intern: map[string]string{}}}
@@ -99,6 +105,9 @@ func NewReader(r io.Reader) *Reader {
 // Next returns the next instruction, skipping blank lines, or io.EOF at the
 // end. A malformed line gives a *LineError wrapping ErrSyntax.
 func (r *Reader) Next() (Instr, error) {
+	if r == nil || r.sc == nil {
+		return Instr{}, ErrNoReader
+	}
 	for r.sc.Scan() {
 		r.line++
 		b := r.sc.Bytes()

@@ -3,6 +3,7 @@ package dtrlog
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -19,8 +20,17 @@ type Writer struct {
 // NewWriter returns a Writer on w. Call Flush when done.
 func NewWriter(w io.Writer) *Writer { return &Writer{w: bufio.NewWriter(w)} }
 
+// ErrNoWriter is returned by a Writer not created by NewWriter (or on a nil
+// io.Writer).
+var ErrNoWriter = errors.New("dtrlog: Writer has no destination (expected one from NewWriter on a non-nil io.Writer)")
+
 // Flush writes buffered lines to the underlying writer.
-func (w *Writer) Flush() error { return w.w.Flush() }
+func (w *Writer) Flush() error {
+	if w == nil || w.w == nil {
+		return ErrNoWriter
+	}
+	return w.w.Flush()
+}
 
 func appendStr(b []byte, s string) []byte {
 	q, _ := json.Marshal(s) // a string always marshals
@@ -51,6 +61,9 @@ func appendList(b []byte, k string, xs []string) []byte {
 
 // Write writes one instruction.
 func (w *Writer) Write(in Instr) error {
+	if w == nil || w.w == nil {
+		return ErrNoWriter
+	}
 	b := append(w.buf[:0], '{')
 	switch in.Kind {
 	case Annotate:
@@ -117,6 +130,9 @@ func (w *Writer) Write(in Instr) error {
 
 // WriteAll writes instructions to w.
 func WriteAll(w io.Writer, ins []Instr) error {
+	if w == nil {
+		return ErrNoWriter
+	}
 	wr := NewWriter(w)
 	for _, in := range ins {
 		if err := wr.Write(in); err != nil {
