@@ -42,3 +42,16 @@ func BenchmarkOptimalChainResNet(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkOptimalChain10k runs the whole strategy on a homogeneous chain of
+// 10,000 stages at a quarter of its baseline peak: stage discovery, grouping
+// into OptimalMaxStages(500) groups, the DP and the simulated search over
+// its memory levels.
+func BenchmarkOptimalChain10k(b *testing.B) {
+	g := optUniformChain(b, 10000, 1<<10)
+	for b.Loop() {
+		if _, _, err := OptimalChain(context.Background(), g, 10000*(1<<10)/4, OptimalOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
