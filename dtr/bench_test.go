@@ -1,9 +1,11 @@
 package dtr
 
 import (
+	"bytes"
 	"context"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/remat-dev/remat/graph/dtrlog"
@@ -194,3 +196,29 @@ func BenchmarkLSTM40kEqClassIndex(b *testing.B) { benchLSTM(b, HDTREqClass, 4000
 func BenchmarkLSTM40kEqClassScan(b *testing.B)  { benchLSTM(b, HDTREqClass, 40000, 0.99, true) }
 func BenchmarkLSTM40kLocalIndex(b *testing.B)   { benchLSTM(b, HDTRLocal, 40000, 0.99, false) }
 func BenchmarkLSTM40kLocalScan(b *testing.B)    { benchLSTM(b, HDTRLocal, 40000, 0.99, true) }
+
+// benchParitySweepLog is `sim sweep --dtr-log LOG --strategies dtr
+// --heuristic eq-class --parity` without the CLI: parse and compile the
+// log, measure the baseline, replay the 10 ratios.
+func benchParitySweepLog(b *testing.B, name string) {
+	src, err := os.ReadFile(filepath.Join(logsDir(b), name+".log"))
+	if err != nil {
+		b.Skip(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		tr, err := dtrlog.Compile(bytes.NewReader(src))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Sweep(context.Background(), tr, SweepOptions{Heuristic: HDTREqClass, Parity: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// Issue 17: at least 100x faster than the reference simulator simrd, which
+// needs 0.1 to 2.5 s per budget on these logs
+// (/work/shared/data/dtr-logs/README.md), i.e. 1 to 25 s per 10-ratio sweep.
+func BenchmarkParitySweepResnet32(b *testing.B) { benchParitySweepLog(b, "resnet32") }
+func BenchmarkParitySweepUnet(b *testing.B)     { benchParitySweepLog(b, "unet") }

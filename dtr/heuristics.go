@@ -3,6 +3,7 @@ package dtr
 import (
 	"math"
 	"math/big"
+	"math/bits"
 )
 
 // score is num / (d1 * d2) (d1*d2 == 0 means +Inf), or, for LRU, the value
@@ -37,7 +38,11 @@ func cmpScore(a, b score) int {
 	} else if math.IsInf(a.f, 1) || a.mul != 1 || b.mul != 1 {
 		return 0
 	}
-	// exact: a.num * b.d1 * b.d2 vs b.num * a.d1 * a.d2
+	// exact: a.num * b.d1 * b.d2 vs b.num * a.d1 * a.d2 (192-bit products
+	// of non-negative terms; big.Int for the rest)
+	if a.num >= 0 && a.d1 >= 0 && a.d2 >= 0 && b.num >= 0 && b.d1 >= 0 && b.d2 >= 0 {
+		return cmp192(mul192(uint64(a.num), uint64(b.d1), uint64(b.d2)), mul192(uint64(b.num), uint64(a.d1), uint64(a.d2)))
+	}
 	var x, y, t big.Int
 	x.SetInt64(a.num)
 	x.Mul(&x, t.SetInt64(b.d1))
@@ -46,6 +51,27 @@ func cmpScore(a, b score) int {
 	y.Mul(&y, t.SetInt64(a.d1))
 	y.Mul(&y, t.SetInt64(a.d2))
 	return x.Cmp(&y)
+}
+
+// mul192 returns a*b*c as three 64-bit limbs, most significant first.
+func mul192(a, b, c uint64) [3]uint64 {
+	h1, l1 := bits.Mul64(a, b)
+	lh, ll := bits.Mul64(l1, c)
+	hh, hl := bits.Mul64(h1, c)
+	mid, carry := bits.Add64(lh, hl, 0)
+	return [3]uint64{hh + carry, mid, ll}
+}
+
+func cmp192(x, y [3]uint64) int {
+	for i := range x {
+		switch {
+		case x[i] < y[i]:
+			return -1
+		case x[i] > y[i]:
+			return 1
+		}
+	}
+	return 0
 }
 
 // cmp compares scores for the runtime: outside parity mode an infinite

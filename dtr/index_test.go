@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 	"math/rand/v2"
 	"testing"
 
@@ -149,4 +150,32 @@ func TestIndexMatchesScanRandom(t *testing.T) {
 	}
 	t.Logf("%d evictions checked", evictions)
 	require.Greater(t, evictions, int64(1000))
+}
+
+// TestCmpScoreExact checks the 192-bit exact comparison against big.Int
+// on random and extreme terms.
+func TestCmpScoreExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	vals := []int64{0, 1, 2, 3, 1 << 31, 1<<62 - 1, 1<<63 - 1, 1 << 60, 12345678901}
+	pick := func() int64 {
+		if rng.IntN(2) == 0 {
+			return vals[rng.IntN(len(vals))]
+		}
+		return rng.Int64N(1 << uint(1+rng.IntN(62)))
+	}
+	for i := 0; i < 20000; i++ {
+		a := score{num: pick(), d1: pick(), d2: pick(), mul: 1}
+		b := score{num: pick(), d1: pick(), d2: pick(), mul: 1}
+		if i%3 == 0 {
+			b = score{num: a.num, d1: a.d2, d2: a.d1, mul: 1} // ties
+		}
+		var x, y, tt big.Int
+		x.SetInt64(a.num)
+		x.Mul(&x, tt.SetInt64(b.d1))
+		x.Mul(&x, tt.SetInt64(b.d2))
+		y.SetInt64(b.num)
+		y.Mul(&y, tt.SetInt64(a.d1))
+		y.Mul(&y, tt.SetInt64(a.d2))
+		require.Equal(t, x.Cmp(&y), cmp192(mul192(uint64(a.num), uint64(b.d1), uint64(b.d2)), mul192(uint64(b.num), uint64(a.d1), uint64(a.d2))), "%+v %+v", a, b)
+	}
 }

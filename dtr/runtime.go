@@ -199,6 +199,42 @@ type Runtime struct {
 
 	// trace of decisions for Static export
 	rec *recorder
+
+	// slabs the ops' small slices are cut from (fewer allocations)
+	slab32 []int32
+	slab64 []int64
+	slabT  []TensorID
+}
+
+const slabLen = 4096
+
+// alloc32 returns a zeroed slice of n int32 cut from a slab (its capacity
+// is n, so appending to it copies).
+func (r *Runtime) alloc32(n int) []int32 {
+	if cap(r.slab32)-len(r.slab32) < n {
+		r.slab32 = make([]int32, 0, max(slabLen, n))
+	}
+	l := len(r.slab32)
+	r.slab32 = r.slab32[:l+n]
+	return r.slab32[l : l+n : l+n]
+}
+
+func (r *Runtime) alloc64(n int) []int64 {
+	if cap(r.slab64)-len(r.slab64) < n {
+		r.slab64 = make([]int64, 0, max(slabLen, n))
+	}
+	l := len(r.slab64)
+	r.slab64 = r.slab64[:l+n]
+	return r.slab64[l : l+n : l+n]
+}
+
+func (r *Runtime) allocT(n int) []TensorID {
+	if cap(r.slabT)-len(r.slabT) < n {
+		r.slabT = make([]TensorID, 0, max(slabLen, n))
+	}
+	l := len(r.slabT)
+	r.slabT = r.slabT[:l+n]
+	return r.slabT[l : l+n : l+n]
 }
 
 // New returns a runtime. host may be nil for pure simulation.
@@ -319,7 +355,7 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 		}
 	}
 	id := int32(len(r.ops))
-	o := op{cost: cost, args: make([]int32, len(inputs)), results: make([]int32, len(outs)), sizes: make([]int64, len(outs))}
+	o := op{cost: cost, args: r.alloc32(len(inputs)), results: r.alloc32(len(outs)), sizes: r.alloc64(len(outs))}
 	for i, t := range inputs {
 		o.args[i] = int32(t)
 		o.est += r.storages[r.tensors[t].st].size
@@ -386,7 +422,7 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 	if len(r.pending) > 0 {
 		r.retryPending()
 	}
-	res := make([]TensorID, len(o.results))
+	res := r.allocT(len(o.results))
 	for i, t := range o.results {
 		res[i] = TensorID(t)
 	}

@@ -129,6 +129,11 @@ func (rt *Runtime) replay(ctx context.Context, tr *dtrlog.Trace) error {
 	if err := checkTrace(tr); err != nil {
 		return err
 	}
+	if len(rt.ops) == 0 {
+		rt.ops = make([]op, 0, len(tr.Ops))
+		rt.tensors = make([]tensor, 0, len(tr.Tensors))
+		rt.storages = make([]storage, 0, len(tr.Tensors))
+	}
 	var outs []Output
 	var ins []TensorID
 	for i, c := range tr.Cmds {
