@@ -3,6 +3,7 @@ package onnx
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -384,7 +385,7 @@ func (imp *importer) fuseLayerNorm(f *fusion) (bool, error) {
 		rstd.name = y.name + ":rstd"
 	}
 	if _, err := imp.emit(n, graph.OpLayerNorm, []*value{x, w, b}, []*value{y, mean, rstd}, 8*numel(x.shape),
-		"eps", ftoa(epsV), "axis", fmt.Sprint(axis)); err != nil {
+		"eps", strconv.FormatFloat(epsV, 'g', -1, 32), "axis", strconv.Itoa(axis)); err != nil {
 		return false, err
 	}
 	return true, imp.bind(n, []*value{y})

@@ -155,7 +155,8 @@ func opLSTM(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 		}
 		xp := tmp(base+sfx+".input_proj", proj)
 		pn := sub(sfx + ".input_proj")
-		if _, err := imp.emit(pn, graph.OpLinear, append([]*value{xin}, append(wd[d], bih)...), []*value{xp},
+		pins := append(append([]*value{xin}, wd[d]...), bih)
+		if _, err := imp.emit(pn, graph.OpLinear, pins, []*value{xp},
 			mulSat(mulSat(2*seq*batch, isz), 4*h)); err != nil {
 			return nil, err
 		}
@@ -192,7 +193,7 @@ func opLSTM(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 			xt := &value{name: sn.GetName() + ".x", et: x.et, shape: gsh, tensor: parts[t]}
 			hv, cv := tmp(sn.GetName()+".h", step), tmp(sn.GetName()+".c", step)
 			gates, tc := tmp(sn.GetName()+".gates", gsh), tmp(sn.GetName()+".tanh_c", step)
-			ins := append([]*value{xt, hPrev, cPrev}, rd[d]...)
+			ins := append([]*value{xt, hPrev, cPrev}, rd[d]...) // a fresh slice: rd[d] shares its array
 			ins = append(ins, bhh...)
 			if peep != nil {
 				ins = append(ins, peep)

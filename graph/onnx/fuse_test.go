@@ -1,0 +1,210 @@
+package onnx
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/sim"
+)
+
+func floatConst(name string, v float32) *NodeProto {
+	e := int32(TensorProto_FLOAT)
+	tt := AttributeProto_TENSOR
+	an := "value"
+	return node("Constant", name, nil, []string{name}, &AttributeProto{Name: &an, Type: &tt,
+		T: &TensorProto{DataType: &e, FloatData: []float32{v}}})
+}
+
+func intAttr(name string, v int64) *AttributeProto {
+	t := AttributeProto_INT
+	return &AttributeProto{Name: &name, Type: &t, I: &v}
+}
+
+// encoderBlock is what torch.onnx exports (opset 14) for
+// head(gelu(fc(layer_norm(x))).mean(1)): layer_norm decomposed into
+// ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add, gelu into
+// Div/Erf/Add/Mul/Mul, the mean over tokens a ReduceMean feeding a Gemm.
+// exponent, half: the Pow exponent and GELU's final factor (2 and 0.5 in
+// torch's export).
+func encoderBlock(exponent, half float32) []byte {
+	f := TensorProto_FLOAT
+	return model(14, []*NodeProto{
+		node("ReduceMean", "/n/ReduceMean", []string{"x"}, []string{"mean"}, intsAttr("axes", -1)),
+		node("Sub", "/n/Sub", []string{"x", "mean"}, []string{"diff"}),
+		floatConst("/n/Constant", exponent),
+		node("Pow", "/n/Pow", []string{"diff", "/n/Constant"}, []string{"sq"}),
+		node("ReduceMean", "/n/ReduceMean_1", []string{"sq"}, []string{"var"}, intsAttr("axes", -1)),
+		floatConst("/n/Constant_1", 1e-5),
+		node("Add", "/n/Add", []string{"var", "/n/Constant_1"}, []string{"vareps"}),
+		node("Sqrt", "/n/Sqrt", []string{"vareps"}, []string{"std"}),
+		node("Div", "/n/Div", []string{"diff", "std"}, []string{"normed"}),
+		node("Mul", "/n/Mul", []string{"normed", "n.weight"}, []string{"scaled"}),
+		node("Add", "/n/Add_1", []string{"scaled", "n.bias"}, []string{"ln"}),
+		node("Transpose", "/fc/Transpose", []string{"fc.weight"}, []string{"wt"}, intsAttr("perm", 1, 0)),
+		node("MatMul", "/fc/MatMul", []string{"ln", "wt"}, []string{"mm"}),
+		node("Add", "/fc/Add", []string{"fc.bias", "mm"}, []string{"h"}),
+		floatConst("/Constant", float32(math.Sqrt2)),
+		node("Div", "/Div", []string{"h", "/Constant"}, []string{"hs"}),
+		node("Erf", "/Erf", []string{"hs"}, []string{"erf"}),
+		floatConst("/Constant_1", 1),
+		node("Add", "/Add", []string{"erf", "/Constant_1"}, []string{"erf1"}),
+		node("Mul", "/Mul", []string{"h", "erf1"}, []string{"hx"}),
+		floatConst("/Constant_2", half),
+		node("Mul", "/Mul_1", []string{"hx", "/Constant_2"}, []string{"act"}),
+		node("ReduceMean", "/ReduceMean", []string{"act"}, []string{"pooled"}, intsAttr("axes", 1), intAttr("keepdims", 0)),
+		node("Gemm", "/head/Gemm", []string{"pooled", "head.weight", "head.bias"}, []string{"y"}, intAttr("transB", 1)),
+	}, []*ValueInfoProto{
+		vi("x", tensorType(f, "batch", 6, 8)),
+		vi("n.weight", tensorType(f, 8)), vi("n.bias", tensorType(f, 8)),
+		vi("fc.weight", tensorType(f, 16, 8)), vi("fc.bias", tensorType(f, 16)),
+		vi("head.weight", tensorType(f, 4, 16)), vi("head.bias", tensorType(f, 4)),
+	}, "y")
+}
+
+func opTypes(g *graph.Graph, phase graph.Phase) []string {
+	var out []string
+	for i := range g.Ops {
+		if g.Ops[i].Phase == phase {
+			out = append(out, g.Ops[i].Type)
+		}
+	}
+	return out
+}
+
+// saves returns the names of the forward tensors the backward op of the
+// forward op of type typ reads (its saved tensors, gradients left out).
+func saves(t *testing.T, g *graph.Graph, typ string) []string {
+	t.Helper()
+	for i := range g.Ops {
+		op := &g.Ops[i]
+		if op.Phase != graph.Backward || op.Forward == graph.NoOp || g.Ops[op.Forward].Type != typ {
+			continue
+		}
+		var names []string
+		for _, in := range op.Inputs {
+			tt := &g.Tensors[in]
+			if tt.Kind != graph.Gradient && tt.Kind != graph.ParamGradient {
+				names = append(names, tt.Name)
+			}
+		}
+		return names
+	}
+	t.Fatalf("no backward op of a %s", typ)
+	return nil
+}
+
+func TestFuseLayerNormAndGELU(t *testing.T) {
+	g, err := Import(bytes.NewReader(encoderBlock(2, 0.5)), Options{Batch: 3})
+	require.NoError(t, err)
+	assert.Equal(t, []string{graph.OpLayerNorm, graph.OpLinear, graph.OpGELU, OpReduceMean, graph.OpLinear, graph.OpCrossEntropy},
+		opTypes(g, graph.Forward))
+	// native_layer_norm saves its input, mean, rstd, weight and bias; gelu
+	// its input; the mean over tokens nothing (it only needs the sizes).
+	assert.Equal(t, []string{"x", "mean", "/n/LayerNormalization:rstd", "n.weight", "n.bias"}, saves(t, g, graph.OpLayerNorm))
+	assert.Equal(t, []string{"h"}, saves(t, g, graph.OpGELU))
+	assert.Empty(t, saves(t, g, OpReduceMean))
+	for i := range g.Ops {
+		op := &g.Ops[i]
+		switch op.Type {
+		case graph.OpLayerNorm:
+			assert.Equal(t, "/n/LayerNormalization", op.Name)
+			assert.Equal(t, "1e-05", op.Attrs["eps"])
+			assert.Equal(t, "2", op.Attrs["axis"])
+			assert.Equal(t, graph.Shape{3, 6, 1}, g.Tensors[op.Outputs[1]].Shape)
+		case graph.OpGELU:
+			assert.Equal(t, "/Gelu", op.Name)
+			assert.Equal(t, "act", g.Tensors[op.Outputs[0]].Name)
+		}
+	}
+}
+
+// A decomposition whose constants differ from torch's export is not the
+// aten op: its nodes are converted one by one.
+func TestFusionNeedsTorchConstants(t *testing.T) {
+	g, err := ImportForward(bytes.NewReader(encoderBlock(3, 0.6)), Options{Batch: 3})
+	require.NoError(t, err)
+	assert.Equal(t, []string{OpReduceMean, OpSub, OpPow, OpReduceMean, graph.OpAdd, OpSqrt, OpDiv, graph.OpMul, graph.OpAdd,
+		graph.OpLinear, graph.OpScale, OpErf, graph.OpAdd, graph.OpMul, graph.OpScale, OpReduceMean, graph.OpLinear},
+		opTypes(g, graph.Forward))
+}
+
+// An intermediate read outside the pattern (here a graph output) keeps the
+// nodes apart: the fused op would not produce it.
+func TestFusionKeepsSharedIntermediates(t *testing.T) {
+	var m ModelProto
+	require.NoError(t, proto.Unmarshal(encoderBlock(2, 0.5), &m))
+	m.Graph.Output = append(m.Graph.Output, vi("std", nil), vi("erf", nil))
+	g, err := FromModelForward(&m, Options{Batch: 3})
+	require.NoError(t, err)
+	types := opTypes(g, graph.Forward)
+	assert.NotContains(t, types, graph.OpLayerNorm)
+	assert.NotContains(t, types, graph.OpGELU)
+	assert.Contains(t, types, OpErf)
+}
+
+// TestTorchExportsMatchTrace exports a ViT-style model, a GPT-style encoder
+// with dropout and a 2-layer LSTM with torch.onnx (the exporter's default
+// opset, 14: GELU and LayerNorm decomposed, LSTM weights reordered by
+// Slice/Concat) and traces the same training step with
+// tools/export_torch.py (testdata/torch_models.py), then checks that the
+// import saves the tensors PyTorch's autograd saves, by type and size, and
+// that the simulated peaks agree. Skipped without PyTorch.
+func TestTorchExportsMatchTrace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs PyTorch")
+	}
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import torch").Run(); err != nil {
+		t.Skip("PyTorch is not installed for /usr/bin/python3")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(py, filepath.Join("testdata", "torch_models.py"), dir, "2")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	for _, name := range []string{"vit", "gpt", "lstm"} {
+		t.Run(name, func(t *testing.T) {
+			f, err := os.Open(filepath.Join(dir, name+".onnx"))
+			require.NoError(t, err)
+			defer f.Close()
+			g, err := Import(f, Options{Batch: 2, Optimizer: graph.OptSGD, InPlaceUpdate: true, DropoutMask: DropoutMaskLikeInput})
+			require.NoError(t, err)
+			trace, err := graph.ReadFile(filepath.Join(dir, name+".json"))
+			require.NoError(t, err)
+			got, want := savedBytes(g), savedBytes(trace)
+			if name == "lstm" {
+				// PyTorch allocates the zero initial states (2 layers x
+				// [batch, hidden]) in the step; the export makes them
+				// constants, which are not saved activations.
+				want = without(want, savedTensor{graph.F32, 2 * 2 * 48 * 4}, 2)
+			}
+			assert.Equal(t, want, got, "saved tensors")
+			gr, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
+			require.NoError(t, err)
+			tr, err := sim.Simulate(trace, sim.DefaultPlan(trace), sim.Options{})
+			require.NoError(t, err)
+			assert.InEpsilon(t, tr.PeakAllocated, gr.PeakAllocated, 0.005, "peak: import %d, trace %d", gr.PeakAllocated, tr.PeakAllocated)
+		})
+	}
+}
+
+// without removes n copies of s from xs.
+func without(xs []savedTensor, s savedTensor, n int) []savedTensor {
+	var out []savedTensor
+	for _, x := range xs {
+		if x == s && n > 0 {
+			n--
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}
