@@ -12,7 +12,13 @@ buffers: tools/export_torch.py's trace, which sees only the tensors
 operators return, cannot see them.
 
     /usr/bin/python3 tools/peak_events.py resnet18 2
-    /usr/bin/python3 tools/peak_events.py vgg16 2 --checkpoint features:4
+    /usr/bin/python3 tools/peak_events.py vgg11s 2 --checkpoint vgg11s
+    /usr/bin/python3 tools/peak_events.py resnet18 2 --optimizer none --image 224
+
+--checkpoint MODEL runs the model checkpointed as tools/fidelity.py's
+checkpoint row of MODEL does. --events prints every [memory] event of the
+step with the aten operator it happened in, for comparing with the replay of
+a plan step by step.
 """
 
 import argparse
@@ -20,8 +26,6 @@ import os
 import sys
 
 import torch
-import torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fidelity  # noqa: E402
@@ -33,27 +37,27 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model", choices=fidelity.MODELS)
     ap.add_argument("batch", type=int)
-    ap.add_argument("--checkpoint", metavar="ATTR:K", help="run model.ATTR under checkpoint_sequential with K segments, as tools/fidelity.py's checkpoint rows")
+    ap.add_argument("--image", type=int, default=fidelity.IMAGE, help="image size (default %d, as tools/fidelity.py)" % fidelity.IMAGE)
+    ap.add_argument("--optimizer", choices=fidelity.OPTIMIZERS, default="sgd")
+    ck = {c[0]: c[3] for c in fidelity.CHECKPOINTS}
+    ap.add_argument("--checkpoint", metavar="MODEL", choices=sorted(ck), help="checkpoint the model as tools/fidelity.py's row of MODEL does")
+    ap.add_argument("--events", action="store_true", help="print every [memory] event with its operator")
     args = ap.parse_args(argv)
     torch.set_num_threads(2)
-    model, x, y = fidelity.make(args.model, args.batch)
+    model, x, y = fidelity.make(args.model, args.batch, args.image)
     if args.checkpoint:
-        attr, k = args.checkpoint.split(":")
-        model = fidelity.Checkpointed(model, attr, int(k))
-    model.train()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        F.cross_entropy(model(x), y).backward()
-        opt.step()
-
-    step()
-    opt.zero_grad(set_to_none=True)
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        step()
-    events = list(prof.profiler.kineto_results.events())
-    mem = sorted((e for e in events if e.name() == "[memory]"), key=lambda e: e.start_us())
+        if args.checkpoint != args.model:
+            ap.error("--checkpoint %s: the checkpoint row of model %s" % (args.checkpoint, args.checkpoint))
+        model = fidelity.checkpointed(model, ck[args.checkpoint])
+    mem, events = fidelity.step_events(model, x, y, args.optimizer)
+    if args.events:
+        ops = sorted((e for e in events if e.name().startswith("aten::") and e.name() not in ALLOCATORS),
+                     key=lambda e: (e.start_us(), -e.duration_us()))
+        cur = 0
+        for e in mem:
+            cur += e.nbytes()
+            inner = [o.name() for o in ops if o.start_us() <= e.start_us() <= o.start_us() + o.duration_us()]
+            print("%+12d %12d %s" % (e.nbytes(), cur, " > ".join(inner[-2:])))
     cur = peak = 0
     at = None
     for e in mem:

@@ -47,6 +47,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -78,7 +79,10 @@ type result struct {
 // config.Settings.With as sim sets them.
 var settingFlags = []string{"framework", "dropout-mask", "inplace-update", "cudnn-autotune"}
 
-func run(args []string) error {
+func run(args []string) error { return runTo(os.Stdout, args) }
+
+// runTo runs the command with its output on w.
+func runTo(w io.Writer, args []string) error {
 	fs := flag.NewFlagSet("fidelity", flag.ContinueOnError)
 	onnxPath := fs.String("onnx", "", "ONNX model to import (as sim --onnx)")
 	jsonPath := fs.String("json", "", "native JSON graph (as sim --graph; from tools/export_torch.py)")
@@ -161,7 +165,7 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
-		return compare(os.Stdout, g, trace)
+		return compare(w, g, trace)
 	}
 	var regions []region
 	switch {
@@ -204,7 +208,7 @@ func run(args []string) error {
 	}
 	out := result{Graph: g.Name, Ops: len(g.Ops), Params: g.ParamCount(), Resident: residentBytes(g),
 		PeakAllocated: res.PeakAllocated, Recomputes: res.Recomputes}
-	return json.NewEncoder(os.Stdout).Encode(out)
+	return json.NewEncoder(w).Encode(out)
 }
 
 // residentBytes sums the storages no op produces: parameters, buffers,

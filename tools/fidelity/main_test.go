@@ -64,28 +64,30 @@ func TestCheckpointPlan(t *testing.T) {
 	assert.ErrorContains(t, err, "must not overlap")
 }
 
-// TestExportTorch runs tools/export_torch.py on a tiny model and decodes
-// the native JSON it writes.
-func TestExportTorch(t *testing.T) {
-	// REMAT_PYTHON, else the first of /usr/bin/python3 and python3 on PATH
-	// that imports torch.
-	cands := []string{os.Getenv("REMAT_PYTHON"), "/usr/bin/python3", "python3"}
-	py := ""
+// pythonWithTorch returns REMAT_PYTHON, else the first of /usr/bin/python3
+// and python3 on PATH that imports torch, and skips the test when none
+// does.
+func pythonWithTorch(t *testing.T) string {
+	t.Helper()
 	var tried []string
-	for _, c := range cands {
+	for _, c := range []string{os.Getenv("REMAT_PYTHON"), "/usr/bin/python3", "python3"} {
 		if c == "" {
 			continue
 		}
-		if out, err := exec.Command(c, "-c", "import torch").CombinedOutput(); err == nil {
-			py = c
-			break
-		} else {
-			tried = append(tried, fmt.Sprintf("%s: %v %s", c, err, out))
+		out, err := exec.Command(c, "-c", "import torch, torchvision").CombinedOutput()
+		if err == nil {
+			return c
 		}
+		tried = append(tried, fmt.Sprintf("%s: %v %s", c, err, out))
 	}
-	if py == "" {
-		t.Skipf("no python3 with torch (set REMAT_PYTHON): skipping the PyTorch exporter test; tried %v", tried)
-	}
+	t.Skipf("no python3 with torch and torchvision (set REMAT_PYTHON): skipping the PyTorch test; tried %v", tried)
+	return ""
+}
+
+// TestExportTorch runs tools/export_torch.py on a tiny model and decodes
+// the native JSON it writes.
+func TestExportTorch(t *testing.T) {
+	py := pythonWithTorch(t)
 	dir := t.TempDir()
 	src := `import torch.nn as nn
 def Net():
