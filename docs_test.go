@@ -114,7 +114,7 @@ func markdownCommands(path, doc string) []docCommand {
 
 // placeholder is an argument of a synopsis: an all-capitals word standing
 // for what the user fills in (COMMAND, FILE), or an ellipsis.
-var placeholder = regexp.MustCompile(`(^|\s)([A-Z][A-Z_]+|\.\.\.)(\s|$)`)
+var placeholder = regexp.MustCompile(`(^|\s)([A-Z][A-Z0-9_]*|\.\.\.)(\s|$)`)
 
 // isSynopsis reports whether an inline span shows a command's form rather
 // than a command to run ("sim COMMAND --help", "sim ... --mirror").
