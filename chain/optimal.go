@@ -147,6 +147,7 @@ func RotorStagesOf(ch *StageChain, slotBytes int64) ([]RotorStage, error) {
 			// Released memory rounds down, so that it is never credited
 			// beyond what the stage frees.
 			Release: s.ReleasedBytes / slotBytes,
+			LeafSet: true, FwdLeaf: s.FwdLeafTime, FwdLeafPeak: ceilDiv(s.FwdPeakLeaf, slotBytes),
 		}
 	}
 	return out, nil
@@ -462,6 +463,23 @@ func StagesPlan(g *graph.Graph, ch *StageChain, acts []RotorAction, strategy str
 					return nil, 0, err
 				}
 			}
+		case RotorForwardLeaf:
+			whole := false
+			for _, op := range st.Fwd {
+				whole = whole || !ran[op]
+			}
+			ops := st.Leaf
+			if whole {
+				ops = st.Fwd
+			}
+			for _, op := range ops {
+				if ch.OpPinned[op] && ran[op] {
+					continue
+				}
+				if err := run(op); err != nil {
+					return nil, 0, err
+				}
+			}
 		case RotorBackward:
 			for _, op := range st.Bwd {
 				if ran[op] {
@@ -472,7 +490,7 @@ func StagesPlan(g *graph.Graph, ch *StageChain, acts []RotorAction, strategy str
 				}
 			}
 		default:
-			return nil, 0, fmt.Errorf("action %d: kind %d, expected F_none, F_all or B", ai, a.Kind)
+			return nil, 0, fmt.Errorf("action %d: kind %d, expected F_none, F_all, F_leaf or B", ai, a.Kind)
 		}
 	}
 	for _, op := range ch.Update {
@@ -566,7 +584,7 @@ func stageSizeGCD(ch *StageChain) int64 {
 	var u int64
 	for k := range ch.Stages {
 		s := &ch.Stages[k]
-		for _, v := range [...]int64{s.InputBytes, s.InputBwdBytes, s.XBarBytes, s.XBarBwdBytes, s.XBarRestBytes, s.FwdPeakNone, s.FwdPeakAll, s.BwdPeak, s.GradOutBytes, s.HeldGradBytes, s.ReleasedBytes} {
+		for _, v := range [...]int64{s.InputBytes, s.InputBwdBytes, s.XBarBytes, s.XBarBwdBytes, s.XBarRestBytes, s.FwdPeakNone, s.FwdPeakAll, s.BwdPeak, s.GradOutBytes, s.HeldGradBytes, s.ReleasedBytes, s.FwdPeakLeaf} {
 			u = gcd(u, v)
 		}
 	}

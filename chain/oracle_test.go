@@ -90,7 +90,11 @@ func (o *oracleFrontiers) s(i, l int, once bool) []oraclePoint {
 	}
 	var ps []oraclePoint
 	if i == l {
-		ps = append(ps, oraclePoint{max(o.din(i)+in+si.FwdAll, o.din(i)+inBwd+si.XBarBwd+si.BwdPeak), c})
+		fwd, fpeak := si.Fwd, si.FwdAll
+		if si.LeafSet && l+1 < len(o.st) {
+			fwd, fpeak = si.FwdLeaf, si.FwdLeafPeak
+		}
+		ps = append(ps, oraclePoint{max(o.din(i)+in+fpeak, o.din(i)+inBwd+si.XBarBwd+si.BwdPeak), fwd + si.Bwd})
 	} else {
 		bwdNeed := o.pg(i+1, l) + o.din(i) + inBwd + si.XBarBwd + si.BwdPeak
 		lo := max(o.din(l)+in+si.FwdAll, bwdNeed)
@@ -180,6 +184,11 @@ func TestRotorMatchesExhaustiveOptimum(t *testing.T) {
 			if r.IntN(3) == 0 {
 				s.Release = r.Int64N(6)
 			}
+			if r.IntN(4) != 0 {
+				s.LeafSet = true
+				s.FwdLeaf = r.Int64N(s.Fwd + 1)
+				s.FwdLeafPeak = s.XBarBwd + r.Int64N(s.FwdAll-s.XBarBwd+1)
+			}
 		}
 		o := newOracle(st)
 		front := o.s(0, L-1, false)
@@ -200,9 +209,12 @@ func TestRotorMatchesExhaustiveOptimum(t *testing.T) {
 			// The schedule runs every stage's backward once, after a forward.
 			var fw, bw int64
 			for _, a := range sol.Actions {
-				if a.Kind == RotorBackward {
+				switch a.Kind {
+				case RotorBackward:
 					bw += st[a.Stage].Bwd
-				} else {
+				case RotorForwardLeaf:
+					fw += st[a.Stage].FwdLeaf
+				default:
 					fw += st[a.Stage].Fwd
 				}
 			}

@@ -68,6 +68,13 @@ type RotorStage struct {
 	// GradOut is the gradient passed to the previous stage's backward;
 	// HeldGrad the gradients kept until the end of the backward pass.
 	GradOut, HeldGrad int64
+	// LeafSet reports that FwdLeaf and FwdLeafPeak are set: the time and
+	// the peak above the held input of the forward ops the stage's own
+	// backward needs. A leaf of the recurrence (the last stage of a
+	// subchain, but not of the whole chain) runs only those: the next
+	// stage is done. Unset, a leaf runs the whole forward (FwdAll).
+	LeafSet              bool
+	FwdLeaf, FwdLeafPeak int64
 	// Release is the pinned memory the stage's backward frees for good
 	// (activations kept from the first forward, such as dropout outputs,
 	// whose last reader is this backward): the caller counts it as held
@@ -86,9 +93,13 @@ const (
 	RotorForwardAll
 	// RotorBackward runs a stage's backward.
 	RotorBackward
+	// RotorForwardLeaf runs the forward ops a stage's own backward needs
+	// (Stage.Leaf), right before that backward, once the next stage is
+	// done; a stage whose forward never ran runs it whole.
+	RotorForwardLeaf
 )
 
-var rotorKindNames = [...]string{"", "F_none", "F_all", "B"}
+var rotorKindNames = [...]string{"", "F_none", "F_all", "B", "F_leaf"}
 
 // String returns the action's short name (F_none, F_all, B).
 func (k RotorActionKind) String() string {
@@ -208,6 +219,13 @@ func rotorTableEntries(L, mem int) int64 {
 	return int64(L) * int64(L+1) / 2 * int64(mem+1)
 }
 
+// rotorLeaf reports whether a leaf at stage i runs only the forward its
+// backward needs: figures set and not the chain's last stage (whose first
+// forward may be its leaf).
+func rotorLeaf(stages []RotorStage, i int) bool {
+	return stages[i].LeafSet && i+1 < len(stages)
+}
+
 // rotorReleased is the memory all stages' backward release in all.
 func rotorReleased(stages []RotorStage) int64 {
 	var ext int64
@@ -227,7 +245,7 @@ func rotorBuild(ctx context.Context, stages []RotorStage, mem int) (*rotorTable,
 		return nil, fmt.Errorf("rotor: memory = %d slots, expected >= 0", mem)
 	}
 	for k, s := range stages {
-		if s.Fwd < 0 || s.Bwd < 0 || s.In < 0 || s.InBwd < 0 || s.XBar < 0 || s.XBarBwd < 0 || s.XBarRest < 0 || s.FwdNone < 0 || s.FwdAll < 0 || s.BwdPeak < 0 || s.GradOut < 0 || s.HeldGrad < 0 || s.Release < 0 {
+		if s.Fwd < 0 || s.Bwd < 0 || s.In < 0 || s.InBwd < 0 || s.XBar < 0 || s.XBarBwd < 0 || s.XBarRest < 0 || s.FwdNone < 0 || s.FwdAll < 0 || s.BwdPeak < 0 || s.GradOut < 0 || s.HeldGrad < 0 || s.Release < 0 || s.FwdLeaf < 0 || s.FwdLeafPeak < 0 {
 			return nil, fmt.Errorf("rotor: stage %d has a negative figure %+v, expected all >= 0", k, s)
 		}
 		if s.Fwd > rotorInf/int64(4*L) || s.Bwd > rotorInf/int64(4*L) {
@@ -304,11 +322,16 @@ func rotorBuild(ctx context.Context, stages []RotorStage, mem int) (*rotorTable,
 			si := &stages[i]
 			c := si.Fwd + si.Bwd
 			if d == 0 {
-				lo := clamp(max(din(i)+si.FwdAll, din(i)+si.XBarBwd+si.BwdPeak))
+				fwd, fpeak := si.Fwd, si.FwdAll
+				if rotorLeaf(stages, i) {
+					fwd, fpeak = si.FwdLeaf, si.FwdLeafPeak
+				}
+				c := fwd + si.Bwd
+				lo := clamp(max(din(i)+fpeak, din(i)+si.XBarBwd+si.BwdPeak))
 				for m := lo; m < M; m++ {
 					o[m], w[m] = c, rotorChainGen
 				}
-				lo = clamp(max(din(i)+si.In+si.FwdAll, din(i)+si.InBwd+si.XBarBwd+si.BwdPeak))
+				lo = clamp(max(din(i)+si.In+fpeak, din(i)+si.InBwd+si.XBarBwd+si.BwdPeak))
 				for m := lo; m < M; m++ {
 					o1[m], w1[m] = c, rotorChainGen
 				}
@@ -426,7 +449,11 @@ func (t *rotorTable) schedule(mem int) ([]RotorAction, error) {
 		kind, j := wv&3, int(wv>>2)
 		switch {
 		case i == l:
-			acts = append(acts, RotorAction{RotorForwardAll, int32(i)}, RotorAction{RotorBackward, int32(i)})
+			k := RotorForwardAll
+			if rotorLeaf(stages, i) {
+				k = RotorForwardLeaf
+			}
+			acts = append(acts, RotorAction{k, int32(i)}, RotorAction{RotorBackward, int32(i)})
 		case kind == rotorChainGen:
 			acts = append(acts, RotorAction{RotorForwardAll, int32(i)})
 			stack = append(stack, frame{i: int32(i), bwd: true},

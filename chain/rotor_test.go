@@ -87,20 +87,26 @@ func TestRevolvePlanAndRotorOnGraph(t *testing.T) {
 }
 
 // optEnumSchedules lists every schedule of S(i, l) the recurrence can
-// express (leaf, chain, checkpoint at any j, recursively).
-func optEnumSchedules(i, l int) [][]RotorAction {
+// express (leaf, chain, checkpoint at any j, recursively) in a chain whose
+// last stage is last: a leaf runs the forward its backward needs (F_leaf),
+// but the last stage's whole forward (F_all).
+func optEnumSchedules(i, l, last int) [][]RotorAction {
 	if i == l {
-		return [][]RotorAction{{{RotorForwardAll, int32(i)}, {RotorBackward, int32(i)}}}
+		k := RotorForwardLeaf
+		if l == last {
+			k = RotorForwardAll
+		}
+		return [][]RotorAction{{{k, int32(i)}, {RotorBackward, int32(i)}}}
 	}
 	var out [][]RotorAction
-	for _, sub := range optEnumSchedules(i+1, l) {
+	for _, sub := range optEnumSchedules(i+1, l, last) {
 		s := []RotorAction{{RotorForwardAll, int32(i)}}
 		s = append(s, sub...)
 		out = append(out, append(s, RotorAction{RotorBackward, int32(i)}))
 	}
 	for j := i + 1; j <= l; j++ {
-		for _, a := range optEnumSchedules(j, l) {
-			for _, b := range optEnumSchedules(i, j-1) {
+		for _, a := range optEnumSchedules(j, l, last) {
+			for _, b := range optEnumSchedules(i, j-1, last) {
 				var s []RotorAction
 				for k := i; k < j; k++ {
 					s = append(s, RotorAction{RotorForwardNone, int32(k)})
@@ -136,7 +142,7 @@ func TestRotorMatchesBruteForce(t *testing.T) {
 		g := optChainGraph(t, sp)
 		ch, err := StagesOf(g, StagesOptions{})
 		require.NoError(t, err)
-		scheds := optEnumSchedules(0, L-1)
+		scheds := optEnumSchedules(0, L-1, L-1)
 		type pt struct{ peak, time int64 }
 		var pts []pt
 		for _, s := range scheds {

@@ -67,6 +67,15 @@ type Stage struct {
 	// BwdPeak is the peak bytes of the backward above its starting state
 	// (XBarBwdBytes plus GradInBytes held).
 	BwdPeak int64
+	// Leaf lists the forward ops the stage's own backward needs (those
+	// producing, within the stage, what it reads), in order: a forward run
+	// right before the stage's backward, once the next stage is done,
+	// needs no more. FwdLeafTime is their time (recomputable ones only) and
+	// FwdPeakLeaf the peak above the held input of running them keeping
+	// what the backward reads.
+	Leaf        []graph.OpID
+	FwdLeafTime int64
+	FwdPeakLeaf int64
 	// GradInBytes is the gradient the backward receives from the next stage's
 	// backward; GradOutBytes the gradient it passes to the previous stage;
 	// HeldGradBytes the other gradients it produces that stay alive past the
@@ -415,6 +424,7 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 		}
 	}
 	lastRead := make([]int32, nt)
+	needR := make([]bool, nt)
 	for s := range stages {
 		st := &stages[s]
 		for _, op := range st.Fwd {
@@ -437,6 +447,7 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 			}
 		}
 		stageMeasureFwd(g, wsOf, root, pinnedSt, lastRead, readByOwnBwd, st)
+		stageLeaf(g, timeOf, wsOf, root, pinned, pinnedSt, lastRead, needR, readByOwnBwd, st)
 	}
 	rd := newRootReaders(g, root, nf)
 	opAtRank := make([]graph.OpID, n+1)
@@ -623,6 +634,99 @@ func groupStages(stages []Stage, n int, timeOf StageTimeFunc, stageOf []int32) [
 		k = end
 	}
 	return out
+}
+
+// stageLeaf fills Leaf, FwdLeafTime and FwdPeakLeaf of st: the forward ops
+// whose outputs' storages the stage's backward reads, transitively within
+// the stage, and the peak of running them keeping what the backward reads.
+// needR is scratch space of one false entry per tensor, left false.
+func stageLeaf(g *graph.Graph, timeOf, wsOf StageTimeFunc, root []graph.TensorID, pinned, pinnedSt []bool, lastRead []int32, needR, readByBwd []bool, st *Stage) {
+	var touched []graph.TensorID
+	mark := func(r graph.TensorID) {
+		if !needR[r] {
+			needR[r] = true
+			touched = append(touched, r)
+		}
+	}
+	for _, op := range st.Bwd {
+		for _, t := range g.Ops[op].Inputs {
+			mark(root[t])
+		}
+	}
+	need := make([]bool, len(st.Fwd))
+	for k := len(st.Fwd) - 1; k >= 0; k-- {
+		o := &g.Ops[st.Fwd[k]]
+		for _, t := range o.Outputs {
+			if needR[root[t]] {
+				need[k] = true
+			}
+		}
+		if need[k] {
+			for _, t := range o.Inputs {
+				mark(root[t])
+			}
+		}
+	}
+	for _, r := range touched {
+		needR[r] = false
+	}
+	st.Leaf = st.Leaf[:0]
+	for k, op := range st.Fwd {
+		if need[k] {
+			st.Leaf = append(st.Leaf, op)
+			if !pinned[op] {
+				st.FwdLeafTime += timeOf(op)
+			}
+		}
+	}
+	if len(st.Leaf) == 0 {
+		return
+	}
+	for _, op := range st.Leaf {
+		for _, t := range g.Ops[op].Outputs {
+			lastRead[root[t]] = -1
+		}
+	}
+	for k, op := range st.Leaf {
+		for _, t := range g.Ops[op].Inputs {
+			lastRead[root[t]] = int32(k)
+		}
+	}
+	first, last := st.Fwd[0], st.Fwd[len(st.Fwd)-1]
+	var cur, peak int64
+	free := func(r graph.TensorID) {
+		if pinnedSt[r] || readByBwd[r] {
+			return
+		}
+		if p := g.Tensors[r].Producer; p == graph.NoOp || p < first || p > last {
+			return // the stage input or an outside tensor
+		}
+		cur -= g.Tensors[r].Bytes
+	}
+	for k, op := range st.Leaf {
+		o := &g.Ops[op]
+		if pinned[op] {
+			continue // ran once, its outputs are pinned
+		}
+		for _, t := range o.Outputs {
+			if root[t] == t && !pinnedSt[t] {
+				cur += g.Tensors[t].Bytes
+			}
+		}
+		peak = max(peak, cur+wsOf(op))
+		for j, t := range o.Inputs {
+			r := root[t]
+			if lastRead[r] == int32(k) && !stageDupRoot(root, o.Inputs[:j], r) && !isOutputOf(o, r) {
+				free(r)
+			}
+		}
+		for _, t := range o.Outputs {
+			if root[t] == t && lastRead[t] <= int32(k) {
+				free(t)
+			}
+		}
+	}
+	st.FwdPeakLeaf = peak
 }
 
 func stageDupRoot(root []graph.TensorID, ins []graph.TensorID, r graph.TensorID) bool {
