@@ -120,7 +120,10 @@ func (imp *importer) is(j int, typ string, nin int) bool {
 	if n.GetOpType() != typ || !defaultDomain(n) || len(n.GetOutput()) < 1 || n.GetOutput()[0] == "" {
 		return false
 	}
-	return nin < 0 || len(n.GetInput()) == nin
+	if nin < 0 {
+		return len(n.GetInput()) >= 1 && n.GetInput()[0] != ""
+	}
+	return len(n.GetInput()) == nin
 }
 
 // soleReader returns the one node reading value name when nothing else (no
@@ -181,7 +184,7 @@ func (imp *importer) matchGELU(i int, readers map[string][]int) *fusion {
 // matchLayerNorm matches torch's layer_norm decomposition starting at the
 // first ReduceMean (node i).
 func (imp *importer) matchLayerNorm(i int, readers map[string][]int) *fusion {
-	if !imp.is(i, "ReduceMean", -1) || len(imp.nodes[i].GetInput()) < 1 {
+	if !imp.is(i, "ReduceMean", -1) {
 		return nil
 	}
 	r1 := imp.nodes[i]

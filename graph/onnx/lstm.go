@@ -91,8 +91,8 @@ func opLSTM(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 	if seq <= 0 || batch <= 0 {
 		return nil, fmt.Errorf("X %v: expected a non-empty sequence and batch", x.shape)
 	}
-	if seq > 1<<20 {
-		return nil, fmt.Errorf("X %v: %d time steps, expected at most %d", x.shape, seq, 1<<20)
+	if seq*dirs > maxLSTMSteps {
+		return nil, fmt.Errorf("X %v: %d time steps in %d directions, expected at most %d steps in all (one op each)", x.shape, seq, dirs, maxLSTMSteps)
 	}
 	yShape := []int64{seq, dirs, batch, h}
 	st := []int64{dirs, batch, h}
@@ -167,6 +167,9 @@ func opLSTM(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 		parts := imp.b.Split(base+sfx+".unbind", xp.tensor, seqAxis, sizes...)
 		if err := imp.b.Err(); err != nil {
 			return nil, err
+		}
+		if int64(len(parts)) != seq {
+			return nil, fmt.Errorf("splitting the input projection into %d steps gave %d tensors", seq, len(parts))
 		}
 		var bhh []*value
 		switch len(bd[d]) {
@@ -259,6 +262,10 @@ func opLSTM(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 	}
 	return outs, nil
 }
+
+// maxLSTMSteps bounds the time steps (times directions) of one LSTM node:
+// each becomes an op.
+const maxLSTMSteps = 1 << 16
 
 // zeros returns a constant zero tensor (an LSTM's initial state when the
 // node has none).

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/remat-dev/remat/graph"
 )
@@ -133,4 +134,17 @@ func TestLSTMBidirectional(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"0", "1", "2", "3", "4", "4", "3", "2", "1", "0"}, order)
+}
+
+// Every time step is an op: a sequence past maxLSTMSteps is refused with
+// the limit named, not built.
+func TestLSTMStepLimit(t *testing.T) {
+	var m ModelProto
+	require.NoError(t, proto.Unmarshal(lstmModel("bidirectional", "Y"), &m))
+	dim := m.Graph.Input[0].GetType().GetTensorType().GetShape().GetDim()[0]
+	dim.Value = &TensorShapeProto_Dimension_DimValue{DimValue: 40000}
+	_, err := FromModelForward(&m, Options{Dims: map[string]int64{"batch": 2}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"/lstm/LSTM" (LSTM)`)
+	assert.Contains(t, err.Error(), "40000 time steps in 2 directions, expected at most 65536")
 }
