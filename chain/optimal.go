@@ -263,9 +263,9 @@ func OptimalChain(ctx context.Context, g *graph.Graph, budget int64, opts Optima
 	// 2*Slots levels), so that levels above the budget can be tried where
 	// the DP's accounting is pessimistic; plus the memory the backward
 	// releases (rotorBuild).
-	discretize := func(ch *StageChain) (q int64, mem, levels int) {
+	discretize := func(ch *StageChain, widen int64) (q int64, mem, levels int) {
 		avail := budget - ch.Pinned
-		span := max(basePeak-ch.Pinned, stageUpperBytes(ch)/4, 1)
+		span := max(basePeak-ch.Pinned, stageUpperBytes(ch)/4, 1) * widen
 		q = max(ceilDiv(max(avail, span/2), int64(slots)), 1)
 		if u := stageSizeGCD(ch); u > 0 && u < q && max(avail, span/2)/u <= 2*int64(slots) {
 			q = u
@@ -280,26 +280,36 @@ func OptimalChain(ctx context.Context, g *graph.Graph, budget int64, opts Optima
 		}
 		return q, mem, mem + int(min(rel, rotorMaxEntries))
 	}
-	q, mem, levels := discretize(ch)
+	q, mem, levels := discretize(ch, 1)
 	if maxL := maxStagesFor(levels); len(ch.Stages) > maxL {
 		so.MaxStages = maxL
 		if ch, err = StagesOf(g, so); err != nil {
 			return nil, rep, fmt.Errorf("optimal-chain: %w", err)
 		}
-		q, mem, _ = discretize(ch)
+		q, mem, _ = discretize(ch, 1)
 	}
 	rep.Groups, rep.PinnedBytes = len(ch.Stages), ch.Pinned
 	avail := budget - ch.Pinned
+	var tab *rotorTable
+	lo := -1
+	// Where the DP's accounting needs more than the no-recompute peak for
+	// every schedule (it is pessimistic), widen the table's span.
+	for widen := int64(1); ; widen *= 4 {
+		if widen > 1 {
+			q, mem, _ = discretize(ch, widen)
+		}
+		stages, err := RotorStagesOf(ch, q)
+		if err != nil {
+			return nil, rep, fmt.Errorf("optimal-chain: %w", err)
+		}
+		if tab, err = rotorBuild(ctx, stages, mem); err != nil {
+			return nil, rep, fmt.Errorf("optimal-chain: %w", err)
+		}
+		if lo = tab.minSlots(); lo >= 0 || widen >= 64 {
+			break
+		}
+	}
 	rep.SlotBytes = q
-	stages, err := RotorStagesOf(ch, q)
-	if err != nil {
-		return nil, rep, fmt.Errorf("optimal-chain: %w", err)
-	}
-	tab, err := rotorBuild(ctx, stages, mem)
-	if err != nil {
-		return nil, rep, fmt.Errorf("optimal-chain: %w", err)
-	}
-	lo := tab.minSlots()
 	mem = max(mem, lo)
 	if lo < 0 {
 		return nil, rep, fmt.Errorf("optimal-chain: budget %d bytes: no schedule within %d slots of %d bytes above %d pinned bytes (the table's whole range): %w", budget, mem, q, ch.Pinned, ErrChainInfeasible)
