@@ -38,12 +38,22 @@ const (
 	// recomputing s really takes) with Belady's next-use distance in place
 	// of staleness. It needs an Oracle.
 	LookaheadMSPS
+	// LookaheadDTR is h_DTR (c(s) + c(e*(s))) / (m(s) * staleness(s)),
+	// except that the storages the known schedule never reads again score
+	// 0 and go first (Belady's rule where it is free of doubt; for the
+	// rest, staleness with the whole evicted neighbourhood's cost orders
+	// better than the next-use distance does on tight budgets). It needs
+	// an Oracle.
+	LookaheadDTR
 )
 
-var heuristicNames = [...]string{"", "dtr", "dtr-eqclass", "dtr-local", "msps", "lru", "size", "megengine", "lookahead", "lookahead-msps"}
+// lastHeuristic is the highest Heuristic value.
+const lastHeuristic = LookaheadDTR
+
+var heuristicNames = [...]string{"", "dtr", "dtr-eqclass", "dtr-local", "msps", "lru", "size", "megengine", "lookahead", "lookahead-msps", "lookahead-dtr"}
 
 // Heuristics lists every heuristic in a fixed order.
-var Heuristics = []Heuristic{HDTR, HDTREqClass, HDTRLocal, MSPS, LRU, Size, MegEngine, Lookahead, LookaheadMSPS}
+var Heuristics = []Heuristic{HDTR, HDTREqClass, HDTRLocal, MSPS, LRU, Size, MegEngine, Lookahead, LookaheadMSPS, LookaheadDTR}
 
 // ReferenceHeuristics are the six heuristics of the reference simulator's
 // tables.
@@ -51,7 +61,7 @@ var ReferenceHeuristics = []Heuristic{HDTR, HDTREqClass, HDTRLocal, MSPS, LRU, S
 
 // String returns the heuristic's name.
 func (h Heuristic) String() string {
-	if h < HDTR || h > LookaheadMSPS {
+	if h < HDTR || h > lastHeuristic {
 		return fmt.Sprintf("heuristic(%d)", uint8(h))
 	}
 	return heuristicNames[h]
@@ -59,7 +69,9 @@ func (h Heuristic) String() string {
 
 // NeedsOracle reports whether the heuristic scores with next-use distances
 // (an Oracle: Replay and RunOnMachine build one from the known schedule).
-func (h Heuristic) NeedsOracle() bool { return h == Lookahead || h == LookaheadMSPS }
+func (h Heuristic) NeedsOracle() bool {
+	return h == Lookahead || h == LookaheadMSPS || h == LookaheadDTR
+}
 
 // ParseHeuristic parses a heuristic name (aliases: "full", "eqclass",
 // "eq-class", "local", "largest", "megengine").
@@ -83,6 +95,8 @@ func ParseHeuristic(s string) (Heuristic, error) {
 		return Lookahead, nil
 	case "lookahead-msps", "belady-msps":
 		return LookaheadMSPS, nil
+	case "lookahead-dtr", "belady-dtr":
+		return LookaheadDTR, nil
 	}
 	return 0, fmt.Errorf("heuristic %q: expected one of %s", s, strings.Join(heuristicNames[1:], ", "))
 }
@@ -194,7 +208,7 @@ func (c *Config) Validate() error {
 	if c.EvicteeMinSize < 0 {
 		return fmt.Errorf("dtr config: EvicteeMinSize %d: expected >= 0 bytes", c.EvicteeMinSize)
 	}
-	if c.Heuristic < HDTR || c.Heuristic > LookaheadMSPS {
+	if c.Heuristic < HDTR || c.Heuristic > lastHeuristic {
 		return fmt.Errorf("dtr config: Heuristic %d: expected one of %s", c.Heuristic, strings.Join(heuristicNames[1:], ", "))
 	}
 	if c.AutoDrop && !c.Drop && !c.Swap {

@@ -248,6 +248,12 @@ func (r *Runtime) evaluate(s int32) score {
 		}
 		d := max(n-r.step, 1)
 		return mkScore(st.compute+r.region(s, true), r.sizeTerm(s), d)
+	case LookaheadDTR:
+		if r.nextUse(s) == math.MaxInt64 {
+			return mkScore(0, 1, 1) // never read again: first to go
+		}
+		c := st.compute + r.region(s, false) + r.region(s, true)
+		return mkScore(c, r.sizeTerm(s), r.staleness(s))
 	}
 	return mkScore(0, 1, 1)
 }

@@ -45,7 +45,8 @@ import (
 //     candidate's next use changes only when the step passes it, that is
 //     after the top-level op that reads it, whose inputs are then re-keyed
 //     (the Oracle contract). Candidates never used again score exactly 0
-//     and go to a bucket ordered by pool sequence.
+//     and go to a bucket ordered by pool sequence. lookahead-dtr is of the
+//     staleness family but sends its never-used candidates there too.
 //
 // In the bucket of zero-cost candidates (bound 0) and the never-used bucket,
 // the heap is ordered by pool sequence number: once a zero score is found,
@@ -96,6 +97,9 @@ type candIndex struct {
 	// candidates a search found costlier than their keys say (re-keyed
 	// after it: the lazy update).
 	eq      bool
+	// never: storages never read again score 0 (lookahead-dtr): they go
+	// to the never-used bucket
+	never   bool
 	drop    int64
 	allow   int64
 	dropped []int32
@@ -107,7 +111,7 @@ func indexKind(cfg *Config) idxKind {
 		return idxNone
 	}
 	switch cfg.Heuristic {
-	case HDTR, HDTREqClass, HDTRLocal:
+	case HDTR, HDTREqClass, HDTRLocal, LookaheadDTR:
 		return idxStale
 	case MSPS, Size:
 		return idxStatic
@@ -148,6 +152,10 @@ func (r *Runtime) bucketOf(s int32) int {
 	st := &r.storages[s]
 	switch r.idx.kind {
 	case idxStale:
+		if r.idx.never && r.nextUse(s) == math.MaxInt64 {
+			st.ikey = float64(st.seq)
+			return idxNever
+		}
 		st.ikey = float64(st.lastAccess)
 		kn := r.keyNum(s)
 		st.knum = kn

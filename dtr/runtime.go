@@ -258,6 +258,7 @@ func New(cfg Config, host Host) (*Runtime, error) {
 	if k := indexKind(&cfg); k != idxNone {
 		r.idx = newCandIndex(k)
 		r.idx.eq = cfg.Heuristic == HDTREqClass || cfg.Heuristic == Lookahead
+		r.idx.never = cfg.Heuristic == LookaheadDTR
 	}
 	return r, nil
 }
@@ -410,7 +411,7 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 		r.touch(r.tensors[t].st, r.stats.Clock)
 	}
 	r.step++
-	if r.idx != nil && r.idx.kind == idxAhead {
+	if r.idx != nil && (r.idx.kind == idxAhead || r.idx.never) {
 		// the inputs' next uses were this step: re-key them (the index's
 		// Oracle contract, see index.go)
 		for _, p := range o.args {
