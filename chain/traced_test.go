@@ -197,3 +197,45 @@ func TestChainMisuse(t *testing.T) {
 	assert.True(t, errors.Is(err, ErrChainInfeasible))
 	assert.Greater(t, rep.MinFeasibleBytes, int64(1))
 }
+
+// Steps traced from PyTorch 1.13 by the repository's tracer (issue 14 item
+// 2), regenerated with
+//
+//	/usr/bin/python3 tools/export_torch.py --model squeezenet1_0 --batch 2 --image 64 --out chain/testdata/traced_squeezenet1_0.json
+//	/usr/bin/python3 tools/export_torch.py --model transformer --batch 2 --out chain/testdata/traced_transformer.json
+//
+// At half the baseline peak no schedule fits (parameters and the gradients
+// held until the update alone take most of it); every chain planner still
+// lowers the peak, and optimal-chain returns its least-memory plan with an
+// error that says what bounds it.
+func TestChainPlannersOnTracedSteps(t *testing.T) {
+	for _, name := range []string{"traced_squeezenet1_0", "traced_transformer"} {
+		g, err := graph.ReadFile("testdata/" + name + ".json")
+		require.NoError(t, err)
+		base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
+		require.NoError(t, err)
+		ctx := context.Background()
+		_, sq, err := ChenSqrt(ctx, g, ChenOptions{})
+		require.NoError(t, err)
+		_, gr, err := ChenGreedyPlan(ctx, g, ChenOptions{})
+		require.NoError(t, err)
+		p, rep, err := OptimalChain(ctx, g, base.PeakAllocated/2, OptimalOptions{})
+		require.ErrorIs(t, err, ErrChainInfeasible)
+		require.NotNil(t, p, "the least-memory plan comes with the error")
+		assert.ErrorContains(t, err, "held until the update")
+		res, err := sim.Simulate(g, p, sim.Options{})
+		require.NoError(t, err)
+		t.Logf("%s: baseline %d, chen-sqrt %d, chen-greedy %d, optimal-chain %d (%d stages, %d pinned)", name, base.PeakAllocated, sq.SimPeak, gr.SimPeak, res.PeakAllocated, rep.Stages, rep.PinnedBytes)
+		for what, peak := range map[string]int64{"chen-sqrt": sq.SimPeak, "chen-greedy": gr.SimPeak, "optimal-chain": res.PeakAllocated} {
+			assert.Less(t, float64(peak), 0.95*float64(base.PeakAllocated), "%s on %s lowers the peak by more than 5%%", what, name)
+		}
+		assert.Equal(t, rep.MinFeasibleBytes, res.PeakAllocated)
+		// A budget between the least-memory plan and the baseline is met.
+		mid := (res.PeakAllocated + base.PeakAllocated) / 2
+		p, _, err = OptimalChain(ctx, g, mid, OptimalOptions{})
+		require.NoError(t, err)
+		res, err = sim.Simulate(g, p, sim.Options{})
+		require.NoError(t, err)
+		assert.LessOrEqual(t, res.PeakAllocated, mid)
+	}
+}
