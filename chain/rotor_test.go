@@ -119,14 +119,15 @@ func optEnumSchedules(i, l, last int) [][]RotorAction {
 	return out
 }
 
-// Brute force: on small random heterogeneous chains, every schedule is
-// emitted as a plan and replayed in the simulator; the fastest one whose
-// simulated peak fits the budget is compared with OptimalChain's plan.
-// With one byte per slot the solver's accounting must find the optimum.
+// Brute force: on random heterogeneous chains of 2..8 stages, every
+// schedule of the recurrence (up to a few thousand) is emitted as a plan and
+// replayed in the simulator; the fastest one whose simulated peak fits the
+// budget is compared with OptimalChain's plan at every distinct simulated
+// peak as budget. With one byte per slot the solver must find the optimum.
 func TestRotorMatchesBruteForce(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 11))
 	for trial := 0; trial < 40; trial++ {
-		L := 2 + trial%4
+		L := 2 + trial%7
 		sp := optChainSpec{paramBytes: 4 * r.Int64N(3)}
 		for k := 0; k < L; k++ {
 			sp.act = append(sp.act, 10*(1+r.Int64N(20)))
