@@ -219,3 +219,41 @@ func optSimulate(t testing.TB, g *graph.Graph, p *sim.Plan) *sim.Result {
 	require.NoError(t, err)
 	return res
 }
+
+// ExampleStagesOf cuts a three-layer chain into stages and shows what the
+// solvers see of each.
+func ExampleStagesOf() {
+	b := graph.NewBuilder("chain3")
+	x := b.Input("x", graph.F32, 0)
+	prev := x
+	var fw []graph.OpID
+	var ins []graph.TensorID
+	for k := 0; k < 3; k++ {
+		ins = append(ins, prev)
+		o := b.Op("linear", fmt.Sprintf("f%d", k), prev).OutBytes(fmt.Sprintf("a%d", k), 1000).TimeNs(10)
+		fw, prev = append(fw, o.ID()), o.T()
+	}
+	b.SetLoss(prev)
+	b.SetPhase(graph.Backward)
+	d := prev
+	for k := 2; k >= 0; k-- {
+		d = b.Op("linear_grad", fmt.Sprintf("b%d", k), ins[k], d).Forward(fw[k]).OutBytes(fmt.Sprintf("d%d", k), 1000).TimeNs(20).T()
+	}
+	g, err := b.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ch, err := StagesOf(g, StagesOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for k, s := range ch.Stages {
+		fmt.Printf("stage %d: %d fwd op, in %d B (backward reads %d), x-bar %d B, time %d+%d\n", k, len(s.Fwd), s.InputBytes, s.InputBwdBytes, s.XBarBytes, s.FwdTime, s.BwdTime)
+	}
+	// Output:
+	// stage 0: 1 fwd op, in 0 B (backward reads 0), x-bar 1000 B, time 10+20
+	// stage 1: 1 fwd op, in 1000 B (backward reads 1000), x-bar 1000 B, time 10+20
+	// stage 2: 1 fwd op, in 1000 B (backward reads 1000), x-bar 1000 B, time 10+20
+}
