@@ -27,12 +27,13 @@ import (
 // An optional "signature" array (Plan.Signature) describes the graph the
 // plan was made for, one string per op in op order:
 //
-//	PHASE TYPE [<FORWARD] [ID:DTYPE[DIMS]]...
+//	PHASE TYPE [<FORWARD] [ID:DTYPE[DIMS][=ALIAS]]...
 //
 // PHASE is forward, backward or update; TYPE the op type; <FORWARD the
 // forward op of a backward op (absent when none); then one field per output
-// tensor: its ID, dtype ("?" when unknown) and dimensions in brackets,
-// comma-separated ("[?]" when the shape is unknown, "[]" for a scalar).
+// tensor: its ID, dtype ("?" when unknown), dimensions in brackets,
+// comma-separated ("[?]" when the shape is unknown, "[]" for a scalar), and
+// =ALIAS, the tensor it is a view of, when it is one.
 // Example: "backward convolution_backward <0 130:f32[2,3,64,64] 131:f32[64,3,7,7]".
 // `sim plan` fills it; a framework applying the plan compares it with the
 // ops it runs and refuses a plan made for another graph.

@@ -9,7 +9,7 @@ import (
 
 // planSignature describes g for sim.Plan.Signature, one entry per op (the
 // grammar is in sim/planjson.go and docs/simulator.md, "Plan JSON"):
-// "PHASE TYPE [<FORWARD] [ID:DTYPE[DIMS]]...".
+// "PHASE TYPE [<FORWARD] [ID:DTYPE[DIMS][=ALIAS]]...".
 func planSignature(g *graph.Graph) []string {
 	sig := make([]string, len(g.Ops))
 	var b strings.Builder
@@ -35,16 +35,20 @@ func planSignature(g *graph.Graph) []string {
 			}
 			if t.Shape == nil {
 				b.WriteString("[?]")
-				continue
-			}
-			b.WriteByte('[')
-			for j, d := range t.Shape {
-				if j > 0 {
-					b.WriteByte(',')
+			} else {
+				b.WriteByte('[')
+				for j, d := range t.Shape {
+					if j > 0 {
+						b.WriteByte(',')
+					}
+					b.WriteString(strconv.FormatInt(d, 10))
 				}
-				b.WriteString(strconv.FormatInt(d, 10))
+				b.WriteByte(']')
 			}
-			b.WriteByte(']')
+			if t.AliasOf != graph.NoTensor {
+				b.WriteByte('=')
+				b.WriteString(strconv.Itoa(int(t.AliasOf)))
+			}
 		}
 		sig[i] = b.String()
 	}

@@ -59,7 +59,7 @@ RANDOM_OPS = {
     "_fused_dropout", "poisson", "_standard_gamma", "binomial",
 }
 
-_OUT = re.compile(r"^(\d+):([^\[]*)\[([^\]]*)\]$")
+_OUT = re.compile(r"^(\d+):([^\[]*)\[([^\]]*)\](?:=(\d+))?$")
 
 
 class PlanMismatch(ValueError):
@@ -96,7 +96,7 @@ def parse_plan(plan):
             raise PlanError("plan: signature[%d] is %r, expected a string" % (i, e))
         f = e.split(" ")
         if len(f) < 2 or f[0] not in ("forward", "backward", "update"):
-            raise PlanError("plan: signature[%d] is %r, expected 'PHASE TYPE [<FORWARD] [ID:DTYPE[DIMS]]...'" % (i, e))
+            raise PlanError("plan: signature[%d] is %r, expected 'PHASE TYPE [<FORWARD] [ID:DTYPE[DIMS][=ALIAS]]...'" % (i, e))
         fwd = None
         rest = f[2:]
         if rest and rest[0].startswith("<"):
@@ -109,10 +109,10 @@ def parse_plan(plan):
         for r in rest:
             m = _OUT.match(r)
             if not m:
-                raise PlanError("plan: signature[%d]: output %r, expected ID:DTYPE[DIMS]" % (i, r))
+                raise PlanError("plan: signature[%d]: output %r, expected ID:DTYPE[DIMS][=ALIAS]" % (i, r))
             dims = m.group(3)
             shape = None if dims == "?" else ([int(d) for d in dims.split(",")] if dims else [])
-            outs.append((int(m.group(1)), m.group(2), shape))
+            outs.append((int(m.group(1)), m.group(2), shape, int(m.group(4)) if m.group(4) else None))
         ops.append(_Op(f[0], f[1], fwd, outs, e))
     steps = []
     kinds = ("compute", "free", "swap_out", "swap_in")
@@ -179,6 +179,7 @@ class _Step:
         self.fpos = 0  # next forward op position
         self.bpos = None  # next backward op position
         self.done = set()  # ops computed at least once
+        self.ahead = set()  # plan steps run ahead of the cursor (see _lookahead)
         self.store = {}  # tid -> (tensor, version): tensors the applier holds
         self.host = {}  # tid -> swapped-out copy
         self.ids = {}  # id(python tensor) -> (weakref, tid)
@@ -208,11 +209,19 @@ class Runner:
         self.recomputed = {i for i in range(n) if counts[i] > 1 and self.ops[i].phase == "forward"}
         self.producer = {}  # tid -> (op, output index)
         for i, o in enumerate(self.ops):
-            for j, (tid, _, _) in enumerate(o.outputs):
+            for j, (tid, _, _, _) in enumerate(o.outputs):
                 self.producer[tid] = (i, j)
+        # Views: freeing a base frees its views (as in the simulator).
+        alias = {tid: a for o in self.ops for tid, _, _, a in o.outputs if a is not None}
+        self.views = {}
+        for tid in alias:
+            r, n = tid, 0
+            while r in alias and n <= len(alias):
+                r, n = alias[r], n + 1
+            self.views.setdefault(r, []).append(tid)
         swapped = {v for k, v in self.steps if k == "swap_out"}
         # Tensors packed as handles: outputs of recomputed ops, swapped tensors.
-        self.dropped = {tid for i in self.recomputed for tid, _, _ in self.ops[i].outputs} | swapped
+        self.dropped = {tid for i in self.recomputed for tid, _, _, _ in self.ops[i].outputs} | swapped
         self.links = {}  # forward op -> backward op positions linked to it
         for i, o in enumerate(self.ops):
             if o.phase == "backward" and o.forward is not None:
@@ -257,7 +266,8 @@ class Runner:
         while st.pos < end:
             k, v = self.steps[st.pos]
             st.pos += 1
-            self._run_step(k, v)
+            if st.pos - 1 not in st.ahead:
+                self._run_step(k, v)
         st.pos = end + 1
         st.done.add(target)
 
@@ -268,13 +278,16 @@ class Runner:
                 st.done.add(v)  # an op outside the module (loss, optimizer) or not seen
                 self.stats["skipped_steps"] += 1
             elif v in st.recipes:
-                if any(self._get(tid) is None for tid, _, _ in self.ops[v].outputs):
+                if any(self._get(tid) is None for tid, _, _, _ in self.ops[v].outputs):
                     self._recompute(v)
             else:
                 self.stats["skipped_steps"] += 1
         elif k == "free":
             st.store.pop(v, None)
             st.host.pop(v, None)
+            for w in self.views.get(v, ()):
+                st.store.pop(w, None)
+                st.host.pop(w, None)
         elif k == "swap_out":
             t = self._get(v)
             if t is not None:
@@ -344,7 +357,7 @@ class Runner:
         finally:
             self.internal -= 1
         outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
-        for (tid, _, _), o in zip(self.ops[op].outputs, outs):
+        for (tid, _, _, _), o in zip(self.ops[op].outputs, outs):
             self._hold(tid, o)
         self.stats["recomputes"] += 1
 
@@ -397,7 +410,7 @@ class Runner:
             st.done.add(k)
         if len(outs) != len(exp.outputs) or any(
                 _describe(o) != "%s[%s]" % (d, "?" if s is None else ",".join(map(str, s)))
-                for o, (_, d, s) in zip(outs, exp.outputs)):
+                for o, (_, d, s, _) in zip(outs, exp.outputs)):
             got = " ".join(_describe(o) for o in outs)
             raise PlanMismatch("plan %r does not match this model: op #%d %s: the plan expects %r, the model's "
                                "outputs are %s (trace the step with the same input shapes and plan again)" % (
@@ -405,7 +418,7 @@ class Runner:
         st.fpos += 1
         if self.check_only:
             return out
-        for (tid, _, _), o in zip(exp.outputs, outs):
+        for (tid, _, _, _), o in zip(exp.outputs, outs):
             st.ids[id(o)] = (weakref.ref(o), tid)
             if tid in self.dropped:
                 self._hold(tid, o)
@@ -499,9 +512,34 @@ class Runner:
                 self.internal -= 1
         self.internal += 1
         try:
+            if self._get(h.tid) is None:
+                self._lookahead(h.tid)
             return self._resolve(h.tid)
         finally:
             self.internal -= 1
+
+    def _lookahead(self, tid):
+        """An autograd node unpacks a tensor the plan recomputes only later
+        (it saved a tensor its kernels do not read, e.g. for its shape): run
+        the plan's recomputes up to the one that gives tid now, in the plan's
+        order, and mark them done; frees stay in place."""
+        st = self.st
+        p = self.producer.get(tid)
+        if p is None:
+            return
+        target = None
+        for i in range(st.pos, len(self.steps)):
+            k, v = self.steps[i]
+            if k == "compute" and v == p[0] and v in st.done:
+                target = i
+                break
+        if target is None:
+            return
+        for i in range(st.pos, target + 1):
+            k, v = self.steps[i]
+            if k == "compute" and v in st.done and v in st.recipes and i not in st.ahead:
+                st.ahead.add(i)
+                self._run_step(k, v)
 
     def _advance_before(self, p):
         """Run the plan's steps before the first compute of op p, without
@@ -511,7 +549,8 @@ class Runner:
         while st.pos < end:
             k, v = self.steps[st.pos]
             st.pos += 1
-            self._run_step(k, v)
+            if st.pos - 1 not in st.ahead:
+                self._run_step(k, v)
 
     # -- backward hooks --
 
