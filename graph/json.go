@@ -384,14 +384,23 @@ func WriteFile(path string, g *Graph) (err error) {
 // ---------------------------------------------------------------- decoding
 
 // ReadFile decodes and validates the graph file at path. Errors name the
-// file.
+// file. A first pass counts the tensors and ops (a syntax scan, no parsing)
+// so that the graph's slices are allocated once at their exact size: on a
+// million-op file this saves the slack and the garbage of growing them.
 func ReadFile(path string) (*Graph, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read graph: %w", err)
 	}
 	defer f.Close()
-	g, err := Decode(f)
+	var hint [2]int
+	if nt, no, ok := countElements(f); ok {
+		hint = [2]int{nt, no}
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("read graph: %w", err)
+	}
+	g, err := decode(f, hint)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -406,17 +415,20 @@ func ReadFile(path string) (*Graph, error) {
 // errors are *ValidationError, whose Path names the same location, e.g.
 // "ops[12].inputs[1]".
 func Decode(r io.Reader) (*Graph, error) {
+	return decode(r, [2]int{})
+}
+
+// decode is Decode with capacity hints for the tensors and ops.
+func decode(r io.Reader, hint [2]int) (*Graph, error) {
 	if r == nil {
 		return nil, errors.New("decode graph: reader is nil")
 	}
-	br := bufio.NewReader(r)
-	switch head, _ := br.Peek(3); {
-	case bytes.HasPrefix(head, []byte{0xef, 0xbb, 0xbf}):
-		_, _ = br.Discard(3) // a UTF-8 byte order mark is accepted
-	case bytes.HasPrefix(head, []byte{0xff, 0xfe}), bytes.HasPrefix(head, []byte{0xfe, 0xff}):
-		return nil, &FormatError{Offset: 0, Line: 1, Err: errors.New("the file is UTF-16 (it starts with a UTF-16 byte order mark): expected UTF-8 JSON")}
+	br, err := skipBOM(r)
+	if err != nil {
+		return nil, err
 	}
 	d := newDecoder(br)
+	d.hint = hint
 	g, err := d.graph()
 	if err != nil {
 		return nil, err
@@ -425,6 +437,95 @@ func Decode(r io.Reader) (*Graph, error) {
 		return nil, err
 	}
 	return g, nil
+}
+
+// skipBOM accepts a UTF-8 byte order mark and refuses UTF-16.
+func skipBOM(r io.Reader) (io.Reader, error) {
+	br := bufio.NewReader(r)
+	switch head, _ := br.Peek(3); {
+	case bytes.HasPrefix(head, []byte{0xef, 0xbb, 0xbf}):
+		_, _ = br.Discard(3) // a UTF-8 byte order mark is accepted
+	case bytes.HasPrefix(head, []byte{0xff, 0xfe}), bytes.HasPrefix(head, []byte{0xfe, 0xff}):
+		return nil, &FormatError{Offset: 0, Line: 1, Err: errors.New("the file is UTF-16 (it starts with a UTF-16 byte order mark): expected UTF-8 JSON")}
+	}
+	return br, nil
+}
+
+// countElements scans a graph document and counts the elements of its
+// top-level "tensors" and "ops" arrays, without parsing them. ok is false if
+// the document is not a well-formed graph object (decoding reports why).
+func countElements(r io.Reader) (nt, no int, ok bool) {
+	br, err := skipBOM(r)
+	if err != nil {
+		return 0, 0, false
+	}
+	d := newDecoder(br)
+	if c, ok := d.peekByte(); !ok || c != '{' {
+		return 0, 0, false
+	}
+	d.i++
+	for n := 0; ; n++ {
+		c, ok := d.peekByte()
+		if !ok {
+			return 0, 0, false
+		}
+		if c == '}' {
+			return nt, no, true
+		}
+		if n > 0 {
+			if c != ',' {
+				return 0, 0, false
+			}
+			d.i++
+		}
+		if d.scanValue(top("")) != nil {
+			return 0, 0, false
+		}
+		key := string(d.raw)
+		if c, ok := d.peekByte(); !ok || c != ':' {
+			return 0, 0, false
+		}
+		d.i++
+		if key != `"tensors"` && key != `"ops"` {
+			if d.scanValue(top("")) != nil {
+				return 0, 0, false
+			}
+			continue
+		}
+		if c, ok := d.peekByte(); !ok || c != '[' {
+			if d.scanValue(top("")) != nil {
+				return 0, 0, false
+			}
+			continue
+		}
+		d.i++
+		count := 0
+		for {
+			c, ok := d.peekByte()
+			if !ok {
+				return 0, 0, false
+			}
+			if c == ']' {
+				d.i++
+				break
+			}
+			if count > 0 {
+				if c != ',' {
+					return 0, 0, false
+				}
+				d.i++
+			}
+			if d.scanValue(top("")) != nil {
+				return 0, 0, false
+			}
+			count++
+		}
+		if key == `"tensors"` {
+			nt = count
+		} else {
+			no = count
+		}
+	}
 }
 
 // decoder streams the document through a window of the input. It scans
@@ -451,6 +552,7 @@ type decoder struct {
 	scratch []int64
 	stack   []byte            // open containers while scanning a value
 	types   map[string]string // interned op types
+	hint    [2]int            // expected tensors and ops (0: unknown)
 }
 
 const decodeChunk = 64 << 10
@@ -1097,7 +1199,7 @@ func (d *decoder) array(name string, elem func(i int) error) (isNull bool, err e
 }
 
 func (d *decoder) tensors(g *Graph) error {
-	g.Tensors = make([]Tensor, 0, 16)
+	g.Tensors = make([]Tensor, 0, max(16, d.hint[0]))
 	null, err := d.array("tensors", func(i int) error {
 		if err := d.value(vpath{"tensors", i}); err != nil {
 			return err
@@ -1115,7 +1217,7 @@ func (d *decoder) tensors(g *Graph) error {
 }
 
 func (d *decoder) ops(g *Graph) error {
-	g.Ops = make([]Op, 0, 16)
+	g.Ops = make([]Op, 0, max(16, d.hint[1]))
 	null, err := d.array("ops", func(i int) error {
 		if err := d.value(vpath{"ops", i}); err != nil {
 			return err
