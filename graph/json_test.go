@@ -500,3 +500,28 @@ func TestEncodeOmitsZeroFields(t *testing.T) {
 }
 
 func ioEOF() error { return io.EOF }
+
+// ReadFile sizes the graph's slices exactly from its counting pass, and
+// the counts agree with the decoded graph (a malformed file still gets
+// Decode's error).
+func TestReadFileExactCapacity(t *testing.T) {
+	g := buildChain(t, 5000, false)
+	path := filepath.Join(t.TempDir(), "chain.json")
+	require.NoError(t, WriteFile(path, g))
+	got, err := ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, len(got.Ops), cap(got.Ops))
+	assert.Equal(t, len(got.Tensors), cap(got.Tensors))
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	nt, no, ok := countElements(bytes.NewReader(data))
+	require.True(t, ok)
+	assert.Equal(t, len(g.Tensors), nt)
+	assert.Equal(t, len(g.Ops), no)
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	require.NoError(t, os.WriteFile(bad, data[:len(data)/2], 0o644))
+	_, err = ReadFile(bad)
+	var fe *FormatError
+	require.ErrorAs(t, err, &fe)
+	assert.Contains(t, err.Error(), "unexpected end of input")
+}
