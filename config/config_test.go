@@ -40,7 +40,7 @@ func TestRegistryConsistency(t *testing.T) {
 		int(DTREnableDrop): TypeBool, int(DTRAutoDrop): TypeBool, int(DTREvictionThreshold): TypeSize,
 		int(DTREvicteeMinimumSize): TypeSize, int(InplaceUpdate): TypeBool, int(CUDAReserveMemory): TypeBool,
 		int(ExecutionStrategy): TypeString, int(GEStaticMemoryPolicy): TypeInt,
-		int(Framework): TypeEnum, int(DropoutMask): TypeEnum,
+		int(Framework): TypeEnum, int(DropoutMask): TypeEnum, int(ConvLibrary): TypeEnum,
 	}
 	require.Len(t, keys, int(numKeys), "every registry entry has exactly one typed constant")
 	for i, typ := range keys {

@@ -41,6 +41,8 @@ var presets = []PresetEntry{
 		"torch.optim's step() updates each parameter in place (SGD: param.add_(grad, alpha=-lr)); no copy of the parameters is made"},
 	{"pytorch", DeviceCPU, "cudnn.autotune", "off",
 		"CPU convolutions use no cuDNN algorithm workspaces"},
+	{"pytorch", DeviceCPU, "conv.library", "onednn",
+		"PyTorch's CPU convolutions run through oneDNN (mkldnn), whose reorder buffers (or slow_conv2d's im2col columns) are their temporaries, measured against the profiler's allocation events"},
 	{"pytorch", DeviceCPU, "dropout.mask", "like-input",
 		"F.dropout on CPU is not the fused native_dropout (is_fused_kernel_acceptable needs CUDA): it computes input * noise and saves the f32 noise, measured in docs/fidelity.md"},
 	{"mxnet", "", "optimizer.inplace_update", "true",

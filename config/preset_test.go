@@ -15,6 +15,7 @@ func TestPresetPyTorch(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "off", cpu.Enum(CudnnAutotune))
 	assert.Equal(t, "like-input", cpu.Enum(DropoutMask))
+	assert.Equal(t, "onednn", cpu.Enum(ConvLibrary))
 	assert.True(t, cpu.Bool(InplaceUpdate))
 	assert.Equal(t, "preset pytorch on cpu", cpu.Value(DropoutMask).Source.String())
 	// The snapshot it came from is unchanged.
@@ -25,6 +26,7 @@ func TestPresetPyTorch(t *testing.T) {
 	assert.Equal(t, "limited_workspace", gpu.Enum(CudnnAutotune), "a CPU preset value is reset for a GPU")
 	assert.Equal(t, SourceDefault, gpu.Value(CudnnAutotune).Source.Kind)
 	assert.Equal(t, "byte", gpu.Enum(DropoutMask))
+	assert.Equal(t, "cudnn", gpu.Enum(ConvLibrary))
 	assert.True(t, gpu.Bool(InplaceUpdate))
 	assert.Equal(t, "preset pytorch on gpu", gpu.Value(InplaceUpdate).Source.String())
 }

@@ -197,6 +197,7 @@ const (
 	GEStaticMemoryPolicy     IntKey    = iota // GE_USE_STATIC_MEMORY
 	Framework                EnumKey   = iota // REMAT_FRAMEWORK
 	DropoutMask              EnumKey   = iota // REMAT_DROPOUT_MASK
+	ConvLibrary              EnumKey   = iota // REMAT_CONV_LIBRARY
 	numKeys                            = iota
 )
 
@@ -351,6 +352,13 @@ var registry = [numKeys]def{
 		choices: []Choice{{Name: "byte"}, {Name: "like-input"}},
 		desc: "What a training-mode dropout of an imported ONNX model saves for its backward pass: byte, a one-byte mask (PyTorch on CUDA: the fused native_dropout's bool mask), " +
 			"or like-input, a tensor of the input's type and shape (PyTorch on CPU: input * noise saves the f32 noise).",
+	},
+	ConvLibrary: {
+		name: "conv.library", env: "REMAT_CONV_LIBRARY", flag: "conv-library",
+		typ: TypeEnum, defaultFn: constDefault("cudnn"), defaultDoc: "cudnn",
+		choices: []Choice{{Name: "cudnn"}, {Name: "onednn", Aliases: []string{"mkldnn"}}},
+		desc: "Whose convolution kernels the simulator models the temporary memory of: cudnn (the algorithm workspace cudnn.autotune chooses) " +
+			"or onednn (PyTorch's CPU convolutions: oneDNN's reorder buffers, or slow_conv2d's im2col columns where PyTorch does not use oneDNN).",
 	},
 }
 

@@ -96,7 +96,7 @@ type MachineOptions struct {
 	WorkerThreads      int
 	AtomicCleanPolicy  int
 	CudnnTune          sim.CudnnTune
-	ConvLibrary        sim.ConvLibrary // OptionsFor: sim.ConvOneDNN for PyTorch on a CPU
+	ConvLibrary        sim.ConvLibrary // setting conv.library (the pytorch preset: oneDNN on a CPU)
 	MatchRange         int64
 	InPlace            bool
 }
@@ -150,11 +150,6 @@ func OptionsFor(s *config.Settings, dev sim.Profile) (Options, *config.Settings,
 		return Options{}, nil, err
 	}
 	o.Device = dev
-	if DeviceKind(dev) == config.DeviceCPU && s.Enum(config.Framework) == "pytorch" {
-		// PyTorch's CPU convolutions run through oneDNN, whose reorder
-		// buffers are the convolutions' temporaries.
-		o.Machine.ConvLibrary = sim.ConvOneDNN
-	}
 	return o, s, nil
 }
 
@@ -170,6 +165,12 @@ func OptionsFrom(s *config.Settings) (Options, error) {
 	if err != nil {
 		return Options{}, fmt.Errorf("MXNET_CUDNN_AUTOTUNE_DEFAULT: %w", err)
 	}
+	// conv.library: oneDNN for PyTorch on a CPU (the framework preset,
+	// ForDevice), else cuDNN.
+	lib, err := sim.ParseConvLibrary(s.Enum(config.ConvLibrary))
+	if err != nil {
+		return Options{}, fmt.Errorf("REMAT_CONV_LIBRARY: %w", err)
+	}
 	o.Machine = MachineOptions{
 		PoolReservePercent: int(math.Round(s.Float(config.GPUMemPoolReserve))),
 		ReserveAll:         s.Bool(config.CUDAReserveMemory),
@@ -177,6 +178,7 @@ func OptionsFrom(s *config.Settings) (Options, error) {
 		WorkerThreads:      s.Int(config.GPUWorkerThreads),
 		AtomicCleanPolicy:  int(s.MemoryConfig().AtomicCleanPolicy),
 		CudnnTune:          tune,
+		ConvLibrary:        lib,
 		MatchRange:         int64(s.Int(config.ExecMatchRange)),
 		InPlace:            s.Bool(config.ExecEnableInplace),
 	}
