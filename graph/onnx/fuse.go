@@ -22,6 +22,11 @@ import (
 //   - GELU (opset < 20, torch's symbolic gelu): Div(x, sqrt 2) -> Erf ->
 //     Add(., 1) -> Mul(x, .) -> Mul(., 0.5) becomes gelu(x), which saves x
 //     (derivatives.yaml: gelu_backward(grad, self)).
+//   - GELU with approximate="tanh": Mul(x, x) -> Mul(x, .) -> Mul(., kappa)
+//     -> Add(x, .) -> Mul(., beta) -> Tanh -> Add(., 1) -> Mul(x, .) ->
+//     Mul(., 0.5) becomes gelu(x, approximate=tanh) (a hand-written
+//     0.5*x*(1+tanh(...)) with Pow(x, 3), as GPT-2's NewGELUActivation, is
+//     not this pattern: PyTorch saves its intermediates).
 //   - LayerNorm (opset < 17, torch's symbolic native_layer_norm):
 //     ReduceMean(x) -> Sub(x, mean) -> Pow(., 2) -> ReduceMean -> Add(., eps)
 //     -> Sqrt -> Div(diff, .) -> Mul(., weight) -> Add(., bias) becomes
@@ -49,6 +54,7 @@ type fusion struct {
 
 const (
 	fuseGELU      = "gelu"
+	fuseGELUTanh  = "gelu_tanh"
 	fuseLayerNorm = "layernorm"
 )
 
@@ -83,6 +89,8 @@ func (imp *importer) findFusions() {
 			f = imp.matchLayerNorm(i, readers)
 		case "Div":
 			f = imp.matchGELU(i, readers)
+		case "Mul":
+			f = imp.matchGELUTanh(i, readers)
 		}
 		if f == nil {
 			continue
@@ -181,6 +189,49 @@ func (imp *importer) matchGELU(i int, readers map[string][]int) *fusion {
 		role: map[string]int{"div": i, "erf": erf, "add": add, "mul1": mul1, "mul2": mul2}}
 }
 
+// matchGELUTanh matches torch's decomposition of gelu(x,
+// approximate="tanh") starting at Mul(x, x): x*x*x by two Muls, Mul by
+// kappa, Add(x, .), Mul by beta, Tanh, Add(1, .), Mul(x, .), Mul by 0.5.
+func (imp *importer) matchGELUTanh(i int, readers map[string][]int) *fusion {
+	if !imp.is(i, "Mul", 2) || imp.nodes[i].GetInput()[0] != imp.nodes[i].GetInput()[1] {
+		return nil
+	}
+	x := imp.nodes[i].GetInput()[0]
+	role := map[string]int{"sq": i}
+	cur := i
+	// Each step: the sole reader of the previous output, its op type, and
+	// the other operand (x, or a constant checked at the anchor).
+	for _, st := range []struct {
+		role, op string
+		withX    bool
+	}{
+		{"cube", "Mul", true}, {"kappa", "Mul", false}, {"inner", "Add", true}, {"beta", "Mul", false},
+		{"tanh", "Tanh", false}, {"one", "Add", false}, {"mul", "Mul", true}, {"half", "Mul", false},
+	} {
+		next := imp.soleReader(out0(imp.nodes[cur]), readers)
+		nin := 2
+		if st.op == "Tanh" {
+			nin = 1
+		}
+		if !imp.is(next, st.op, nin) {
+			return nil
+		}
+		if nin == 2 {
+			o := other(imp.nodes[next], out0(imp.nodes[cur]))
+			if o == "" || (st.withX != (o == x)) {
+				return nil
+			}
+		}
+		role[st.role] = next
+		cur = next
+	}
+	nodes := make([]int, 0, len(role))
+	for _, j := range role {
+		nodes = append(nodes, j)
+	}
+	return &fusion{kind: fuseGELUTanh, nodes: sortedNodes(nodes...), role: role}
+}
+
 // matchLayerNorm matches torch's layer_norm decomposition starting at the
 // first ReduceMean (node i).
 func (imp *importer) matchLayerNorm(i int, readers map[string][]int) *fusion {
@@ -252,6 +303,8 @@ func (imp *importer) emitFusion(f *fusion) error {
 	switch f.kind {
 	case fuseGELU:
 		ok, err = imp.fuseGELU(f)
+	case fuseGELUTanh:
+		ok, err = imp.fuseGELUTanh(f)
 	case fuseLayerNorm:
 		ok, err = imp.fuseLayerNorm(f)
 	}
@@ -315,6 +368,27 @@ func (imp *importer) fuseGELU(f *fusion) (bool, error) {
 	}
 	n := imp.fusedNode(f, "Gelu")
 	outs, err := imp.emit1(n, graph.OpGELU, []*value{x}, imp.newOut(n, 0, x.et, x.shape), 8*numel(x.shape), "approximate", "none")
+	if err != nil {
+		return false, err
+	}
+	return true, imp.bind(n, outs)
+}
+
+func (imp *importer) fuseGELUTanh(f *fusion) (bool, error) {
+	x := imp.vals[imp.nodes[f.role["sq"]].GetInput()[0]]
+	if x == nil || x.isConst || !isFloatType(x.et) {
+		return false, nil
+	}
+	for role, want := range map[string]float64{"kappa": 0.044715, "beta": math.Sqrt(2 / math.Pi), "one": 1, "half": 0.5} {
+		j := f.role[role]
+		prev := f.role[map[string]string{"kappa": "cube", "beta": "inner", "one": "tanh", "half": "mul"}[role]]
+		c, ok := constScalar(imp.operand(j, out0(imp.nodes[prev])))
+		if !ok || !near(c, want) {
+			return false, nil
+		}
+	}
+	n := imp.fusedNode(f, "Gelu")
+	outs, err := imp.emit1(n, graph.OpGELU, []*value{x}, imp.newOut(n, 0, x.et, x.shape), 8*numel(x.shape), "approximate", "tanh")
 	if err != nil {
 		return false, err
 	}

@@ -208,3 +208,42 @@ func without(xs []savedTensor, s savedTensor, n int) []savedTensor {
 	}
 	return out
 }
+
+// geluTanh is torch.onnx's export of fc2(gelu(fc1(x), approximate="tanh"))
+// at opset 14; kappa is its cube coefficient (0.044715).
+func geluTanh(kappa float32) []byte {
+	f := TensorProto_FLOAT
+	return model(14, []*NodeProto{
+		node("Gemm", "/fc1/Gemm", []string{"x", "fc1.weight", "fc1.bias"}, []string{"h"}, intAttr("transB", 1)),
+		node("Mul", "/Mul", []string{"h", "h"}, []string{"sq"}),
+		node("Mul", "/Mul_1", []string{"h", "sq"}, []string{"cube"}),
+		floatConst("/Constant", kappa),
+		node("Mul", "/Mul_2", []string{"/Constant", "cube"}, []string{"kc"}),
+		node("Add", "/Add", []string{"h", "kc"}, []string{"inner"}),
+		floatConst("/Constant_1", float32(math.Sqrt(2/math.Pi))),
+		node("Mul", "/Mul_3", []string{"/Constant_1", "inner"}, []string{"scaled"}),
+		node("Tanh", "/Tanh", []string{"scaled"}, []string{"t"}),
+		floatConst("/Constant_2", 1),
+		node("Add", "/Add_1", []string{"/Constant_2", "t"}, []string{"t1"}),
+		node("Mul", "/Mul_4", []string{"h", "t1"}, []string{"ht"}),
+		floatConst("/Constant_3", 0.5),
+		node("Mul", "/Mul_5", []string{"/Constant_3", "ht"}, []string{"act"}),
+		node("Gemm", "/fc2/Gemm", []string{"act", "fc2.weight", "fc2.bias"}, []string{"y"}, intAttr("transB", 1)),
+	}, []*ValueInfoProto{
+		vi("x", tensorType(f, "batch", 8)),
+		vi("fc1.weight", tensorType(f, 16, 8)), vi("fc1.bias", tensorType(f, 16)),
+		vi("fc2.weight", tensorType(f, 4, 16)), vi("fc2.bias", tensorType(f, 4)),
+	}, "y")
+}
+
+func TestFuseGELUTanh(t *testing.T) {
+	g, err := Import(bytes.NewReader(geluTanh(0.044715)), Options{Batch: 3})
+	require.NoError(t, err)
+	assert.Equal(t, []string{graph.OpLinear, graph.OpGELU, graph.OpLinear, graph.OpCrossEntropy}, opTypes(g, graph.Forward))
+	assert.Equal(t, []string{"h"}, saves(t, g, graph.OpGELU))
+	assert.Equal(t, "tanh", g.Ops[1].Attrs["approximate"])
+	g, err = ImportForward(bytes.NewReader(geluTanh(0.05)), Options{Batch: 3})
+	require.NoError(t, err)
+	assert.NotContains(t, opTypes(g, graph.Forward), graph.OpGELU)
+	assert.Contains(t, opTypes(g, graph.Forward), graph.OpTanh)
+}
