@@ -183,7 +183,9 @@ func TestRotorSolveErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "memory")
 	big := make([]RotorStage, 1000)
 	_, err = RotorSolve(context.Background(), big, 1000)
-	assert.ErrorContains(t, err, "table entries")
+	// 1000 stages: 1000*1001/2 = 500500 pairs, times 1001 levels.
+	assert.ErrorContains(t, err, "1000 stages need 500500 stage pairs x 1001 memory levels (1000 slots + 1 + 0 released) = 501000500 table entries")
+	assert.ErrorContains(t, err, "--slots")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err = RotorSolve(ctx, make([]RotorStage, 5), 10)
