@@ -1268,8 +1268,14 @@ func (m *Machine) Result() *Result {
 		res.StallNs = satAdd(res.StallNs, m.copyClock-m.clock)
 	}
 	res.TotalNs = satAdd(satAdd(res.ComputeNs, res.RecomputeNs), res.StallNs)
-	live := []LiveTensor{}
 	ps := int32(m.peakAStep)
+	nlive := 0 // count first: a million live blocks are not grown by doubling
+	for i := range m.records {
+		if r := &m.records[i]; r.start <= ps && (r.end == openEnd || r.end >= ps) {
+			nlive++
+		}
+	}
+	live := make([]LiveTensor, 0, nlive)
 	for i := range m.records {
 		r := &m.records[i]
 		if r.start <= ps && (r.end == openEnd || r.end >= ps) {
