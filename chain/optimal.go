@@ -153,10 +153,11 @@ func RotorStagesOf(ch *StageChain, slotBytes int64) ([]RotorStage, error) {
 	return out, nil
 }
 
-// OptimalMaxStages returns the deepest chain OptimalChain solves without
-// grouping at the given number of slots (its tables span up to twice the
-// slots, see OptimalChain; memory released by backward stages extends them
-// and lowers the depth).
+// OptimalMaxStages returns the depth OptimalChain solves without grouping
+// at the given number of slots when its tables span their most, twice the
+// slots (see OptimalChain): a narrower span affords deeper chains, memory
+// released by backward stages extends the tables and affords shallower
+// ones.
 func OptimalMaxStages(slots int) int {
 	if slots <= 0 {
 		slots = OptimalDefaultSlots

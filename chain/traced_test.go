@@ -154,7 +154,8 @@ func TestOptimalChainDeep(t *testing.T) {
 	require.NoError(t, err)
 	assert.LessOrEqual(t, res.PeakAllocated, base.PeakAllocated/4)
 	assert.Equal(t, 10000, rep.Stages)
-	assert.Equal(t, OptimalMaxStages(OptimalDefaultSlots), rep.Groups)
+	assert.GreaterOrEqual(t, rep.Groups, OptimalMaxStages(OptimalDefaultSlots))
+	assert.Less(t, rep.Groups, rep.Stages)
 	assert.Greater(t, rep.GroupGapBound, int64(0))
 	assert.Less(t, took, 20*time.Second)
 	t.Logf("10000 stages in %d groups: %v, peak %d of %d, time x%.3f, gap bound %.1f%%", rep.Groups, took, res.PeakAllocated, base.PeakAllocated,
