@@ -30,6 +30,11 @@
 // "peak_allocated", "recomputes"}; resident is the bytes of the tensors no op
 // produces (parameters, buffers, inputs, labels), resident from the start.
 //
+// With -steps it prints instead the plan's replay step by step (bytes
+// allocated above the resident ones, and the op computed or the tensor
+// freed), to set beside tools/peak_events.py --events, the profiler's
+// allocation events of the same step.
+//
 // With -compare TRACE.json (and -onnx) it prints instead a tensor-by-tensor
 // comparison of the import with tools/export_torch.py's trace of the same
 // step: the saved forward tensors of each by type and size, each graph's
@@ -92,6 +97,7 @@ func runTo(w io.Writer, args []string) error {
 	devName := fs.String("device", "cpu", "device profile (as sim --device; its kind selects the framework preset)")
 	ckpt := fs.String("checkpoint", "", "checkpointed regions: MODULE or MODULE.A-B, separated by ';'")
 	seq := fs.String("checkpoint-sequential", "", "MODULE:N:K: the regions of checkpoint_sequential(MODULE, K) over N children")
+	steps := fs.Bool("steps", false, "print the plan's replay step by step (op or freed tensor, bytes allocated above the resident) instead of the JSON result, to set beside tools/peak_events.py --events")
 	cmp := fs.String("compare", "", "with -onnx: print a tensor-by-tensor comparison with this exporter trace (native JSON) instead of the JSON result")
 	sets := map[string]*string{}
 	for _, n := range settingFlags {
@@ -179,6 +185,9 @@ func runTo(w io.Writer, args []string) error {
 		}
 	}
 	var res *sim.Result
+	if *steps {
+		return writeSteps(w, g, o, regions)
+	}
 	if regions == nil {
 		// The strategy "none" of the table, as sim report runs it.
 		st, err := strategy.Lookup(strategy.Baseline)
@@ -209,6 +218,55 @@ func runTo(w io.Writer, args []string) error {
 	out := result{Graph: g.Name, Ops: len(g.Ops), Params: g.ParamCount(), Resident: residentBytes(g),
 		PeakAllocated: res.PeakAllocated, Recomputes: res.Recomputes}
 	return json.NewEncoder(w).Encode(out)
+}
+
+// writeSteps replays the plan (the default plan, or the checkpoint plan of
+// regions) with a timeline and prints one line per step: the bytes
+// allocated above the resident ones at the step's fullest, and the op it
+// computes (recomputes marked) or the tensor it frees.
+func writeSteps(w io.Writer, g *graph.Graph, o strategy.Options, regions []region) error {
+	plan := sim.DefaultPlan(g)
+	if regions != nil {
+		var err error
+		if plan, err = checkpointPlan(g, regions); err != nil {
+			return err
+		}
+	}
+	so, err := o.SimOptions()
+	if err != nil {
+		return err
+	}
+	so.Timeline = true
+	res, err := sim.Simulate(g, plan, so)
+	if err != nil {
+		return err
+	}
+	resident := residentBytes(g)
+	ran := make([]bool, len(g.Ops))
+	for i, st := range plan.Steps {
+		if i >= len(res.Timeline) {
+			break
+		}
+		what := ""
+		switch st.Kind {
+		case sim.Compute:
+			op := &g.Ops[st.Op]
+			again := ""
+			if ran[st.Op] {
+				again = " (recompute)"
+			}
+			ran[st.Op] = true
+			what = fmt.Sprintf("%s %s %s%s", op.Phase, op.Type, op.Name, again)
+		case sim.Free:
+			t := &g.Tensors[st.Tensor]
+			what = fmt.Sprintf("free %s (%d B)", t.Name, t.Bytes)
+		default:
+			what = st.Kind.String()
+		}
+		fmt.Fprintf(w, "%6d %12d  %s\n", i, res.Timeline[i].Allocated-resident, what)
+	}
+	fmt.Fprintf(w, "peak %d B above the resident %d B\n", res.PeakAllocated-resident, resident)
+	return nil
 }
 
 // residentBytes sums the storages no op produces: parameters, buffers,
