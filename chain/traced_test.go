@@ -240,3 +240,26 @@ func TestChainPlannersOnTracedSteps(t *testing.T) {
 		assert.LessOrEqual(t, res.PeakAllocated, mid)
 	}
 }
+
+// The simulator lets an in-place op run again only after the storage it
+// writes was computed again: conv, relu_, conv, relu_ replays; a second
+// relu_ alone over the already rectified storage is refused.
+func TestInPlaceRecomputeNeedsItsProducer(t *testing.T) {
+	g := tracedStyleGraph(t, 2, 1<<10, 1<<8, false)
+	conv, relu := graph.OpID(0), graph.OpID(1)
+	require.Equal(t, "relu_", g.Ops[relu].Type)
+	rest := make([]graph.OpID, 0, len(g.Ops))
+	for i := 2; i < len(g.Ops); i++ {
+		rest = append(rest, graph.OpID(i))
+	}
+	ok, err := sim.PlanFromSchedule(g, "t", append([]graph.OpID{conv, relu, conv, relu}, rest...))
+	require.NoError(t, err)
+	_, err = sim.Simulate(g, ok, sim.Options{})
+	assert.NoError(t, err)
+	bad, err := sim.PlanFromSchedule(g, "t", append([]graph.OpID{conv, relu, relu}, rest...))
+	require.NoError(t, err)
+	_, err = sim.Simulate(g, bad, sim.Options{})
+	var se *sim.StepError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, sim.KindRecomputeForbidden, se.Kind)
+}
