@@ -83,5 +83,5 @@ func optimalDetail(rep chain.ChainReport) string {
 	if rep.BaseTime > 0 {
 		gap = 100 * float64(rep.GroupGapBound) / float64(rep.BaseTime)
 	}
-	return fmt.Sprintf("%d stages grouped into %d (--slots %d), grouping costs at most %.1f%% of the step time", rep.Stages, rep.Groups, rep.Slots, gap)
+	return fmt.Sprintf("%d stages grouped into %d (--slots %d), grouping costs at most %.1f%% of the no-recompute step time (a loose bound: all the recompute time)", rep.Stages, rep.Groups, rep.Slots, gap)
 }
