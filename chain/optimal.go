@@ -44,6 +44,9 @@ type OptimalOptions struct {
 	Sim sim.Options
 	// Progress, when not nil, is told about the plans tried.
 	Progress sim.Progress
+	// MaxStages, when > 0, groups the chain into at most that many stages
+	// even where the DP affords more (less time, a coarser plan).
+	MaxStages int
 }
 
 // ChainReport describes what OptimalChain (or RevolvePlan) found.
@@ -227,6 +230,9 @@ func OptimalChain(ctx context.Context, g *graph.Graph, budget int64, opts Optima
 	if slots < 1 || slots > OptimalMaxSlots {
 		return nil, rep, fmt.Errorf("optimal-chain: slots = %d, expected 1..%d (0: %d)", opts.Slots, OptimalMaxSlots, OptimalDefaultSlots)
 	}
+	if opts.MaxStages < 0 {
+		return nil, rep, fmt.Errorf("optimal-chain: MaxStages = %d, expected >= 0 (0: as many as the DP affords)", opts.MaxStages)
+	}
 	rep.Slots = slots
 	so, err := stageCallbacks(g, opts.Sim, opts.Time)
 	if err != nil {
@@ -282,7 +288,11 @@ func OptimalChain(ctx context.Context, g *graph.Graph, budget int64, opts Optima
 		return q, mem, mem + int(min(rel, rotorMaxEntries))
 	}
 	q, mem, levels := discretize(ch, 1)
-	if maxL := maxStagesFor(levels); len(ch.Stages) > maxL {
+	maxL := maxStagesFor(levels)
+	if opts.MaxStages > 0 {
+		maxL = min(maxL, opts.MaxStages)
+	}
+	if len(ch.Stages) > maxL {
 		so.MaxStages = maxL
 		if ch, err = StagesOf(g, so); err != nil {
 			return nil, rep, fmt.Errorf("optimal-chain: %w", err)

@@ -289,7 +289,7 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 	}
 	ungrouped := len(stages)
 	if opts.MaxStages > 0 && len(stages) > opts.MaxStages {
-		stages = groupStages(stages, opts.MaxStages, timeOf, stageOf)
+		stages = groupStages(g, stages, opts.MaxStages, timeOf, stageOf)
 	}
 	L := len(stages)
 	if last := &stages[L-1]; g.Loss != graph.NoTensor {
@@ -597,9 +597,11 @@ func stageInPlaceOnly(g *graph.Graph, o *graph.Op, root []graph.TensorID) bool {
 
 // groupStages merges consecutive stages into n groups of about equal
 // forward time (each group at least one stage) and renumbers stageOf for
-// the forward ops. A group's input is its first stage's, its output its
-// last stage's.
-func groupStages(stages []Stage, n int, timeOf StageTimeFunc, stageOf []int32) []Stage {
+// the forward ops. Each boundary is the cut of smallest crossing storage
+// (the next group's input, its checkpoint) within a quarter of a group's
+// time of the balanced position. A group's input is its first stage's, its
+// output its last stage's.
+func groupStages(g *graph.Graph, stages []Stage, n int, timeOf StageTimeFunc, stageOf []int32) []Stage {
 	w := make([]int64, len(stages)+1)
 	for k := range stages {
 		var t int64
@@ -609,19 +611,39 @@ func groupStages(stages []Stage, n int, timeOf StageTimeFunc, stageOf []int32) [
 		w[k+1] = w[k] + t
 	}
 	total := w[len(stages)]
+	cutBytes := func(k int) int64 { // the storage entering stage k
+		if in := stages[k].Input; in != graph.NoTensor {
+			return g.Tensors[g.StorageOf(in)].Bytes
+		}
+		return 0
+	}
 	out := make([]Stage, 0, n)
 	k := 0
+	slack := total / int64(n) / 4
 	for gi := 0; gi < n; gi++ {
-		// Close group gi at the first stage whose cumulative time reaches
-		// (gi+1)/n of the total, leaving at least one stage per later group.
-		end := k + 1
-		target := total / int64(n) * int64(gi+1)
-		if gi == n-1 {
-			end = len(stages)
-		} else {
-			for end < len(stages)-(n-1-gi) && w[end] < target {
+		end := len(stages)
+		if gi < n-1 {
+			// The balanced end, then the cheapest cut near it, leaving at
+			// least one stage per later group.
+			hi := len(stages) - (n - 1 - gi)
+			target := total / int64(n) * int64(gi+1)
+			end = k + 1
+			for end < hi && w[end] < target {
 				end++
 			}
+			best := end
+			for e := k + 1; e < hi; e++ {
+				if w[e] < target-slack {
+					continue
+				}
+				if w[e] > target+slack {
+					break
+				}
+				if cutBytes(e) < cutBytes(best) {
+					best = e
+				}
+			}
+			end = best
 		}
 		grp := Stage{Input: stages[k].Input, Output: stages[end-1].Output}
 		for j := k; j < end; j++ {

@@ -263,3 +263,29 @@ func TestInPlaceRecomputeNeedsItsProducer(t *testing.T) {
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, sim.KindRecomputeForbidden, se.Kind)
 }
+
+// What grouping costs, measured where the DP affords the whole chain: a
+// residual network of 161 stages solved exactly, then grouped into 80, 40
+// and 20 stages, at the same budget and slots. Grouped schedules are
+// schedules of the whole chain, so grouping never helps; the test logs
+// the gap (docs/optimal.md quotes it).
+func TestGroupingGap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("four DP solves of up to 161 stages")
+	}
+	g := optResNetGraph(t, 80, 1<<20)
+	base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
+	require.NoError(t, err)
+	budget := base.PeakAllocated / 3
+	_, exact, err := OptimalChain(context.Background(), g, budget, OptimalOptions{Slots: 100})
+	require.NoError(t, err)
+	require.Equal(t, exact.Stages, exact.Groups, "exact")
+	for _, n := range []int{80, 40, 20} {
+		_, rep, err := OptimalChain(context.Background(), g, budget, OptimalOptions{Slots: 100, MaxStages: n})
+		require.NoError(t, err)
+		assert.Equal(t, n, rep.Groups)
+		assert.GreaterOrEqual(t, rep.SimTimeNs, exact.SimTimeNs, "%d groups", n)
+		t.Logf("%d stages exact: time %d; grouped into %d: time %d (+%.2f%%; bound %.1f%%)", exact.Stages, exact.SimTimeNs, n, rep.SimTimeNs,
+			100*float64(rep.SimTimeNs-exact.SimTimeNs)/float64(exact.SimTimeNs), 100*float64(rep.GroupGapBound)/float64(rep.BaseTime))
+	}
+}
