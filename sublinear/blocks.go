@@ -57,6 +57,11 @@ type mgeProblem struct {
 	// Per-op input roots (distinct vars) and storage-owning outputs, CSR.
 	inStart []int32
 	inRoots []int32
+	// Per-op outputs that are vars, CSR: the hot loops read these flat
+	// slices instead of the graph's ops (144-byte structs, a cache miss
+	// each on large graphs).
+	outStart []int32
+	outVars  []int32
 	// Slots for the liveness passes: per op, its storage-owning non-kept
 	// outputs followed by its distinct non-kept input roots that are not
 	// also outputs. slotOut[op] = number of output slots.
@@ -198,6 +203,16 @@ func newMgeProblem(g *graph.Graph, opTime func(graph.OpID) int64, mm mgeMemModel
 		} else {
 			p.workspace[i] = op.Workspace
 		}
+	}
+
+	p.outStart = make([]int32, n+1)
+	for i := range g.Ops {
+		for _, o := range g.Ops[i].Outputs {
+			if p.isVar[o] {
+				p.outVars = append(p.outVars, int32(o))
+			}
+		}
+		p.outStart[i+1] = int32(len(p.outVars))
 	}
 
 	// Access lists: creation + distinct readers.
@@ -357,8 +372,8 @@ func (p *mgeProblem) thresholdSplits(thresh int64, mark []int32, dst []int32) []
 	var usage int64
 	block := int32(0)
 	for i := 0; i < p.n; i++ {
-		for _, o := range p.g.Ops[i].Outputs {
-			if p.isVar[o] && p.lastAcc[o] > int32(i) {
+		for _, o := range p.outVars[p.outStart[i]:p.outStart[i+1]] {
+			if p.lastAcc[o] > int32(i) {
 				mark[o] = block
 				usage += p.size[o]
 			}
