@@ -160,12 +160,14 @@ func RotorStagesOf(ch *StageChain, slotBytes int64) ([]RotorStage, error) {
 // at the given number of slots when its tables span their most, twice the
 // slots (see OptimalChain): a narrower span affords deeper chains, memory
 // released by backward stages extends the tables and affords shallower
-// ones.
+// ones. It is never more than the slots: each held checkpoint is rounded up
+// by less than a slot, and more stages than slots could lose the whole
+// budget to rounding.
 func OptimalMaxStages(slots int) int {
 	if slots <= 0 {
 		slots = OptimalDefaultSlots
 	}
-	return maxStagesFor(2 * slots)
+	return min(maxStagesFor(2*slots), slots)
 }
 
 // maxStagesFor is the deepest chain whose tables of levels+1 memory levels
@@ -288,7 +290,10 @@ func OptimalChain(ctx context.Context, g *graph.Graph, budget int64, opts Optima
 		return q, mem, mem + int(min(rel, rotorMaxEntries))
 	}
 	q, mem, levels := discretize(ch, 1)
-	maxL := maxStagesFor(levels)
+	// At most Slots stages too: every held checkpoint is rounded up by
+	// less than a slot, so that more stages than slots could lose the
+	// whole budget to rounding.
+	maxL := min(maxStagesFor(levels), max(slots, 2))
 	if opts.MaxStages > 0 {
 		maxL = min(maxL, opts.MaxStages)
 	}
@@ -303,12 +308,11 @@ func OptimalChain(ctx context.Context, g *graph.Graph, budget int64, opts Optima
 	avail := budget - ch.Pinned
 	var tab *rotorTable
 	lo := -1
-	// Where the DP's accounting needs more than the no-recompute peak for
-	// every schedule (it is pessimistic), widen the table's span.
-	for widen := int64(1); ; widen *= 4 {
-		if widen > 1 {
-			q, mem, _ = discretize(ch, widen)
-		}
+	// Where the DP's accounting needs more than the table's span for every
+	// schedule (it is pessimistic, or many small figures were rounded up),
+	// the table gets more levels while it stays within twice its cap, and
+	// coarser slots beyond.
+	for try := 0; ; try++ {
 		stages, err := RotorStagesOf(ch, q)
 		if err != nil {
 			return nil, rep, fmt.Errorf("optimal-chain: %w", err)
@@ -316,8 +320,13 @@ func OptimalChain(ctx context.Context, g *graph.Graph, budget int64, opts Optima
 		if tab, err = rotorBuild(ctx, stages, mem); err != nil {
 			return nil, rep, fmt.Errorf("optimal-chain: %w", err)
 		}
-		if lo = tab.minSlots(); lo >= 0 || widen >= 64 {
+		if lo = tab.minSlots(); lo >= 0 || try == 6 {
 			break
+		}
+		if rotorTableEntries(len(stages), 2*mem+int(rotorReleased(stages))) <= 2*optimalMaxEntries {
+			mem *= 2
+		} else {
+			q, mem, _ = discretize(ch, int64(4)<<(2*try))
 		}
 	}
 	rep.SlotBytes = q
