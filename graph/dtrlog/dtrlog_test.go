@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/remat-dev/remat/graph"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -99,4 +101,33 @@ func FuzzRead(f *testing.F) {
 		}
 		_, _ = ToGraph(tr)
 	})
+}
+
+// TestFromGraphRoundTrip: a small graph written as a log compiles, and
+// ToGraph of the trace has the same ops, times and tensor sizes.
+func TestFromGraphRoundTrip(t *testing.T) {
+	b := graph.NewBuilder("rt")
+	x := b.Input("x", graph.F32, 1024)
+	h := b.Op("relu", "f0", x).OutBytes("a0", 4096).TimeNs(10).T()
+	v := b.Op("reshape", "view", h).Out("v", graph.F32, 1024).T()
+	b.SetPhase(graph.Backward)
+	b.Op("relu_grad", "b0", v, x).OutBytes("g0", 4096).TimeNs(20)
+	g, err := b.Build()
+	require.NoError(t, err)
+	ins, err := FromGraph(g, nil)
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	require.NoError(t, WriteAll(&buf, ins))
+	tr, err := Compile(&buf)
+	require.NoError(t, err)
+	g2, err := ToGraph(tr)
+	require.NoError(t, err)
+	require.Len(t, g2.Ops, len(g.Ops))
+	for i := range g.Ops {
+		assert.Equal(t, g.Ops[i].TimeNs, g2.Ops[i].TimeNs, "op %d", i)
+		assert.Equal(t, g.Ops[i].Phase, g2.Ops[i].Phase, "op %d", i)
+		assert.Equal(t, len(g.Ops[i].Inputs), len(g2.Ops[i].Inputs), "op %d", i)
+	}
+	_, err = FromGraph(nil, nil)
+	assert.Error(t, err)
 }

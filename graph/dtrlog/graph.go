@@ -3,6 +3,7 @@ package dtrlog
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"io"
 
 	"github.com/remat-dev/remat/graph"
@@ -78,4 +79,97 @@ func ReadGraph(r io.Reader) (*graph.Graph, error) {
 		return nil, err
 	}
 	return ToGraph(tr)
+}
+
+// FromGraph writes g's default schedule as DTR log instructions (the
+// inverse of ToGraph, up to names): START; every tensor without a producer
+// as a CONSTANT with its MEMORY line (in tensor order); then every op in
+// order as a CALL named by its type with one MEMORY and ALIAS line per output (a
+// view's ALIAS is the index of the input it views), TIME from timeNs (nil:
+// the op's TimeNs), a BACKWARD annotation before the first op of the
+// backward phase, and a RELEASE of each input after its last reader.
+// Tensors are named t<ID>. Outputs nobody reads stay referenced (pinned at
+// the end by the replay), as RunOnMachine keeps them.
+func FromGraph(g *graph.Graph, timeNs func(graph.OpID) int64) ([]Instr, error) {
+	if g == nil {
+		return nil, errors.New("dtrlog: FromGraph of a nil graph")
+	}
+	name := func(t graph.TensorID) string { return "t" + strconv.Itoa(int(t)) }
+	last := make([]int32, len(g.Tensors))
+	for i := range last {
+		last[i] = -1
+	}
+	for i := range g.Ops {
+		for _, in := range g.Ops[i].Inputs {
+			if int(in) < 0 || int(in) >= len(g.Tensors) {
+				return nil, fmt.Errorf("dtrlog: FromGraph: op %d input %d: expected a tensor < %d", i, in, len(g.Tensors))
+			}
+			last[in] = int32(i)
+		}
+	}
+	out := []Instr{{Kind: Annotate, Annotation: AnnotationStart}}
+	for i := range g.Tensors {
+		t := &g.Tensors[i]
+		if t.Producer != graph.NoOp {
+			continue
+		}
+		n := name(graph.TensorID(i))
+		out = append(out, Instr{Kind: Constant, Name: n}, Instr{Kind: Memory, Name: n, Memory: t.StorageBytes()})
+	}
+	bwd := false
+	for i := range g.Ops {
+		o := &g.Ops[i]
+		if !bwd && o.Phase == graph.Backward {
+			bwd = true
+			out = append(out, Instr{Kind: Annotate, Annotation: AnnotationBackward})
+		}
+		tm := o.TimeNs
+		if timeNs != nil {
+			tm = timeNs(graph.OpID(i))
+		}
+		if tm < 0 {
+			return nil, fmt.Errorf("dtrlog: FromGraph: op %d %q: time %d ns: expected >= 0", i, o.Name, tm)
+		}
+		call := Instr{Kind: Call, Name: o.Type, Time: tm, Args: make([]string, len(o.Inputs)), Results: make([]string, len(o.Outputs))}
+		for j, in := range o.Inputs {
+			call.Args[j] = name(in)
+		}
+		for j, r := range o.Outputs {
+			call.Results[j] = name(r)
+		}
+		out = append(out, call)
+		for _, r := range o.Outputs {
+			if int(r) < 0 || int(r) >= len(g.Tensors) {
+				return nil, fmt.Errorf("dtrlog: FromGraph: op %d output %d: expected a tensor < %d", i, r, len(g.Tensors))
+			}
+			t := &g.Tensors[r]
+			al := -1
+			if t.AliasOf != graph.NoTensor {
+				for j, in := range o.Inputs {
+					if in == t.AliasOf {
+						al = j
+						break
+					}
+				}
+			}
+			b := t.Bytes
+			if al >= 0 {
+				b = 0
+			}
+			out = append(out, Instr{Kind: Memory, Name: name(r), Memory: b}, Instr{Kind: Alias, Name: name(r), Alias: al})
+		}
+		for j, in := range o.Inputs {
+			if last[in] != int32(i) || g.Tensors[in].Producer == graph.NoOp {
+				continue
+			}
+			dup := false
+			for _, u := range o.Inputs[:j] {
+				dup = dup || u == in
+			}
+			if !dup {
+				out = append(out, Instr{Kind: Release, Name: name(in)})
+			}
+		}
+	}
+	return out, nil
 }
