@@ -96,7 +96,7 @@ type candIndex struct {
 	// the last re-keying of their neighbours. refresh lists the
 	// candidates a search found costlier than their keys say (re-keyed
 	// after it: the lazy update).
-	eq      bool
+	eq bool
 	// never: storages never read again score 0 (lookahead-dtr): they go
 	// to the never-used bucket
 	never   bool

@@ -3,8 +3,8 @@ package dtrlog
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"io"
+	"strconv"
 
 	"github.com/remat-dev/remat/graph"
 )
