@@ -1198,13 +1198,36 @@ func (d *decoder) array(name string, elem func(i int) error) (isNull bool, err e
 	}
 }
 
+// hintTrust is how many elements must decode before the counted size is
+// trusted: a file that fails early (or that lies about its size with a
+// million empty objects) allocates little up front.
+const hintTrust = 1 << 16
+
+// startCap is the first capacity of a slice whose final length is hinted.
+func startCap(hint int) int { return max(16, min(hint, hintTrust)) }
+
+// growHint makes room for one more element: straight to the hinted length
+// once the slice is full at hintTrust elements or more, by growCap otherwise
+// (or beyond the hint).
+func growHint[E any](s []E, hint int) []E {
+	if len(s) < cap(s) {
+		return s
+	}
+	if hint > len(s) && len(s) >= min(hint, hintTrust) {
+		n := make([]E, len(s), hint)
+		copy(n, s)
+		return n
+	}
+	return growCap(s)
+}
+
 func (d *decoder) tensors(g *Graph) error {
-	g.Tensors = make([]Tensor, 0, max(16, d.hint[0]))
+	g.Tensors = make([]Tensor, 0, startCap(d.hint[0]))
 	null, err := d.array("tensors", func(i int) error {
 		if err := d.value(vpath{"tensors", i}); err != nil {
 			return err
 		}
-		g.Tensors = append(growCap(g.Tensors), Tensor{})
+		g.Tensors = append(growHint(g.Tensors, d.hint[0]), Tensor{})
 		if err := d.tensor(i, &g.Tensors[i]); err != nil {
 			return d.perr(err)
 		}
@@ -1217,12 +1240,12 @@ func (d *decoder) tensors(g *Graph) error {
 }
 
 func (d *decoder) ops(g *Graph) error {
-	g.Ops = make([]Op, 0, max(16, d.hint[1]))
+	g.Ops = make([]Op, 0, startCap(d.hint[1]))
 	null, err := d.array("ops", func(i int) error {
 		if err := d.value(vpath{"ops", i}); err != nil {
 			return err
 		}
-		g.Ops = append(growCap(g.Ops), Op{})
+		g.Ops = append(growHint(g.Ops, d.hint[1]), Op{})
 		if err := d.op(i, &g.Ops[i]); err != nil {
 			return d.perr(err)
 		}
