@@ -256,6 +256,38 @@ func (d *DTRSweep) Table() *Table {
 		}
 		t.AddRow(cells...)
 	}
+	// best of the rows per ratio (with several heuristics), and the log's
+	// memory lower bound as a ratio of the baseline peak: ratios below it
+	// are infeasible for any eviction order
+	if len(d.Runs) > 1 {
+		cells := []Cell{Text("best-of")}
+		for i := range d.Ratios {
+			best := -1.0
+			for _, run := range d.Runs {
+				if i < len(run.Results) && run.Results[i].Status == "ok" && (best < 0 || run.Results[i].Overhead < best) {
+					best = run.Results[i].Overhead
+				}
+			}
+			if best < 0 {
+				cells = append(cells, Text("none"))
+			} else {
+				cells = append(cells, Cell{Human: strconv.FormatFloat(best, 'f', 3, 64), Exact: strconv.FormatFloat(best, 'f', 6, 64)})
+			}
+		}
+		t.AddRow(cells...)
+	}
+	if len(d.Runs) > 0 && d.Runs[0].Baseline.PeakBytes > 0 {
+		lb := float64(d.Runs[0].Bound.Bytes) / float64(d.Runs[0].Baseline.PeakBytes)
+		cells := []Cell{Text("lower bound " + strconv.FormatFloat(lb, 'f', 3, 64))}
+		for _, r := range d.Ratios {
+			if r < lb {
+				cells = append(cells, Text("below"))
+			} else {
+				cells = append(cells, Text("-"))
+			}
+		}
+		t.AddRow(cells...)
+	}
 	return t
 }
 
