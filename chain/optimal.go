@@ -317,7 +317,7 @@ func OptimalChain(ctx context.Context, g *graph.Graph, budget int64, opts Optima
 		if err != nil {
 			return nil, rep, fmt.Errorf("optimal-chain: %w", err)
 		}
-		if tab, err = rotorBuild(ctx, stages, mem); err != nil {
+		if tab, err = rotorBuild(ctx, stages, mem, opts.Progress); err != nil {
 			return nil, rep, fmt.Errorf("optimal-chain: %w", err)
 		}
 		if lo = tab.minSlots(); lo >= 0 || try == 6 {

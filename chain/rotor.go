@@ -147,7 +147,7 @@ const rotorMaxEntries = 1 << 27
 // Cancelling ctx stops the DP and returns a *sim.CanceledError (the DP has
 // no partial answer).
 func RotorSolve(ctx context.Context, stages []RotorStage, mem int) (*RotorSolution, error) {
-	tab, err := rotorBuild(ctx, stages, mem)
+	tab, err := rotorBuild(ctx, stages, mem, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -235,8 +235,9 @@ func rotorReleased(stages []RotorStage) int64 {
 	return ext
 }
 
-// rotorBuild validates the chain and fills the DP tables.
-func rotorBuild(ctx context.Context, stages []RotorStage, mem int) (*rotorTable, error) {
+// rotorBuild validates the chain and fills the DP tables, telling prog
+// (nil: nobody) how many of the L diagonals are done.
+func rotorBuild(ctx context.Context, stages []RotorStage, mem int, prog sim.Progress) (*rotorTable, error) {
 	L := len(stages)
 	if L == 0 {
 		return nil, fmt.Errorf("rotor: chain has 0 stages, expected >= 1")
@@ -312,6 +313,7 @@ func rotorBuild(ctx context.Context, stages []RotorStage, mem int) (*rotorTable,
 		if err := sim.Canceled(ctx, "rotor"); err != nil {
 			return nil, err
 		}
+		prog.Report(d, L, "optimal-chain: dynamic program")
 		for i := 0; i+d < L; i++ {
 			l := i + d
 			o, w := row(opt, i, l), wrow(what, i, l)

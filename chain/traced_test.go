@@ -289,3 +289,24 @@ func TestGroupingGap(t *testing.T) {
 			100*float64(rep.SimTimeNs-exact.SimTimeNs)/float64(exact.SimTimeNs), 100*float64(rep.GroupGapBound)/float64(rep.BaseTime))
 	}
 }
+
+// Progress hears of the dynamic program's diagonals and of the plans tried.
+func TestOptimalChainProgress(t *testing.T) {
+	g := optUniformChain(t, 30, 1000)
+	base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
+	require.NoError(t, err)
+	var dp, tried int
+	prog := func(done, total int, what string) {
+		switch what {
+		case "optimal-chain: dynamic program":
+			assert.Less(t, done, total)
+			dp++
+		default:
+			tried++
+		}
+	}
+	_, rep, err := OptimalChain(context.Background(), g, base.PeakAllocated/3, OptimalOptions{Progress: prog})
+	require.NoError(t, err)
+	assert.Equal(t, rep.Groups, dp, "one report per diagonal")
+	assert.Equal(t, rep.Tried, tried)
+}
