@@ -50,6 +50,12 @@ func TestPredicateRules(t *testing.T) {
 		{"embedding classic", on16, opOf("embedding", nil, 0), true, RuleDefault},
 		{"embedding later master", Predicate{DoMirror: true, NeverEmbedding: true}, opOf("embedding", nil, 0), false, RuleNeverType},
 		{"relu default", on16, opOf("relu", nil, 0), true, RuleDefault},
+		{"traced convolution", on16, opOf("convolution", nil, 0), false, RuleNeverType},
+		{"traced mm", on16, opOf("mm", nil, 0), false, RuleNeverType},
+		{"traced batch norm 1.6", on16, opOf("native_batch_norm", nil, 0), false, RuleBatchNorm16},
+		{"traced batch norm 1.7", on17, opOf("native_batch_norm", nil, 0), true, RuleDefault},
+		{"traced loss", on16, opOf("nll_loss_forward", nil, 0), false, RuleNeverType},
+		{"traced dropout", on16, opOf("native_dropout", nil, 0), false, RuleDropout},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
