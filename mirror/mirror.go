@@ -237,9 +237,10 @@ func CostAware(ctx context.Context, g *graph.Graph, opts CostOptions) (*Result, 
 	if err != nil {
 		return nil, err
 	}
-	// The model is exact for the default memory model; check the plan with
-	// the simulator so that the promise holds for every option.
-	if len(accepted) > 0 {
+	// The model is exact with one live workspace (the default, tested
+	// against the simulator); with more, check the plan with the simulator
+	// so that the promise holds for every option.
+	if len(accepted) > 0 && sim.TempSlots(opts.Sim.NumTemp, opts.Sim.WorkerThreads) > 1 {
 		if err := checkNotWorse(g, res, forced, rules, opts.Sim, &res); err != nil {
 			return nil, err
 		}

@@ -134,3 +134,29 @@ func TestMisuseErrors(t *testing.T) {
 	_, err = CostAware(context.Background(), g, CostOptions{})
 	require.ErrorContains(t, err, "maybe")
 }
+
+// With several live workspaces the model is not exact; the pass checks its
+// plan with the simulator and never returns one with a higher peak than the
+// force-mirrored plan.
+func TestCostAwareSeveralWorkspaces(t *testing.T) {
+	so := sim.Options{NumTemp: 3, WorkerThreads: 3}
+	for _, g := range modelGraphs(t) {
+		base, err := build(g, "base", make([]bool, len(g.Ops)), make([]Rule, len(g.Ops)))
+		require.NoError(t, err)
+		bres, err := sim.Simulate(g, base.Plan, so)
+		require.NoError(t, err)
+		res, err := CostAware(context.Background(), g, CostOptions{Sim: so})
+		require.NoError(t, err, g.Name)
+		got, err := sim.Simulate(g, res.Plan, so)
+		require.NoError(t, err)
+		forced := 0
+		for i := range g.Ops {
+			if g.Ops[i].Attrs[graph.AttrForceMirroring] == "1" {
+				forced++
+			}
+		}
+		if forced == 0 {
+			require.LessOrEqual(t, got.PeakAllocated, bres.PeakAllocated, g.Name)
+		}
+	}
+}
