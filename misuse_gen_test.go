@@ -297,14 +297,14 @@ var misuseCases = []misuseCase{
 	{"dtr.Heuristic.UnmarshalText", "zero", false, func() error { err := new(dtr.Heuristic).UnmarshalText(([]byte)(nil)); return err }},
 	{"dtr.Heuristic.UnmarshalText", "empty", false, func() error { err := new(dtr.Heuristic).UnmarshalText([]byte{}); return err }},
 	{"dtr.MeasureBaseline", "zero", true, func() error { _, err := dtr.MeasureBaseline((*dtrlog.Trace)(nil)); return err }},
-	{"dtr.MeasureBaseline", "empty", false, func() error { _, err := dtr.MeasureBaseline(new(dtrlog.Trace)); return err }},
+	{"dtr.MeasureBaseline", "empty", true, func() error { _, err := dtr.MeasureBaseline(new(dtrlog.Trace)); return err }},
 	{"dtr.MeasureBaseline", "foreign", false, func() error { _, err := dtr.MeasureBaseline(misuseTrace()); return err }},
 	{"dtr.New", "zero", false, func() error { _, err := dtr.New(*new(dtr.Config), (dtr.Host)(nil)); return err }},
 	{"dtr.OfflineSearch", "zero", true, func() error {
 		_, err := dtr.OfflineSearch(context.Background(), (*dtrlog.Trace)(nil), *new(dtr.SearchOptions))
 		return err
 	}},
-	{"dtr.OfflineSearch", "empty", false, func() error {
+	{"dtr.OfflineSearch", "empty", true, func() error {
 		_, err := dtr.OfflineSearch(context.Background(), new(dtrlog.Trace), *new(dtr.SearchOptions))
 		return err
 	}},
@@ -319,7 +319,7 @@ var misuseCases = []misuseCase{
 		_, err := dtr.Replay(context.Background(), (*dtrlog.Trace)(nil), *new(dtr.Config), (dtr.Host)(nil))
 		return err
 	}},
-	{"dtr.Replay", "empty", false, func() error {
+	{"dtr.Replay", "empty", true, func() error {
 		_, err := dtr.Replay(context.Background(), new(dtrlog.Trace), *new(dtr.Config), (dtr.Host)(nil))
 		return err
 	}},
@@ -409,7 +409,7 @@ var misuseCases = []misuseCase{
 		_, err := dtr.Sweep(context.Background(), (*dtrlog.Trace)(nil), *new(dtr.SweepOptions))
 		return err
 	}},
-	{"dtr.Sweep", "empty", false, func() error {
+	{"dtr.Sweep", "empty", true, func() error {
 		_, err := dtr.Sweep(context.Background(), new(dtrlog.Trace), *new(dtr.SweepOptions))
 		return err
 	}},
@@ -421,7 +421,7 @@ var misuseCases = []misuseCase{
 		_, err := dtr.SweepBest(context.Background(), (*dtrlog.Trace)(nil), ([]float64)(nil))
 		return err
 	}},
-	{"dtr.SweepBest", "empty", false, func() error {
+	{"dtr.SweepBest", "empty", true, func() error {
 		_, err := dtr.SweepBest(context.Background(), new(dtrlog.Trace), []float64{})
 		return err
 	}},
@@ -433,7 +433,7 @@ var misuseCases = []misuseCase{
 		_, _, err := dtr.SweepTable(context.Background(), (*dtrlog.Trace)(nil), ([]dtr.Heuristic)(nil), (bool)(false), (*dtr.Config)(nil))
 		return err
 	}},
-	{"dtr.SweepTable", "empty", false, func() error {
+	{"dtr.SweepTable", "empty", true, func() error {
 		_, _, err := dtr.SweepTable(context.Background(), new(dtrlog.Trace), []dtr.Heuristic{}, (bool)(false), new(dtr.Config))
 		return err
 	}},
@@ -1004,6 +1004,12 @@ var misuseCases = []misuseCase{
 	{"dtrlog.Compile", "zero", false, func() error { _, err := dtrlog.Compile(strings.NewReader("")); return err }},
 	{"dtrlog.CompileInstrs", "zero", false, func() error { _, err := dtrlog.CompileInstrs(([]dtrlog.Instr)(nil)); return err }},
 	{"dtrlog.CompileInstrs", "empty", false, func() error { _, err := dtrlog.CompileInstrs([]dtrlog.Instr{}); return err }},
+	{"dtrlog.FromGraph", "zero", true, func() error {
+		_, err := dtrlog.FromGraph((*graph.Graph)(nil), (func(graph.OpID) int64)(nil))
+		return err
+	}},
+	{"dtrlog.FromGraph", "empty", false, func() error { _, err := dtrlog.FromGraph(new(graph.Graph), (func(graph.OpID) int64)(nil)); return err }},
+	{"dtrlog.FromGraph", "foreign", false, func() error { _, err := dtrlog.FromGraph(misuseGraph(), (func(graph.OpID) int64)(nil)); return err }},
 	{"dtrlog.Kind.String", "zero", false, func() error { _ = new(dtrlog.Kind).String(); return nil }},
 	{"dtrlog.LineError.Error", "zero", false, func() error { _ = new(dtrlog.LineError).Error(); return nil }},
 	{"dtrlog.LineError.Unwrap", "zero", false, func() error { err := new(dtrlog.LineError).Unwrap(); return err }},
@@ -1016,7 +1022,7 @@ var misuseCases = []misuseCase{
 	{"dtrlog.ReadGraph", "zero", false, func() error { _, err := dtrlog.ReadGraph(strings.NewReader("")); return err }},
 	{"dtrlog.Reader.Next", "zero", false, func() error { _, err := new(dtrlog.Reader).Next(); return err }},
 	{"dtrlog.ToGraph", "zero", true, func() error { _, err := dtrlog.ToGraph((*dtrlog.Trace)(nil)); return err }},
-	{"dtrlog.ToGraph", "empty", false, func() error { _, err := dtrlog.ToGraph(new(dtrlog.Trace)); return err }},
+	{"dtrlog.ToGraph", "empty", true, func() error { _, err := dtrlog.ToGraph(new(dtrlog.Trace)); return err }},
 	{"dtrlog.ToGraph", "foreign", false, func() error { _, err := dtrlog.ToGraph(misuseTrace()); return err }},
 	{"dtrlog.WriteAll", "zero", false, func() error { err := dtrlog.WriteAll(io.Discard, ([]dtrlog.Instr)(nil)); return err }},
 	{"dtrlog.WriteAll", "empty", false, func() error { err := dtrlog.WriteAll(io.Discard, []dtrlog.Instr{}); return err }},
@@ -1129,7 +1135,7 @@ var misuseCases = []misuseCase{
 		_, err := report.SweepDTRLog(context.Background(), (string)(""), (*dtrlog.Trace)(nil), *new(report.DTRSweepOptions))
 		return err
 	}},
-	{"report.SweepDTRLog", "empty", false, func() error {
+	{"report.SweepDTRLog", "empty", true, func() error {
 		_, err := report.SweepDTRLog(context.Background(), (string)(""), new(dtrlog.Trace), *new(report.DTRSweepOptions))
 		return err
 	}},
@@ -1141,6 +1147,9 @@ var misuseCases = []misuseCase{
 	{"report.Table.Write", "zero", false, func() error { err := new(report.Table).Write(io.Discard, (report.Format)("")); return err }},
 	{"report.Text", "zero", false, func() error { _ = report.Text((string)("")); return nil }},
 	{"report.WriteJSON", "zero", false, func() error { err := report.WriteJSON(io.Discard, (any)(nil)); return err }},
+	{"sim.CPUConvWorkspace", "zero", false, func() error { _ = sim.CPUConvWorkspace((*graph.Graph)(nil), (*graph.Op)(nil)); return nil }},
+	{"sim.CPUConvWorkspace", "empty", false, func() error { _ = sim.CPUConvWorkspace(new(graph.Graph), new(graph.Op)); return nil }},
+	{"sim.CPUConvWorkspace", "foreign", false, func() error { _ = sim.CPUConvWorkspace(misuseGraph(), misuseForeignOp()); return nil }},
 	{"sim.Caching.Addr", "zero", false, func() error { _, _ = new(sim.Caching).Addr((sim.Block)(0)); return nil }},
 	{"sim.Caching.Addr", "empty", false, func() error { _, _ = new(sim.Caching).Addr((sim.Block)(-1)); return nil }},
 	{"sim.Caching.AdjacentFree", "zero", false, func() error { _ = new(sim.Caching).AdjacentFree((sim.Block)(0)); return nil }},
@@ -1182,6 +1191,8 @@ var misuseCases = []misuseCase{
 	{"sim.ConvCandidates", "zero", false, func() error { _ = sim.ConvCandidates((*graph.Graph)(nil), (*graph.Op)(nil)); return nil }},
 	{"sim.ConvCandidates", "empty", false, func() error { _ = sim.ConvCandidates(new(graph.Graph), new(graph.Op)); return nil }},
 	{"sim.ConvCandidates", "foreign", false, func() error { _ = sim.ConvCandidates(misuseGraph(), misuseForeignOp()); return nil }},
+	{"sim.ConvLibrary.String", "zero", false, func() error { _ = new(sim.ConvLibrary).String(); return nil }},
+	{"sim.ConvLibrary.Valid", "zero", false, func() error { _ = new(sim.ConvLibrary).Valid(); return nil }},
 	{"sim.CostModel.MemsetNs", "zero", false, func() error { _ = new(sim.CostModel).MemsetNs((int64)(0)); return nil }},
 	{"sim.CostModel.MemsetNs", "empty", false, func() error { _ = new(sim.CostModel).MemsetNs((int64)(-1)); return nil }},
 	{"sim.CostModel.OpTime", "zero", false, func() error { _ = new(sim.CostModel).OpTime((*graph.Graph)(nil), (*graph.Op)(nil)); return nil }},
@@ -1407,6 +1418,7 @@ var misuseCases = []misuseCase{
 	{"sim.OpDType", "zero", false, func() error { _ = sim.OpDType((*graph.Graph)(nil), (*graph.Op)(nil)); return nil }},
 	{"sim.OpDType", "empty", false, func() error { _ = sim.OpDType(new(graph.Graph), new(graph.Op)); return nil }},
 	{"sim.OpDType", "foreign", false, func() error { _ = sim.OpDType(misuseGraph(), misuseForeignOp()); return nil }},
+	{"sim.ParseConvLibrary", "zero", false, func() error { _, err := sim.ParseConvLibrary((string)("")); return err }},
 	{"sim.ParseCudnnTune", "zero", false, func() error { _, err := sim.ParseCudnnTune((string)("")); return err }},
 	{"sim.ParseProfile", "zero", false, func() error { _, err := sim.ParseProfile(strings.NewReader("")); return err }},
 	{"sim.Peaks.For", "zero", false, func() error { _ = new(sim.Peaks).For((graph.DType)(0)); return nil }},

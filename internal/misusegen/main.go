@@ -250,13 +250,14 @@ func (g *gen) ts(t types.Type) string { return types.TypeString(t, g.q) }
 //
 // A case also says whether the call must return an error (when its last
 // result is one): a "zero" call with a nil graph, trace, or value made from
-// a graph (plan, chain, Machine), and a "foreign" call mixing the small
+// a graph (plan, chain, Machine), an "empty" call with a trace without ops
+// (an empty DTR log), and a "foreign" call mixing the small
 // graph (or a receiver made for it) with something made for the bigger
 // graph or an ID out of range.
 func (g *gen) call(name string, recv *types.Named, callee string, sig *types.Signature) []string {
 	var zero, empty, foreign []string
 	distinct, foreignDistinct := false, false
-	nilInput, bigInput, smallInput := false, false, false
+	nilInput, emptyTrace, bigInput, smallInput := false, false, false, false
 	params := sig.Params()
 	for i := 0; i < params.Len(); i++ {
 		t := params.At(i).Type()
@@ -272,6 +273,7 @@ func (g *gen) call(name string, recv *types.Named, callee string, sig *types.Sig
 		distinct = distinct || e != z
 		foreignDistinct = foreignDistinct || f != z
 		nilInput = nilInput || g.nilIsError(t)
+		emptyTrace = emptyTrace || isPtrTo(t, module+"/graph/dtrlog", "Trace")
 		smallInput = smallInput || f == "misuseGraph()"
 		bigInput = bigInput || (f != z && f != "misuseGraph()" && f != "misuseTrace()" && !isSliceOfInts(t))
 		zero = append(zero, z)
@@ -309,7 +311,7 @@ func (g *gen) call(name string, recv *types.Named, callee string, sig *types.Sig
 	}
 	out := []string{emit("zero", nilInput, body(zr, zero))}
 	if distinct {
-		out = append(out, emit("empty", false, body(zr, empty)))
+		out = append(out, emit("empty", emptyTrace, body(zr, empty)))
 	}
 	if recv != nil && nilReceivers[recv.Obj().Pkg().Path()+"."+recv.Obj().Name()] {
 		nr := "(*" + g.ts(recv) + ")(nil)"
