@@ -82,7 +82,7 @@ const ChenDefaultTrials = 6
 // the last guess. cost evaluates a kept set (memonger used the planned
 // memory); the history keeps every point in the order tried and best is the
 // first point of least cost. Cancelling ctx returns the best point so far
-// with ctx's error.
+// with a *sim.CanceledError.
 func ChenBudgetSearch(ctx context.Context, sizes []int64, candidate []bool, trials int, cost func(kept []int32) (c, t int64, err error)) (best ChenSearchPoint, history []ChenSearchPoint, err error) {
 	if trials < 0 {
 		return best, nil, fmt.Errorf("chen search: trials = %d, expected >= 0", trials)
@@ -102,7 +102,7 @@ func ChenBudgetSearch(ctx context.Context, sizes []int64, candidate []bool, tria
 		}
 	}
 	try := func(b int64) error {
-		if err := ctx.Err(); err != nil {
+		if err := sim.Canceled(ctx, "chen search"); err != nil {
 			return err
 		}
 		kept, x, y := ChenGreedy(sizes, candidate, b)
@@ -414,7 +414,7 @@ func chenEval(g *graph.Graph, ch *StageChain, stageEnd []int32, keptNodes []int3
 // stage's) are the candidates, and every round(sqrt(n))-th is kept.
 func ChenSqrt(ctx context.Context, g *graph.Graph, opts ChenOptions) (*sim.Plan, ChenReport, error) {
 	rep := ChenReport{Strategy: "chen-sqrt"}
-	if err := ctx.Err(); err != nil {
+	if err := sim.Canceled(ctx, "chen-sqrt"); err != nil {
 		return nil, rep, err
 	}
 	ch, err := StagesOf(g, StagesOptions{Time: opts.Time})

@@ -310,3 +310,20 @@ func TestOptimalChainProgress(t *testing.T) {
 	assert.Equal(t, rep.Groups, dp, "one report per diagonal")
 	assert.Equal(t, rep.Tried, tried)
 }
+
+// Cancellation follows the one rule: an error matching sim.ErrCanceled
+// (and the context's error), with the best plan so far where there is one.
+func TestChainCancellation(t *testing.T) {
+	g := optUniformChain(t, 12, 1000)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, err := ChenSqrt(ctx, g, ChenOptions{})
+	assert.ErrorIs(t, err, sim.ErrCanceled)
+	assert.ErrorIs(t, err, context.Canceled)
+	_, _, err = ChenGreedyPlan(ctx, g, ChenOptions{})
+	assert.ErrorIs(t, err, sim.ErrCanceled)
+	_, _, err = OptimalChain(ctx, g, 4000, OptimalOptions{})
+	assert.ErrorIs(t, err, sim.ErrCanceled)
+	_, err = RotorSolve(ctx, make([]RotorStage, 3), 10)
+	assert.ErrorIs(t, err, sim.ErrCanceled)
+}
