@@ -110,9 +110,9 @@ type stepDoc struct {
 }
 
 type planDoc struct {
-	Format   *string   `json:"format"`
-	Version  *int      `json:"version"`
-	Strategy string    `json:"strategy"`
+	Format    *string   `json:"format"`
+	Version   *int      `json:"version"`
+	Strategy  string    `json:"strategy"`
 	Steps     []stepDoc `json:"steps"`
 	Signature []string  `json:"signature"`
 }
