@@ -86,10 +86,10 @@ class TinyViT(nn.Module):
 
 
 class TinyLSTM(nn.Module):
-    """Token classifier: embedding 64, a 2-layer nn.LSTM (hidden 64,
-    batch_first) over 16 tokens, a linear head on the last step."""
+    """Token classifier: embedding 64, a 2-layer nn.LSTM (hidden 128,
+    batch_first) over 64 tokens, a linear head on the last step."""
 
-    def __init__(self, vocab=1000, seq=16, embed=64, hidden=64, layers=2, classes=10):
+    def __init__(self, vocab=1000, seq=64, embed=64, hidden=128, layers=2, classes=10):
         super().__init__()
         self.seq = seq
         self.embed = nn.Embedding(vocab, embed)
