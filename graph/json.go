@@ -395,7 +395,13 @@ func ReadFile(path string) (*Graph, error) {
 	defer f.Close()
 	var hint [2]int
 	if nt, no, ok := countElements(f); ok {
-		hint = [2]int{nt, no}
+		// No valid tensor or op takes fewer than minElementBytes bytes
+		// ({"id":0,"kind":"input"}), so a file cannot make the decoder
+		// reserve more elements than its size allows.
+		if fi, err := f.Stat(); err == nil {
+			most := int(min(fi.Size()/minElementBytes, int64(1<<31-1)))
+			hint = [2]int{min(nt, most), min(no, most)}
+		}
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("read graph: %w", err)
@@ -1197,6 +1203,9 @@ func (d *decoder) array(name string, elem func(i int) error) (isNull bool, err e
 		}
 	}
 }
+
+// minElementBytes is the size of the smallest valid tensor or op object.
+const minElementBytes = 20
 
 // hintTrust is how many elements must decode before the counted size is
 // trusted: a file that fails early (or that lies about its size with a
