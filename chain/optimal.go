@@ -274,7 +274,11 @@ func OptimalChain(ctx context.Context, g *graph.Graph, budget int64, opts Optima
 	// releases (rotorBuild).
 	discretize := func(ch *StageChain, widen int64) (q int64, mem, levels int) {
 		avail := budget - ch.Pinned
-		span := max(basePeak-ch.Pinned, stageUpperBytes(ch)/4, 1) * widen
+		span := max(basePeak-ch.Pinned, 1)
+		if basePeak == 0 { // the no-recompute plan did not replay
+			span = stageUpperBytes(ch)
+		}
+		span *= widen
 		q = max(ceilDiv(max(avail, span/2), int64(slots)), 1)
 		if u := stageSizeGCD(ch); u > 0 && u < q && max(avail, span/2)/u <= 2*int64(slots) {
 			q = u
