@@ -401,6 +401,25 @@ func (r *Runtime) bound(b int, s int32) float64 {
 	return st.ikey - math.Abs(st.ikey)*idxSlack
 }
 
+// nodeBound is a lower bound of s's own exact score from its key's
+// numerator (tighter than its bucket's, which holds for the subtree).
+func (r *Runtime) nodeBound(b int, s int32) float64 {
+	if seqKeyed(b) || (r.idx.kind != idxStale && r.idx.kind != idxAhead) {
+		return r.bound(b, s)
+	}
+	st := &r.storages[s]
+	var d int64
+	if r.idx.kind == idxStale {
+		d = r.stats.Clock - st.lastAccess
+	} else {
+		d = max(st.inext-r.step, 1)
+	}
+	if d <= 0 || st.size == 0 {
+		return math.Inf(1)
+	}
+	return float64(st.knum) / (float64(st.size) * float64(d)) * (1 - idxSlack)
+}
+
 // idxBetter reports whether (sc, seq) beats the best so far under the scan's
 // rule: lower score, ties to the later candidate, the first of two zeros.
 func (r *Runtime) idxBetter(sc score, seq int64, bs score, bseq int64) bool {
@@ -475,18 +494,21 @@ func (r *Runtime) idxSearch(b int, c *idxChoice) {
 		if c.best >= 0 && c.bs.f == 0 && seqKeyed(b) && r.storages[s].seq > c.bseq {
 			continue // the subtree comes after the best zero in pool order
 		}
+		if l := 2*i + 1; int(l) < len(h) {
+			stack = append(stack, l)
+			if l+1 < int32(len(h)) {
+				stack = append(stack, l+1)
+			}
+		}
+		if c.best >= 0 && r.nodeBound(b, s) > c.bs.f {
+			continue // s itself cannot win (its subtree may)
+		}
 		sc := r.evaluate(s)
 		if st := &r.storages[s]; r.idx.eq && b != idxNever && st.compute+r.eqKeyPart(sc.num-st.compute) > st.knum {
 			r.idx.refresh = append(r.idx.refresh, s)
 		}
 		if seq := r.storages[s].seq; c.best < 0 || r.idxBetter(sc, seq, c.bs, c.bseq) {
 			c.best, c.bs, c.bseq = s, sc, seq
-		}
-		if l := 2*i + 1; int(l) < len(h) {
-			stack = append(stack, l)
-			if l+1 < int32(len(h)) {
-				stack = append(stack, l+1)
-			}
 		}
 	}
 	r.idx.stack = stack

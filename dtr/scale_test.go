@@ -9,20 +9,13 @@ import (
 	"github.com/remat-dev/remat/sim"
 )
 
-// resnetCIFARRun runs DTR with cfg's heuristic on the zoo's resnet-cifar of
-// the given depth under a caching allocator without a capacity (as
-// `sim report --device none --strategies dtr --budget 0.5` does), with the
-// runtime's budget at ratio of the no-recompute peak allocated.
-func resnetCIFARRun(tb testing.TB, g *graph.Graph, cfg Config, ratio float64) Stats {
-	base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{Allocator: sim.NewCaching(-1), Capacity: -1})
-	if err != nil {
-		tb.Fatal(err)
-	}
+// resnetCIFARRun runs DTR with cfg on g under a caching allocator without
+// a capacity (as `sim report --device none --strategies dtr` does).
+func resnetCIFARRun(tb testing.TB, g *graph.Graph, cfg Config) Stats {
 	m, err := sim.NewMachine(g, sim.Options{Allocator: sim.NewCaching(-1), Capacity: -1})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cfg.Budget = int64(ratio * float64(base.PeakAllocated))
 	_, st, err := RunOnMachine(context.Background(), m, cfg)
 	if err != nil {
 		tb.Fatal(err)
@@ -35,12 +28,17 @@ func benchResnetCIFAR(b *testing.B, depth int, h Heuristic) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{Allocator: sim.NewCaching(-1), Capacity: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
 	cfg := DefaultConfig()
 	cfg.Heuristic = h
+	cfg.Budget = base.PeakAllocated / 2
 	var st Stats
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		st = resnetCIFARRun(b, g, cfg, 0.5)
+		st = resnetCIFARRun(b, g, cfg)
 	}
 	b.ReportMetric(float64(len(g.Ops)), "graph-ops")
 	b.ReportMetric(float64(st.Evictions), "evictions")

@@ -25,6 +25,14 @@ type graphDriver struct {
 func newDriver(g *graph.Graph, rt *Runtime) *graphDriver {
 	d := &graphDriver{g: g, rt: rt, rec: &recorder{}, toRT: make([]TensorID, len(g.Tensors))}
 	rt.rec = d.rec
+	if len(rt.ops) == 0 {
+		// one runtime op per graph op and per tensor without a producer
+		rt.ops = make([]op, 0, len(g.Ops)+len(g.Tensors)/4)
+		rt.tensors = make([]tensor, 0, len(g.Tensors))
+		rt.storages = make([]storage, 0, len(g.Tensors))
+		d.rec.opMap = make([]graph.OpID, 0, cap(rt.ops))
+		d.rec.tenMap = make([]graph.TensorID, 0, len(g.Tensors))
+	}
 	for i := range d.toRT {
 		d.toRT[i] = -1
 	}
