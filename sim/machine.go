@@ -429,7 +429,7 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 		t := m.cost.OpTime(g, op)
 		ws := op.Workspace
 		if opts.ConvLibrary == ConvOneDNN {
-			ws = max(ws, CPUConvWorkspace(g, op))
+			ws = max(ws, CPUWorkspace(g, op))
 		} else if cands := ConvCandidates(g, op); cands != nil {
 			tune, lim, err := opTune(op, opts.CudnnTune, limit)
 			if err != nil {

@@ -414,6 +414,112 @@ func CPUConvWorkspace(g *graph.Graph, op *graph.Op) int64 {
 	return max(peak-outBytes, 0)
 }
 
+// CPUWorkspace returns the temporary memory PyTorch 1.13's CPU kernel of op
+// allocates beyond its outputs: CPUConvWorkspace for convolutions, plus, for
+// the backward kernels that make their output gradient contiguous first
+// (convolution_backward and embedding_dense_backward call
+// grad.contiguous()), a copy of that gradient when it reaches them as a
+// strided view (see StridedGradient): the gradient of a transposed or
+// concatenated activation, as a ViT's patch embedding or a batch-first
+// LSTM's embedding receives.
+func CPUWorkspace(g *graph.Graph, op *graph.Op) int64 {
+	if g == nil || op == nil {
+		return 0
+	}
+	ws := CPUConvWorkspace(g, op)
+	f := forwardOf(g, op)
+	if f == nil || f == op {
+		return ws
+	}
+	switch f.Type {
+	case "conv2d", "convolution", graph.OpEmbedding:
+	default:
+		return ws
+	}
+	if len(f.Outputs) == 0 {
+		return ws
+	}
+	y := g.Tensor(f.Outputs[0])
+	for _, in := range op.Inputs {
+		t := g.Tensor(in)
+		if t == nil || t.Kind != graph.Gradient || y == nil || !t.Shape.Equal(y.Shape) {
+			continue
+		}
+		if StridedGradient(g, in) {
+			ws = satAdd(ws, t.Bytes)
+		}
+		break
+	}
+	return ws
+}
+
+// StridedGradient reports whether gradient t is a non-contiguous view:
+// somewhere along its chain of views is the gradient of a transpose that
+// moves a dimension larger than 1, or a part of the gradient of a
+// concatenation along a dimension with a larger-than-1 dimension outside it
+// (graph.Differentiate makes both views of the incoming gradient, as
+// autograd does).
+func StridedGradient(g *graph.Graph, t graph.TensorID) bool {
+	for hops := 0; hops < 1<<10; hops++ {
+		tt := g.Tensor(t)
+		if tt == nil || tt.AliasOf == graph.NoTensor {
+			return false
+		}
+		p := g.Op(tt.Producer)
+		if p == nil {
+			return false
+		}
+		if f := g.Op(p.Forward); f != nil && f != p && len(f.Inputs) > 0 {
+			switch f.Type {
+			case graph.OpTranspose:
+				if x := g.Tensor(f.Inputs[0]); x != nil && permutesNonUnit(f.Attrs["perm"], x.Shape) {
+					return true
+				}
+			case graph.OpConcat:
+				d, err := strconv.Atoi(f.Attrs["dim"])
+				if len(f.Inputs) > 1 && err == nil && d > 0 && d <= len(tt.Shape) && satMul(tt.Shape[:d]...) > 1 {
+					return true
+				}
+			}
+		}
+		// Step to the view's source: the producer's input sharing its
+		// storage (AliasOf names the root storage, not the source).
+		next := graph.NoTensor
+		for _, in := range p.Inputs {
+			if in != t && g.StorageOf(in) == g.StorageOf(t) {
+				next = in
+				break
+			}
+		}
+		if next == graph.NoTensor {
+			return false
+		}
+		t = next
+	}
+	return false
+}
+
+// permutesNonUnit reports whether a permutation ("0,2,1") of shape reorders
+// two dimensions larger than 1 (the transposed view is then not
+// contiguous). An unreadable permutation counts as reordering.
+func permutesNonUnit(perm string, shape graph.Shape) bool {
+	last := -1
+	for _, f := range strings.Split(perm, ",") {
+		p, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || p < 0 || p >= len(shape) {
+			return true
+		}
+		if shape[p] == 1 {
+			continue
+		}
+		if p < last {
+			return true
+		}
+		last = p
+	}
+	return false
+}
+
 // forwardOf returns op itself for a forward convolution, else its forward
 // op (nil if none).
 func forwardOf(g *graph.Graph, op *graph.Op) *graph.Op {

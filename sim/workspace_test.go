@@ -128,3 +128,60 @@ func TestParseConvLibrary(t *testing.T) {
 	assert.Equal(t, "onednn", ConvOneDNN.String())
 	assert.Equal(t, "conv_library(7)", ConvLibrary(7).String())
 }
+
+// patchEmbed is a ViT's patch embedding (a 3->64 8x8 convolution with
+// stride 8 on 2x3x32x32, bias) whose output is flattened and transposed with
+// perm; its backward receives the gradient through the views' backward ops.
+func patchEmbed(t *testing.T, perm string, tshape ...int64) (*graph.Graph, graph.TensorID) {
+	t.Helper()
+	b := graph.NewBuilder("patch")
+	x := b.Input("x", graph.F32, 2, 3, 32, 32)
+	w := b.Parameter("w", graph.F32, 64, 3, 8, 8)
+	bias := b.Parameter("b", graph.F32, 64)
+	conv := b.Op("conv2d", "conv", x, w, bias).Out("y", graph.F32, 2, 64, 4, 4).Attr("stride", "8,8")
+	fl := b.Op(graph.OpReshape, "flat", conv.T()).Out("f", graph.F32, 2, 64, 16).Alias(conv.T())
+	tr := b.Op(graph.OpTranspose, "tr", fl.T()).Out("t", graph.F32, tshape...).Alias(fl.T()).Attr("perm", perm)
+	b.SetPhase(graph.Backward)
+	seed := b.Op("ones_like", "seed", tr.T()).OutKind("dt", graph.Gradient, graph.F32, tshape...)
+	dtr := b.Op("transpose_backward", "tr.backward", seed.T()).Forward(tr.ID()).
+		OutKind("df", graph.Gradient, graph.F32, 2, 64, 16).Alias(seed.T())
+	dfl := b.Op("reshape_backward", "flat.backward", dtr.T()).Forward(fl.ID()).
+		OutKind("dy", graph.Gradient, graph.F32, 2, 64, 4, 4).Alias(dtr.T())
+	b.Op("conv2d_backward", "conv.backward", x, w, dfl.T()).Forward(conv.ID()).
+		OutKind("gw", graph.ParamGradient, graph.F32, 64, 3, 8, 8).OutKind("gb", graph.ParamGradient, graph.F32, 64)
+	dy := dfl.T()
+	g, err := b.Build()
+	require.NoError(t, err)
+	return g, dy
+}
+
+// torchvision's VisionTransformer patch embedding at batch 2: the profiler
+// shows convolution_backward copying its transposed output gradient first
+// (+8192, freed last), then the first-convolution reorders: +gy_r 8192
+// +gw_b 49152 +gb_b 256 -gy_r +gb 256 +gw 49152 -gw_b -gb_b -copy: peak
+// 107008 - outputs 49408 = 57600.
+func TestCPUWorkspaceCopiesStridedGradient(t *testing.T) {
+	g, dy := patchEmbed(t, "0,2,1", 2, 16, 64)
+	assert.True(t, StridedGradient(g, dy))
+	bwd := &g.Ops[len(g.Ops)-1]
+	assert.Equal(t, int64(49408), CPUConvWorkspace(g, bwd))
+	assert.Equal(t, int64(57600), CPUWorkspace(g, bwd))
+	m, err := NewMachine(g, Options{ConvLibrary: ConvOneDNN})
+	require.NoError(t, err)
+	assert.Equal(t, int64(57600), m.OpWorkspace(bwd.ID))
+	// A permutation that keeps the larger-than-1 dimensions in order is a
+	// contiguous view: no copy.
+	g, dy = patchEmbed(t, "0,1,2", 2, 64, 16)
+	assert.False(t, StridedGradient(g, dy))
+	assert.Equal(t, int64(49408), CPUWorkspace(g, &g.Ops[len(g.Ops)-1]))
+	assert.False(t, StridedGradient(g, graph.TensorID(999)))
+	assert.Zero(t, CPUWorkspace(nil, nil))
+}
+
+func TestPermutesNonUnit(t *testing.T) {
+	assert.True(t, permutesNonUnit("1,0", graph.Shape{2, 3}))
+	assert.False(t, permutesNonUnit("1,0", graph.Shape{1, 3}))
+	assert.False(t, permutesNonUnit("0,2,1", graph.Shape{4, 1, 5}))
+	assert.True(t, permutesNonUnit("x", graph.Shape{4}))
+	assert.True(t, permutesNonUnit("3", graph.Shape{4}))
+}
