@@ -397,17 +397,35 @@ func OptimalChain(ctx context.Context, g *graph.Graph, budget int64, opts Optima
 		return finish(fmt.Errorf("optimal-chain: %w", err))
 	}
 	if !p.fits {
-		// The least-memory schedule is returned with the error: it does
-		// not fit, but it is the lowest peak the chain allows.
-		best, bestM = p, tab.usedSlots(lo)
-		plan, rep, _ := finish(nil)
-		rep.Feasible = false
-		rep.MinFeasibleBytes = p.res.PeakAllocated
-		var held int64
-		for k := range ch.Stages {
-			held += ch.Stages[k].HeldGradBytes
+		// The DP's least memory and the simulator's may differ: a few
+		// levels above the least (lo+1, lo+2, lo+4, ...) are tried too,
+		// the first that fits starts the search, else the lowest peak is
+		// kept.
+		low, lowM := p, lo
+		for step := 1; step <= 32 && lo+step <= mem && !p.fits; step *= 2 {
+			m := tab.usedSlots(lo + step)
+			if p, err = try(m); err != nil {
+				return finish(fmt.Errorf("optimal-chain: %w", err))
+			}
+			if p.fits {
+				lo = m
+			} else if p.res.PeakAllocated < low.res.PeakAllocated {
+				low, lowM = p, m
+			}
 		}
-		return plan, rep, fmt.Errorf("optimal-chain: budget %d bytes, the least-memory schedule of %d stages needs %d bytes (%d bytes pinned: inputs, parameters, state and outputs that may not be recomputed; %d bytes of gradients held until the update): %w", budget, rep.Groups, p.res.PeakAllocated, ch.Pinned, held, ErrChainInfeasible)
+		if !p.fits {
+			// The least-memory plan is returned with the error: it does
+			// not fit, but it is the lowest peak found.
+			best, bestM = low, lowM
+			plan, rep, _ := finish(nil)
+			rep.Feasible = false
+			rep.MinFeasibleBytes = low.res.PeakAllocated
+			var held int64
+			for k := range ch.Stages {
+				held += ch.Stages[k].HeldGradBytes
+			}
+			return plan, rep, fmt.Errorf("optimal-chain: budget %d bytes, the least-memory schedule of %d stages needs %d bytes (%d bytes pinned: inputs, parameters, state and outputs that may not be recomputed; %d bytes of gradients held until the update): %w", budget, rep.Groups, low.res.PeakAllocated, ch.Pinned, held, ErrChainInfeasible)
+		}
 	}
 	best, bestM = p, tab.usedSlots(lo)
 	a, b := lo, mem
@@ -432,6 +450,22 @@ func OptimalChain(ctx context.Context, g *graph.Graph, budget int64, opts Optima
 			}
 		} else {
 			b = mid - 1
+		}
+	}
+	// Simulated peaks need not grow with the level: the next few distinct
+	// schedules above the one found are tried too.
+	top := tab.top()
+	for m, n := a+1, 0; m <= mem && n < 4; m++ {
+		if top[m] == top[m-1] {
+			continue // the same schedule as the level below
+		}
+		n++
+		p, err := try(m)
+		if err != nil {
+			return finish(fmt.Errorf("optimal-chain: %w", err))
+		}
+		if p.fits && (p.res.TotalNs < best.res.TotalNs || (p.res.TotalNs == best.res.TotalNs && p.res.PeakAllocated < best.res.PeakAllocated)) {
+			best, bestM = p, tab.usedSlots(m)
 		}
 	}
 	return finish(nil)
