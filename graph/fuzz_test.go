@@ -48,6 +48,10 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
+		// ReadFile's counting pass agrees with the decoded graph.
+		if nt, no, ok := countElements(bytes.NewReader(data)); !ok || nt != len(g.Tensors) || no != len(g.Ops) {
+			t.Fatalf("countElements = %d, %d, %v; the graph has %d tensors and %d ops", nt, no, ok, len(g.Tensors), len(g.Ops))
+		}
 		var e1 bytes.Buffer
 		if err := Encode(&e1, g); err != nil {
 			t.Fatalf("a decoded graph must encode: %v", err)

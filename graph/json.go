@@ -457,79 +457,116 @@ func skipBOM(r io.Reader) (io.Reader, error) {
 	return br, nil
 }
 
-// countElements scans a graph document and counts the elements of its
-// top-level "tensors" and "ops" arrays, without parsing them. ok is false if
-// the document is not a well-formed graph object (decoding reports why).
+// countElements counts the elements of a graph document's top-level
+// "tensors" and "ops" arrays with a fast structural pass (strings, escapes
+// and nesting only; the decoding pass checks everything). The counts are
+// capacity hints: decode trusts them only after hintTrust elements decoded,
+// and ReadFile caps them by the file's size. ok is false if the document
+// does not even nest properly.
 func countElements(r io.Reader) (nt, no int, ok bool) {
-	br, err := skipBOM(r)
-	if err != nil {
-		return 0, 0, false
-	}
-	d := newDecoder(br)
-	if c, ok := d.peekByte(); !ok || c != '{' {
-		return 0, 0, false
-	}
-	d.i++
-	for n := 0; ; n++ {
-		c, ok := d.peekByte()
-		if !ok {
-			return 0, 0, false
-		}
-		if c == '}' {
-			return nt, no, true
+	buf := make([]byte, 1<<20)
+	depth := 0
+	inStr, esc := false, false
+	var key, lastKey []byte // the last string at depth 1
+	which := 0              // array being counted: 1 tensors, 2 ops
+	count, seen := 0, false
+	first := true
+	for {
+		n, err := r.Read(buf)
+		chunk := buf[:n]
+		if first && bytes.HasPrefix(chunk, []byte{0xef, 0xbb, 0xbf}) {
+			chunk = chunk[3:]
 		}
 		if n > 0 {
-			if c != ',' {
-				return 0, 0, false
-			}
-			d.i++
+			first = false
 		}
-		if d.scanValue(top("")) != nil {
-			return 0, 0, false
-		}
-		key := string(d.raw)
-		if c, ok := d.peekByte(); !ok || c != ':' {
-			return 0, 0, false
-		}
-		d.i++
-		if key != `"tensors"` && key != `"ops"` {
-			if d.scanValue(top("")) != nil {
-				return 0, 0, false
+		for i := 0; i < len(chunk); i++ {
+			c := chunk[i]
+			if inStr {
+				if depth == 1 {
+					// Keys are short; collect them.
+					switch {
+					case esc:
+						esc = false
+						key = append(key, c)
+					case c == '\\':
+						esc = true
+					case c == '"':
+						inStr = false
+						lastKey = append(lastKey[:0], key...)
+					default:
+						key = append(key, c)
+					}
+					continue
+				}
+				if esc {
+					esc = false
+					continue
+				}
+				// Skip to the next quote or backslash.
+				j := bytes.IndexAny(chunk[i:], "\\\"")
+				if j < 0 {
+					i = len(chunk)
+					continue
+				}
+				i += j
+				if chunk[i] == '\\' {
+					esc = true
+					continue
+				}
+				inStr = false
+				continue
 			}
-			continue
-		}
-		if c, ok := d.peekByte(); !ok || c != '[' {
-			if d.scanValue(top("")) != nil {
-				return 0, 0, false
-			}
-			continue
-		}
-		d.i++
-		count := 0
-		for {
-			c, ok := d.peekByte()
-			if !ok {
-				return 0, 0, false
-			}
-			if c == ']' {
-				d.i++
-				break
-			}
-			if count > 0 {
-				if c != ',' {
+			switch c {
+			case '"':
+				inStr = true
+				if depth == 1 {
+					key = key[:0]
+				} else if depth == 2 && which != 0 {
+					seen = true
+				}
+			case '{', '[':
+				if depth == 1 && c == '[' {
+					which, count, seen = 0, 0, false
+					switch string(lastKey) {
+					case "tensors":
+						which = 1
+					case "ops":
+						which = 2
+					}
+				} else if depth == 2 && which != 0 {
+					seen = true
+				}
+				depth++
+			case '}', ']':
+				depth--
+				if depth < 0 {
 					return 0, 0, false
 				}
-				d.i++
+				if depth == 1 && c == ']' && which != 0 {
+					if seen {
+						count++
+					}
+					if which == 1 {
+						nt = count
+					} else {
+						no = count
+					}
+					which = 0
+				}
+			case ',':
+				if depth == 2 && which != 0 {
+					count++
+				}
+			case ' ', '\t', '\r', '\n':
+			default:
+				if depth == 2 && which != 0 {
+					seen = true
+				}
 			}
-			if d.scanValue(top("")) != nil {
-				return 0, 0, false
-			}
-			count++
 		}
-		if key == `"tensors"` {
-			nt = count
-		} else {
-			no = count
+		if err != nil {
+			return nt, no, errors.Is(err, io.EOF) && depth == 0
 		}
 	}
 }

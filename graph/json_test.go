@@ -525,3 +525,27 @@ func TestReadFileExactCapacity(t *testing.T) {
 	require.ErrorAs(t, err, &fe)
 	assert.Contains(t, err.Error(), "unexpected end of input")
 }
+
+// countElements counts the elements of the top-level arrays whatever the
+// strings, escapes and nesting inside them, and is only a hint elsewhere.
+func TestCountElements(t *testing.T) {
+	cases := []struct {
+		in     string
+		nt, no int
+		ok     bool
+	}{
+		{hdr + `"tensors": [], "ops": []}`, 0, 0, true},
+		{hdr + `"name": "ops", "tensors": [{"id": 0, "name": "a,b]\"[", "shape": [1, 2]}, {"id": 1}], "ops": [{"attrs": {"tensors": "[,]"}}]}`, 2, 1, true},
+		{"\xef\xbb\xbf" + hdr + `"attrs": {"x": "\\"}, "ops": [1, 2, 3]}`, 0, 3, true},
+		{hdr + `"tensors": [{}, {}`, 0, 0, false},
+		{`]`, 0, 0, false},
+	}
+	for _, c := range cases {
+		nt, no, ok := countElements(strings.NewReader(c.in))
+		assert.Equal(t, c.ok, ok, c.in)
+		if c.ok {
+			assert.Equal(t, c.nt, nt, c.in)
+			assert.Equal(t, c.no, no, c.in)
+		}
+	}
+}
