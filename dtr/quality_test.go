@@ -71,6 +71,19 @@ func tables(t *testing.T) string {
 					fmt.Fprintf(&sb, " %s |", b.Winner)
 				}
 				sb.WriteString("\n")
+				base, err := MeasureBaseline(tr)
+				require.NoError(t, err)
+				lb := ComputeLowerBound(tr)
+				lbRatio := float64(lb.Bytes) / float64(base.PeakBytes)
+				grid := math.Ceil(lbRatio*10-1e-9) / 10
+				low := 1.1
+				for _, b := range best {
+					if b.Status == StatusOK {
+						low = min(low, b.Ratio)
+					}
+				}
+				fmt.Fprintf(&sb, "\nLower bound (ComputeLowerBound: pinned bytes + the distinct inputs and outputs of the largest op): %d bytes = %.3f x baseline peak (op %d, line %d); lowest ratio of the 0.1 grid it allows %.1f, lowest the best-of runs %.1f (gap %.1f).\n",
+					lb.Bytes, lbRatio, lb.Op, lb.Line, grid, low, low-grid)
 				if m == "resnet32" {
 					res, err := OfflineSearch(context.Background(), tr, resnet32Search)
 					require.NoError(t, err)
@@ -84,18 +97,29 @@ func tables(t *testing.T) string {
 	return sb.String()
 }
 
-// TestTables regenerates dtr/testdata/tables.md (go test ./dtr -run
-// TestTables -update), the table copied into docs/dtr.md.
+// TestTables regenerates dtr/testdata/tables.md and the tables of
+// docs/dtr.md between its tables:begin and tables:end markers (go test
+// ./dtr -run TestTables -update), and checks both otherwise.
 func TestTables(t *testing.T) {
 	got := tables(t)
 	path := filepath.Join("testdata", "tables.md")
+	docPath := filepath.Join("..", "docs", "dtr.md")
+	doc, err := os.ReadFile(docPath)
+	require.NoError(t, err)
+	const begin, end = "<!-- tables:begin (go test ./dtr -run TestTables -update) -->\n", "<!-- tables:end -->"
+	i, j := strings.Index(string(doc), begin), strings.Index(string(doc), end)
+	require.True(t, i >= 0 && j > i, "docs/dtr.md has the tables markers")
+	newDoc := string(doc[:i+len(begin)]) + "\n" + got + string(doc[j:])
 	if *update {
 		require.NoError(t, os.MkdirAll("testdata", 0o755))
 		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+		require.NoError(t, os.WriteFile(docPath, []byte(newDoc), 0o644))
+		doc = []byte(newDoc)
 	}
 	want, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.Equal(t, string(want), got)
+	require.Equal(t, newDoc, string(doc), "docs/dtr.md tables are stale: go test ./dtr -run TestTables -update")
 }
 
 // TestUNetRatio03 is the quality target of docs/dtr.md: unet.log at 30% of
