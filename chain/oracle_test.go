@@ -6,6 +6,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/sim"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -221,4 +224,148 @@ func TestRotorMatchesExhaustiveOptimum(t *testing.T) {
 			assert.Equal(t, sol.Time, fw+bw, "trial %d: the schedule's time", trial)
 		}
 	}
+}
+
+// sample draws one schedule of S(i, l) (once: S1(i, l)) at random among
+// the recurrence's choices and returns its figures under the model and its
+// actions, composed as the oracle composes them.
+func (o *oracleFrontiers) sample(r *rand.Rand, i, l int, once bool) (need, time int64, acts []RotorAction) {
+	si := o.st[i]
+	var in, inBwd int64
+	if once {
+		in, inBwd = si.In, si.InBwd
+	}
+	if i == l {
+		fwd, fpeak, k := si.Fwd, si.FwdAll, RotorForwardAll
+		if si.LeafSet && l+1 < len(o.st) {
+			fwd, fpeak, k = si.FwdLeaf, si.FwdLeafPeak, RotorForwardLeaf
+		}
+		return max(o.din(i)+in+fpeak, o.din(i)+inBwd+si.XBarBwd+si.BwdPeak), fwd + si.Bwd,
+			[]RotorAction{{k, int32(i)}, {RotorBackward, int32(i)}}
+	}
+	c := si.Fwd + si.Bwd
+	lo := max(o.din(l)+in+si.FwdAll, o.pg(i+1, l)+o.din(i)+inBwd+si.XBarBwd+si.BwdPeak)
+	canOnce := si.XBarRest+o.st[i+1].In <= si.XBar
+	choices := 1 // chain through S
+	if canOnce {
+		choices++ // chain through S1
+	}
+	if !once {
+		choices += 2 * (l - i) // checkpoint j through S or S1
+	}
+	ch := r.IntN(choices)
+	chain := func(sub bool, off int64) (int64, int64, []RotorAction) {
+		n, t, a := o.sample(r, i+1, l, sub)
+		acts := append([]RotorAction{{RotorForwardAll, int32(i)}}, a...)
+		return max(lo, n+inBwd+off), c + t, append(acts, RotorAction{RotorBackward, int32(i)})
+	}
+	switch {
+	case ch == 0:
+		return chain(false, si.XBar)
+	case ch == 1 && canOnce:
+		return chain(true, si.XBarRest)
+	}
+	if canOnce {
+		ch--
+	}
+	ch--
+	j, sub := i+1+ch/2, ch%2 == 1
+	var ph1, cf int64
+	for k := i; k < j; k++ {
+		v := o.st[k].FwdNone
+		if k > i {
+			v += o.st[k].In
+		}
+		ph1 = max(ph1, v)
+		cf += o.st[k].Fwd
+		acts = append(acts, RotorAction{RotorForwardNone, int32(k)})
+	}
+	pg := o.pg(j, l)
+	an, at, aa := o.sample(r, j, l, sub)
+	bn, bt, ba := o.sample(r, i, j-1, false)
+	aoff := o.st[j].In
+	if sub {
+		aoff = 0
+	}
+	acts = append(append(acts, aa...), ba...)
+	return max(o.din(l)+ph1, pg, 0, an+aoff, bn+pg), cf + at + bt, acts
+}
+
+// The chain model is exact for the chain graphs it sees: on random chains
+// of up to 12 stages, random schedules of the recurrence, emitted as plans
+// and replayed by the simulator, take exactly the model's time and peak
+// (pinned bytes plus the schedule's need). With TestRotorMatchesExhaustive-
+// Optimum, the DP's plan is then the simulated optimum of the recurrence's
+// schedules on every such chain.
+func TestChainModelMatchesSimulator(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 9))
+	exact, total := 0, 0
+	for trial := 0; trial < 24; trial++ {
+		L := 1 + trial%12
+		sp := optChainSpec{paramBytes: 4 * r.Int64N(3)}
+		for k := 0; k < L; k++ {
+			sp.act = append(sp.act, 10*(1+r.Int64N(20)))
+			sp.grad = append(sp.grad, 10*r.Int64N(20))
+			sp.fwd = append(sp.fwd, 1+r.Int64N(30))
+			sp.bwd = append(sp.bwd, 1+r.Int64N(60))
+			sp.saved = append(sp.saved, 10*r.Int64N(20))
+		}
+		g := optChainGraph(t, sp)
+		ch, err := StagesOf(g, StagesOptions{})
+		require.NoError(t, err)
+		st, err := RotorStagesOf(ch, 1)
+		require.NoError(t, err)
+		o := newOracle(st)
+		for n := 0; n < 25; n++ {
+			need, tm, acts := o.sample(r, 0, len(st)-1, false)
+			plan, _, err := StagesPlan(g, ch, acts, "sample")
+			require.NoError(t, err)
+			res := optSimulate(t, g, plan)
+			assert.Equal(t, tm+ch.PinnedTime+ch.UpdateTime, res.TotalNs, "trial %d: %v", trial, acts)
+			model := max(ch.Pinned+need, ch.UpdatePeak)
+			assert.Equal(t, model, res.PeakAllocated, "trial %d: %v", trial, acts)
+			total++
+			if res.PeakAllocated == model {
+				exact++
+			}
+		}
+	}
+	t.Logf("simulated peak equal to the model's in %d of %d random schedules", exact, total)
+}
+
+// On DAGs (residual blocks, traced-style steps with in-place ReLU, views and
+// a dropout) the model is an upper bound of the simulator: random schedules
+// take exactly its time and never more than its memory.
+func TestChainModelBoundsSimulatorOnDAGs(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 1))
+	exact, total := 0, 0
+	for trial := 0; trial < 12; trial++ {
+		var g *graph.Graph
+		if trial%2 == 0 {
+			g = optResNetGraph(t, 1+trial/2, 1000)
+		} else {
+			g = tracedStyleGraph(t, 2+trial/2, 1000, 64, trial%4 == 1)
+		}
+		so, err := stageCallbacks(g, sim.Options{}, nil)
+		require.NoError(t, err)
+		ch, err := StagesOf(g, so)
+		require.NoError(t, err)
+		st, err := RotorStagesOf(ch, 1)
+		require.NoError(t, err)
+		o := newOracle(st)
+		for n := 0; n < 25; n++ {
+			need, tm, acts := o.sample(r, 0, len(st)-1, false)
+			plan, _, err := StagesPlan(g, ch, acts, "sample")
+			require.NoError(t, err)
+			res := optSimulate(t, g, plan)
+			assert.Equal(t, tm+ch.PinnedTime+ch.UpdateTime, res.TotalNs, "trial %d: %v", trial, acts)
+			model := max(ch.Pinned+need, ch.UpdatePeak)
+			assert.LessOrEqual(t, res.PeakAllocated, model, "trial %d: %v", trial, acts)
+			total++
+			if res.PeakAllocated == model {
+				exact++
+			}
+		}
+	}
+	t.Logf("simulated peak equal to the model's in %d of %d random schedules", exact, total)
 }
