@@ -132,8 +132,11 @@ func newCandIndex(k idxKind) *candIndex {
 	return x
 }
 
-// seqKeyed reports whether bucket b's heap is ordered by pool sequence.
-func seqKeyed(b int) bool { return b == idxZero || b == idxNever }
+// seqKeyed reports whether bucket b's heap is ordered by pool sequence (the
+// zero-cost and never-used buckets of the staleness and lookahead kinds).
+func (x *candIndex) seqKeyed(b int) bool {
+	return (x.kind == idxStale || x.kind == idxAhead) && (b == idxZero || b == idxNever)
+}
 
 // logBucket returns the bucket of c/m for c > 0, m > 0.
 func logBucket(c, m int64) int {
@@ -328,7 +331,7 @@ func (r *Runtime) touch(s int32, clock int64) {
 		return
 	}
 	st.lastAccess = clock
-	if r.idx != nil && st.ibucket >= 0 && (r.idx.kind == idxStale || r.idx.kind == idxLRU) && !seqKeyed(int(st.ibucket)) {
+	if r.idx != nil && st.ibucket >= 0 && (r.idx.kind == idxStale || r.idx.kind == idxLRU) && !r.idx.seqKeyed(int(st.ibucket)) {
 		// the key only grows: sift down in place
 		st.ikey = float64(clock)
 		r.idxDown(int(st.ibucket), int(st.ipos))
@@ -377,7 +380,7 @@ func (r *Runtime) idxDown(b, i int) {
 
 // bound is a lower bound of s's exact score in bucket b at the current clock.
 func (r *Runtime) bound(b int, s int32) float64 {
-	if seqKeyed(b) {
+	if r.idx.seqKeyed(b) {
 		return 0 // the heap order says nothing about the score
 	}
 	st := &r.storages[s]
@@ -404,7 +407,7 @@ func (r *Runtime) bound(b int, s int32) float64 {
 // nodeBound is a lower bound of s's own exact score from its key's
 // numerator (tighter than its bucket's, which holds for the subtree).
 func (r *Runtime) nodeBound(b int, s int32) float64 {
-	if seqKeyed(b) || (r.idx.kind != idxStale && r.idx.kind != idxAhead) {
+	if r.idx.seqKeyed(b) || (r.idx.kind != idxStale && r.idx.kind != idxAhead) {
 		return r.bound(b, s)
 	}
 	st := &r.storages[s]
@@ -491,7 +494,7 @@ func (r *Runtime) idxSearch(b int, c *idxChoice) {
 		if c.best >= 0 && r.bound(b, s) > c.bs.f {
 			continue // the whole subtree is bounded above the best
 		}
-		if c.best >= 0 && c.bs.f == 0 && seqKeyed(b) && r.storages[s].seq > c.bseq {
+		if c.best >= 0 && c.bs.f == 0 && r.idx.seqKeyed(b) && r.storages[s].seq > c.bseq {
 			continue // the subtree comes after the best zero in pool order
 		}
 		if l := 2*i + 1; int(l) < len(h) {
