@@ -369,3 +369,48 @@ func TestChainModelBoundsSimulatorOnDAGs(t *testing.T) {
 	}
 	t.Logf("simulated peak equal to the model's in %d of %d random schedules", exact, total)
 }
+
+// On those DAGs the DP's accounting is exact for the schedules it picks:
+// at every memory level from the least feasible to the no-recompute peak,
+// the level's optimal schedule replays with a simulated peak equal to the
+// pinned bytes plus the least level with that schedule's time.
+func TestDPExactOnDAGs(t *testing.T) {
+	levels := 0
+	for trial := 0; trial < 10; trial++ {
+		var g *graph.Graph
+		if trial%2 == 0 {
+			g = optResNetGraph(t, 1+trial/2, 1000)
+		} else {
+			g = tracedStyleGraph(t, 2+trial/2, 1000, 64, trial%4 == 1)
+		}
+		so, err := stageCallbacks(g, sim.Options{}, nil)
+		require.NoError(t, err)
+		ch, err := StagesOf(g, so)
+		require.NoError(t, err)
+		st, err := RotorStagesOf(ch, 1)
+		require.NoError(t, err)
+		base := optSimulate(t, g, sim.DefaultPlan(g))
+		mem := int(base.PeakAllocated)
+		tab, err := rotorBuild(context.Background(), st, mem, nil)
+		require.NoError(t, err)
+		lo := tab.minSlots()
+		require.GreaterOrEqual(t, lo, 0)
+		last := -1
+		for m := lo; m <= mem; m++ {
+			u := tab.usedSlots(m)
+			if u == last {
+				continue
+			}
+			last = u
+			acts, err := tab.schedule(u)
+			require.NoError(t, err)
+			p, _, err := StagesPlan(g, ch, acts, "dp")
+			require.NoError(t, err)
+			res := optSimulate(t, g, p)
+			assert.Equal(t, max(ch.Pinned+int64(u), ch.UpdatePeak), res.PeakAllocated, "%s trial %d level %d: %v", g.Name, trial, u, acts)
+			assert.Equal(t, tab.top()[u]+ch.PinnedTime+ch.UpdateTime, res.TotalNs, "%s trial %d level %d", g.Name, trial, u)
+			levels++
+		}
+	}
+	t.Logf("%d distinct DP schedules replayed", levels)
+}
