@@ -33,7 +33,7 @@ var layers = [][]string{
 	{"strategy"},
 	{"report"},
 	{""}, // the facade, package remat
-	{"cmd", "tools", "examples", "internal"},
+	{"cmd", "tools", "examples", "internal", "python"},
 }
 
 // family is a package's top directory ("" for the module root).

@@ -168,7 +168,7 @@ class _Mode(TorchDispatchMode):
         self.runner = runner
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        return self.runner.dispatch(func, args, kwargs or {})
+        return _rewrap(self.runner.dispatch(func, args, kwargs or {}), args)
 
 
 class _Step:
@@ -417,6 +417,7 @@ class Runner:
                                    self.strategy, k, name, exp.text, got))
         st.fpos += 1
         if self.check_only:
+            st.nodes.produced(k, outs)  # the same references as a real step (they can change what autograd does)
             return out
         for (tid, _, _, _), o in zip(exp.outputs, outs):
             st.ids[id(o)] = (weakref.ref(o), tid)
@@ -482,12 +483,21 @@ class Runner:
     # -- saved tensors --
 
     def pack(self, t):
+        if not isinstance(t, torch.Tensor) or t.dim() == 0:  # scalars (wrapped numbers cannot be detached)
+            return t
         st = self.st
         if st is None or self.internal:
-            return t
+            return _detached(t)
         tid = self._tid(t)
         if tid is None or tid not in self.dropped:
-            return t
+            # Kept: a detached alias (same storage and version counter). The
+            # tensor itself would close a reference cycle (an output saved by
+            # its own node) that leaks the graph when no backward runs.
+            self.internal += 1
+            try:
+                return _detached(t)
+            finally:
+                self.internal -= 1
         if self._get(tid) is None:
             self._hold(tid, t)
         return _Handle(tid, st)
@@ -617,6 +627,19 @@ class Runner:
         # Step with tensors outside the module: the forward ops after the
         # module's (the loss) are not intercepted.
         return out
+
+
+def _rewrap(out, args):
+    """A detach of a wrapped number (a Python scalar autograd saved) comes
+    back to Python as a float; the dispatcher wants a tensor."""
+    if isinstance(out, (float, int, bool)) and args and isinstance(args[0], torch.Tensor):
+        return torch.tensor(out, dtype=args[0].dtype)
+    return out
+
+
+def _detached(t):
+    with torch.no_grad():
+        return t.detach()
 
 
 def _unflatten(flat, spec):

@@ -11,7 +11,6 @@ import copy
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -137,13 +136,15 @@ def grads_match(ref, model, inputs, labels, loss_fn, applied, seed=1234):
     return ok, bufs, worst
 
 
-def median_time(step, runs):
+def min_time(step, runs):
+    """The fastest of runs steps' wall times (ns): the least disturbed by
+    other processes on a shared machine."""
     ts = []
     for _ in range(runs):
         t0 = time.perf_counter_ns()
         step()
         ts.append(time.perf_counter_ns() - t0)
-    return statistics.median(ts)
+    return min(ts)
 
 
 def measure_strategies(model, inputs, labels, strategies, sim, budget=None, budgeted=None, loss_fn=None,
@@ -185,15 +186,15 @@ def measure_strategies(model, inputs, labels, strategies, sim, budget=None, budg
             ref = copy.deepcopy(m)
             try:
                 applied = apply(m, plan, inputs)
-                gok, bok, worst = grads_match(ref, m, inputs, labels, loss_fn, applied)
+                gok, bok, worst = grads_match(ref, m, inputs, labels, loss_fn, applied)  # also the warm-up
+                del ref
                 m.load_state_dict(base)
                 opt = torch.optim.SGD(m.parameters(), lr=0.01)
                 step = make_step(applied, m, inputs, labels, loss_fn, opt)
-                step()  # warm-up
                 opt.zero_grad(set_to_none=True)
                 peak = profiled_peak(step)
                 row["meas_peak"] = resident_bytes(m, inputs + (labels,), opt) + peak
-                row["meas_time_ns"] = median_time(step, runs)
+                row["meas_time_ns"] = min_time(step, runs)
                 row["grads"] = gok
                 row["buffers"] = bok
                 row["grad_rel_diff"] = worst

@@ -148,6 +148,7 @@ class _Recorder(TorchDispatchMode):
         self.measure = measure
         self.nodes = NodeMap()
         self.unpacked = []
+        self.silent = 0
 
     # -- tensors --
 
@@ -188,6 +189,22 @@ class _Recorder(TorchDispatchMode):
 
     # -- ops --
 
+    def pack(self, t):
+        """Identity pack hook: a detached alias of t (the tensor itself would
+        close a reference cycle for an output saved by its own node), not
+        recorded as an op, standing for t's tensor ID."""
+        if not isinstance(t, torch.Tensor) or t.dim() == 0:  # scalars (wrapped numbers cannot be detached)
+            return t
+        self.silent += 1
+        try:
+            d = t.detach()
+        finally:
+            self.silent -= 1
+        tid = self.lookup(t)
+        if tid is not None:
+            self.ids[id(d)] = (weakref.ref(d), tid)
+        return d
+
     def unpack(self, t):
         """Identity unpack hook that marks t: autograd detaches what an
         unpack hook returns, and that detach is bookkeeping, not an op."""
@@ -196,6 +213,8 @@ class _Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.silent:
+            return func(*args, **kwargs)
         if self.unpacked and is_unpack_detach(func, args, self.unpacked):
             out = func(*args, **kwargs)
             if not isinstance(out, torch.Tensor):
@@ -248,10 +267,6 @@ class _Recorder(TorchDispatchMode):
         return out
 
 
-def _keep(t):
-    return t
-
-
 def _as_tuple(inputs):
     if isinstance(inputs, (tuple, list)):
         return tuple(inputs)
@@ -296,7 +311,7 @@ def trace(model, inputs, labels, loss_fn=None, optimizer=None, measure=False, na
             # adds detach calls for saved outputs), so the op numbering of the
             # trace is the one the applier sees. The detach autograd applies
             # to each unpacked tensor is not an op of the graph (see unpack).
-            with rec, torch.autograd.graph.saved_tensors_hooks(_keep, rec.unpack):
+            with rec, torch.autograd.graph.saved_tensors_hooks(rec.pack, rec.unpack):
                 loss = loss_fn(model(*inputs), labels)
                 rec.nodes.hook_backward(loss)
                 rec.phase = "backward"

@@ -1,0 +1,265 @@
+"""Tests of remat_torch: trace, apply, and the plan check. They ask sim for
+plans: $REMAT_SIM, `sim` on PATH, or a sim built once with `go build`."""
+
+import copy
+import json
+import os
+import shutil
+import tempfile
+import unittest
+
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError:  # pragma: no cover - the runner skips
+    torch = None
+
+if torch is not None:
+    import remat_torch
+    from remat_torch import measure
+
+SIM = None
+TMP = None
+
+
+def setUpModule():
+    global SIM, TMP
+    if torch is None:
+        raise unittest.SkipTest("torch is not installed")
+    if not (os.environ.get("REMAT_SIM") or shutil.which("sim") or shutil.which("go")):
+        raise unittest.SkipTest("no sim binary and no go to build one")
+    SIM = measure.Sim()
+    TMP = tempfile.mkdtemp(prefix="remat-torch-test-")
+
+
+def tearDownModule():
+    if SIM is not None:
+        SIM.close()
+    if TMP is not None:
+        shutil.rmtree(TMP, ignore_errors=True)
+
+
+if torch is not None:
+
+    class Block(nn.Module):
+        """conv-BN-ReLU(inplace) twice with a residual add_ (torchvision's
+        BasicBlock pattern)."""
+
+        def __init__(self, c):
+            super().__init__()
+            self.c1, self.b1 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+            self.c2, self.b2 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+            self.relu = nn.ReLU(inplace=True)
+
+        def forward(self, x):
+            y = self.relu(self.b1(self.c1(x)))
+            y = self.b2(self.c2(y))
+            y += x
+            return self.relu(y)
+
+    class TinyCNN(nn.Module):
+        def __init__(self, c=8, classes=10):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, c, 3, padding=1), nn.BatchNorm2d(c), nn.ReLU(inplace=True))
+            self.blocks = nn.Sequential(Block(c), Block(c), Block(c))
+            self.drop = nn.Dropout(0.2)
+            self.fc = nn.Linear(c, classes)
+
+        def forward(self, x):
+            x = self.blocks(self.stem(x))
+            x = torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
+            return self.fc(self.drop(x))
+
+    class TinyEncoder(nn.Module):
+        """A one-layer transformer encoder (dropout, layer norm, attention)."""
+
+        def __init__(self, vocab=50, seq=8, d=16, classes=5):
+            super().__init__()
+            self.seq = seq
+            self.embed = nn.Embedding(vocab, d)
+            self.enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(d, 2, 32, dropout=0.1, batch_first=True), 1,
+                                             enable_nested_tensor=False)
+            self.head = nn.Linear(d, classes)
+
+        def forward(self, ids):
+            return self.head(self.enc(self.embed(ids)).mean(dim=1))
+
+    class RandomMask(nn.Module):
+        """Multiplies by a mask drawn with rand_like (an out-of-place random
+        op a plan may recompute)."""
+
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(6, 6)
+
+        def forward(self, x):
+            h = self.lin(x)
+            mask = torch.rand_like(h) > 0.5
+            return self.lin(h * mask)
+
+
+def cnn_case(batch=2, image=8):
+    torch.manual_seed(0)
+    return TinyCNN(), torch.randn(batch, 3, image, image), torch.randint(0, 10, (batch,))
+
+
+def plan_for(model, x, y, strategy, budget=None):
+    g = remat_torch.trace(copy.deepcopy(model), x, y)
+    path = os.path.join(TMP, "g.json")
+    remat_torch.write_graph(g, path)
+    return g, path, SIM.plan(path, strategy, budget, ("--device", "cpu", "--allocator", "ideal"))
+
+
+def check_step(test, model, x, y, plan, seed=7):
+    """Gradients and buffers of the applied step equal the plain step's."""
+    ref = copy.deepcopy(model)
+    m = copy.deepcopy(model)
+    applied = remat_torch.apply(m, plan, (x,))
+    gok, bok, worst = measure.grads_match(ref, m, (x,), y, F.cross_entropy, applied, seed=seed)
+    test.assertTrue(gok, "gradients differ (max relative difference %g)" % worst)
+    test.assertTrue(bok, "buffers (batch-norm statistics) differ")
+    return applied
+
+
+class TraceTest(unittest.TestCase):
+    def test_forward_links(self):
+        model, x, y = cnn_case()
+        g = remat_torch.trace(model, x, y)
+        ops = g["ops"]
+        linked = [o for o in ops if o["phase"] == "backward" and "forward" in o]
+        self.assertTrue(linked, "no backward op carries a forward link")
+        for o in linked:
+            f = ops[o["forward"]]
+            self.assertEqual(f["phase"], "forward", o["name"])
+        # Every kernel that reads a saved activation is linked to a forward op.
+        acts = {t["id"] for t in g["tensors"] if t["kind"] == "activation"}
+        for o in ops:
+            # ones_like seeds backward with the loss: it runs in no node.
+            if o["phase"] == "backward" and o["type"] != "ones_like" and any(i in acts for i in o["inputs"]):
+                self.assertIn("forward", o, "%s reads an activation but has no forward link" % o["name"])
+        by_type = {}
+        for o in linked:
+            by_type.setdefault(o["type"], set()).add(ops[o["forward"]]["type"])
+        self.assertEqual(by_type["convolution_backward"], {"convolution"})
+        self.assertEqual(by_type["native_batch_norm_backward"], {"native_batch_norm"})
+
+    def test_sim_reads_the_trace(self):
+        model, x, y = cnn_case()
+        g, path, plan = plan_for(model, x, y, "none")
+        self.assertEqual(len(plan["signature"]), len(g["ops"]))
+        self.assertTrue(plan["signature"][0].startswith("forward convolution "))
+
+
+class ApplyTest(unittest.TestCase):
+    def test_strategies_cnn(self):
+        model, x, y = cnn_case()
+        done = 0
+        for s in ["none", "mirror", "sublinear", "chen-sqrt", "chen-greedy", "optimal-chain"]:
+            with self.subTest(strategy=s):
+                try:
+                    _, _, plan = plan_for(model, x, y, s, "0.5" if s == "optimal-chain" else None)
+                except RuntimeError as e:
+                    self.skipTest("sim gave no plan for %s: %s" % (s, e))
+                applied = check_step(self, model, x, y, plan)
+                done += 1
+                if s != "none":
+                    self.assertEqual(applied.stats["on_demand"], 0, applied.stats)
+
+    def test_recomputes_happen(self):
+        model, x, y = cnn_case()
+        _, _, plan = plan_for(model, x, y, "chen-sqrt")
+        recomputes = sum(1 for s in plan["steps"] if "compute" in s) - len({s["compute"] for s in plan["steps"] if "compute" in s})
+        applied = check_step(self, model, x, y, plan)
+        self.assertGreater(recomputes, 0, "chen-sqrt recomputes nothing on the tiny CNN")
+        self.assertEqual(applied.stats["recomputes"], recomputes)
+
+    def test_transformer(self):
+        torch.manual_seed(0)
+        model = TinyEncoder()
+        x, y = torch.randint(0, 50, (2, 8)), torch.randint(0, 5, (2,))
+        for s in ["none", "mirror", "chen-sqrt"]:
+            with self.subTest(strategy=s):
+                _, _, plan = plan_for(model, x, y, s)
+                check_step(self, model, x, y, plan)
+
+    def test_random_op_recompute_draws_the_same_numbers(self):
+        torch.manual_seed(0)
+        model = RandomMask()
+        x, y = torch.randn(4, 6), torch.randint(0, 6, (4,))
+        g, _, plan = plan_for(model, x, y, "none")
+        ops, steps = g["ops"], [next(iter(s.items())) for s in plan["steps"]]
+        rand = next(o for o in ops if o["type"] == "rand_like")
+        gt = next(o for o in ops if o["type"] == "gt")
+        chain = [o["id"] for o in ops if rand["id"] <= o["id"] <= gt["id"]]  # rand_like, detach, gt
+        mask, noise = gt["outputs"][0], rand["outputs"][0]
+        mine = {t for i in chain for t in ops[i]["outputs"]}
+        acts = {t["id"] for t in g["tensors"] if t["kind"] == "activation"}
+        keep = {t for i in chain for t in ops[i]["inputs"] if t in acts and t not in mine}  # h: freed after the recompute
+        readers = [o["id"] for o in ops if mask in o["inputs"]]
+        fwd = [r for r in readers if ops[r]["phase"] == "forward"]
+        bwd = [r for r in readers if ops[r]["phase"] == "backward"]
+        self.assertTrue(fwd and bwd, "the mask is not saved for backward")
+        # Drop the mask after its last forward reader; recompute the chain
+        # before its first backward reader.
+        out = []
+        for k, v in steps:
+            if k == "free" and (v in mine or v in keep):
+                continue
+            if k == "compute" and v == bwd[0]:
+                out += [("compute", i) for i in chain] + [("free", noise)] + [("free", t) for t in sorted(keep)]
+            out.append((k, v))
+            if k == "compute" and v == gt["id"]:
+                out.append(("free", noise))
+            if k == "compute" and v == max(fwd):
+                out.append(("free", mask))
+        out.append(("free", mask))
+        plan = dict(plan, steps=[{k: v} for k, v in out])
+        applied = check_step(self, model, x, y, plan)
+        self.assertEqual(applied.stats["recomputes"], len(chain))
+
+    def test_different_graph_is_refused(self):
+        model, x, y = cnn_case(batch=2)
+        _, _, plan = plan_for(model, x, y, "mirror")
+        with self.assertRaises(remat_torch.PlanMismatch) as cm:
+            remat_torch.apply(copy.deepcopy(model), plan, (torch.randn(3, 3, 8, 8),))
+        msg = str(cm.exception)
+        self.assertIn("op #0", msg)
+        self.assertIn("f32[2,8,8,8]", msg)  # what the plan expects
+        self.assertIn("f32[3,8,8,8]", msg)  # what the model gives
+        with self.assertRaises(remat_torch.PlanMismatch) as cm:
+            remat_torch.apply(TinyEncoder(), plan, (torch.randint(0, 50, (2, 8)),))
+        self.assertIn("op #0", str(cm.exception))
+        self.assertIn("embedding", str(cm.exception))
+
+    def test_malformed_plans(self):
+        model, x, _ = cnn_case()
+        cases = [
+            ({"format": "x", "version": 1, "steps": []}, "field format"),
+            ({"format": "remat.plan", "version": 2, "steps": []}, "field version is 2"),
+            ({"format": "remat.plan", "version": 1, "steps": []}, "field signature is missing"),
+            ({"format": "remat.plan", "version": 1, "steps": [{"compute": 5}], "signature": ["forward convolution 0:f32[1]"]},
+             "steps[0].compute is op 5"),
+            ({"format": "remat.plan", "version": 1, "steps": [], "signature": ["sideways x"]}, "signature[0]"),
+        ]
+        for plan, want in cases:
+            with self.subTest(want=want):
+                with self.assertRaises(remat_torch.PlanError) as cm:
+                    remat_torch.apply(model, plan, (x,))
+                self.assertIn(want, str(cm.exception))
+
+    def test_peak_matches_prediction(self):
+        torch.manual_seed(0)
+        model = TinyCNN(c=16)
+        x, y = torch.randn(4, 3, 16, 16), torch.randint(0, 10, (4,))
+        rows = measure.measure_strategies(model, (x,), y, ["none", "chen-sqrt"], SIM, name="tiny", runs=1)
+        for r in rows:
+            with self.subTest(strategy=r["strategy"]):
+                self.assertNotIn("error", r)
+                self.assertTrue(r["grads"] and r["buffers"])
+                err = abs(r["pred_peak"] - r["meas_peak"]) / r["meas_peak"]
+                self.assertLess(err, 0.05, "predicted %d, measured %d" % (r["pred_peak"], r["meas_peak"]))
+
+
+if __name__ == "__main__":
+    unittest.main()
