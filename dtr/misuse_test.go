@@ -59,3 +59,17 @@ func TestMisuseReturnsErrors(t *testing.T) {
 	_, _, err = RunOnMachine(ctx, nil, DefaultConfig())
 	require.Error(t, err)
 }
+
+// TestMisuseEmptyTrace: a trace without ops is an error.
+func TestMisuseEmptyTrace(t *testing.T) {
+	_, err := MeasureBaseline(&dtrlog.Trace{})
+	assert.ErrorIs(t, err, ErrBadTrace)
+	_, err = Sweep(context.Background(), &dtrlog.Trace{}, SweepOptions{})
+	assert.ErrorIs(t, err, ErrBadTrace)
+	_, err = SweepBest(context.Background(), &dtrlog.Trace{}, nil)
+	assert.ErrorIs(t, err, ErrBadTrace)
+	_, _, err = SweepTable(context.Background(), &dtrlog.Trace{}, nil, false, nil)
+	assert.ErrorIs(t, err, ErrBadTrace)
+	_, err = dtrlog.ToGraph(&dtrlog.Trace{})
+	assert.ErrorIs(t, err, dtrlog.ErrInvalid)
+}

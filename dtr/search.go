@@ -53,8 +53,8 @@ type SearchResult struct {
 // proof: it gives an upper bound on the optimum. Cancelling ctx returns the
 // best so far with ctx's error.
 func OfflineSearch(ctx context.Context, tr *dtrlog.Trace, opt SearchOptions) (*SearchResult, error) {
-	if err := checkTrace(tr); err != nil {
-		return nil, fmt.Errorf("dtr search: %w", err)
+	if tr == nil {
+		return nil, fmt.Errorf("dtr search: %w", ErrNilTrace)
 	}
 	if !(opt.Ratio > 0) {
 		return nil, fmt.Errorf("dtr search: Ratio %v: expected > 0", opt.Ratio)
@@ -64,6 +64,9 @@ func OfflineSearch(ctx context.Context, tr *dtrlog.Trace, opt SearchOptions) (*S
 	}
 	if opt.MaxSigma < 0 {
 		return nil, fmt.Errorf("dtr search: MaxSigma %v: expected >= 0 (0 = 1.5)", opt.MaxSigma)
+	}
+	if err := checkTrace(tr); err != nil {
+		return nil, fmt.Errorf("dtr search: %w", err)
 	}
 	if opt.Runs == 0 {
 		opt.Runs = 200

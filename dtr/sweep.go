@@ -87,6 +87,9 @@ func checkTrace(tr *dtrlog.Trace) error {
 	if tr == nil {
 		return ErrNilTrace
 	}
+	if len(tr.Ops) == 0 {
+		return fmt.Errorf("%w: no ops (expected a compiled log with at least one CALL)", ErrBadTrace)
+	}
 	nt, no := int32(len(tr.Tensors)), int32(len(tr.Ops))
 	for i := range tr.Tensors {
 		t := &tr.Tensors[i]

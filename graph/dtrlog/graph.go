@@ -20,6 +20,9 @@ func ToGraph(tr *Trace) (*graph.Graph, error) {
 	if tr == nil {
 		return nil, errors.New("dtrlog: ToGraph of a nil trace (expected one from Compile)")
 	}
+	if len(tr.Ops) == 0 {
+		return nil, fmt.Errorf("%w: ToGraph of a trace without ops (expected one from Compile, which has at least one CALL)", ErrInvalid)
+	}
 	g := &graph.Graph{Name: tr.Name, Loss: graph.NoTensor}
 	g.Tensors = make([]graph.Tensor, len(tr.Tensors))
 	opOf := make([]graph.OpID, len(tr.Ops))
