@@ -224,6 +224,10 @@ class ApplyTest(unittest.TestCase):
         with self.assertRaises(remat_torch.PlanMismatch) as cm:
             remat_torch.apply(copy.deepcopy(model), plan, (torch.randn(3, 3, 8, 8),))
         msg = str(cm.exception)
+        # docs/exporter.md quotes this message.
+        self.assertEqual(msg, "plan 'mirror' does not match this model: op #0 convolution: the plan expects "
+                              "'forward convolution 47:f32[2,8,8,8]', the model's outputs are f32[3,8,8,8] "
+                              "(trace the step with the same input shapes and plan again)")
         self.assertIn("op #0", msg)
         self.assertIn("f32[2,8,8,8]", msg)  # what the plan expects
         self.assertIn("f32[3,8,8,8]", msg)  # what the model gives
@@ -259,6 +263,36 @@ class ApplyTest(unittest.TestCase):
                 self.assertTrue(r["grads"] and r["buffers"])
                 err = abs(r["pred_peak"] - r["meas_peak"]) / r["meas_peak"]
                 self.assertLess(err, 0.05, "predicted %d, measured %d" % (r["pred_peak"], r["meas_peak"]))
+
+
+class CLITest(unittest.TestCase):
+    def test_run(self):
+        """The command docs/exporter.md shows, on a tiny model."""
+        import subprocess
+        import sys
+
+        env = dict(os.environ, REMAT_SIM=SIM.path, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        r = subprocess.run([sys.executable, "-m", "remat_torch", "run", "--model", "tests.test_remat_torch:TinyCNN",
+                            "--batch", "2", "--image", "8", "--strategies", "none,chen-sqrt", "--budget", "0.5", "--runs", "1"],
+                           capture_output=True, text=True, env=env, cwd=TMP)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertIn("tests.test_remat_torch:TinyCNN, batch 2", lines[0])
+        rows = {l.split()[0]: l.split() for l in lines[2:]}
+        self.assertEqual(set(rows), {"none", "chen-sqrt"})
+        for name, f in rows.items():
+            self.assertEqual(f[6], "ok", r.stdout)  # gradients and BN statistics
+        self.assertIn("chen-sqrt", r.stderr)  # progress on stderr
+
+    def test_unknown_model(self):
+        import subprocess
+        import sys
+
+        env = dict(os.environ, REMAT_SIM=SIM.path, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        r = subprocess.run([sys.executable, "-m", "remat_torch", "run", "--model", "nosuchnet"],
+                           capture_output=True, text=True, env=env, cwd=TMP)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("'nosuchnet': not a torchvision model", r.stderr)
 
 
 if __name__ == "__main__":
