@@ -44,8 +44,8 @@ func PlanFromSchedule(g *graph.Graph, strategy string, ops []graph.OpID) (*Plan,
 		rt := &g.Tensors[r]
 		keep[i] = rt.Producer == graph.NoOp || rt.Kind.Persistent()
 	}
-	// A parameter's final gradient keeps its storage (it may be a view, as
-	// an exporter trace's .grad of a transposed mm output is).
+	// A parameter's final gradient keeps its storage (it may be a view: in
+	// an exporter trace, .grad is a detach of the backward kernel's output).
 	for i := range g.Tensors {
 		if isFinalParamGrad(g, graph.TensorID(i)) {
 			keep[root[i]] = true
