@@ -186,6 +186,39 @@ func (s *mgeSearch) selKey(r mgeResult) uint64 {
 	return uint64(max(r.peak, 0))
 }
 
+// genomeMemo remembers the results of the genomes the genetic search
+// evaluated, keyed by a hash of the split points (collisions are told apart
+// by comparing the genomes).
+type genomeMemo struct {
+	m map[uint64][]mgeRecord
+}
+
+func hashGenome(sp []int32) uint64 {
+	h := uint64(14695981039346656037)
+	for _, x := range sp {
+		h ^= uint64(uint32(x))
+		h *= 1099511628211
+	}
+	return h
+}
+
+func (g *genomeMemo) get(sp []int32) (mgeResult, bool) {
+	for _, rec := range g.m[hashGenome(sp)] {
+		if slices.Equal(rec.s, sp) {
+			return rec.r, true
+		}
+	}
+	return mgeResult{}, false
+}
+
+func (g *genomeMemo) put(sp []int32, r mgeResult) {
+	if g.m == nil {
+		g.m = map[uint64][]mgeRecord{}
+	}
+	h := hashGenome(sp)
+	g.m[h] = append(g.m[h], mgeRecord{s: sp, r: r})
+}
+
 // mgeModel is the eaopt.Model of one genetic search.
 type mgeModel struct {
 	s   *mgeSearch
@@ -259,9 +292,13 @@ func (m *mgeModel) Apply(pop *eaopt.Population) error {
 		perm[i], perm[j] = perm[j], perm[i]
 	}
 
+	// Make the children (each with its own RNG), then evaluate only the
+	// genomes not seen before: a converging population breeds many copies
+	// of its records, and a genome's fitness is a pure function of it. The
+	// choice of what to evaluate is made in child order, so the evaluation
+	// count does not depend on the workers either.
 	children := make([]*mgeGenome, 2*length)
-	done := make([]bool, 2*length)
-	s.parallel(2*length, func(w, i int) {
+	for i := range children {
 		crng := rand.New(newMgeRand(s.opts.Seed, gen, uint64(i)))
 		parent := selected[i/2]
 		c := &mgeGenome{s: s}
@@ -271,18 +308,50 @@ func (m *mgeModel) Apply(pop *eaopt.Population) error {
 		} else {
 			c.sp = s.crossover(parent.sp, selected[perm[i/2]].sp, crng, nil)
 		}
+		children[i] = c
+	}
+	var todo []int // children to evaluate
+	same := make([]int, len(children))
+	for i, c := range children {
+		same[i] = -1
+		if r, ok := s.memo.get(c.sp); ok {
+			c.r, c.valid = r, true
+			continue
+		}
+		for _, j := range todo {
+			if slices.Equal(children[j].sp, c.sp) {
+				same[i] = j
+				break
+			}
+		}
+		if same[i] < 0 {
+			todo = append(todo, i)
+		}
+	}
+	done := make([]bool, len(todo))
+	s.parallel(len(todo), func(w, k int) {
+		c := children[todo[k]]
 		c.r = s.evals[w].evaluate(c.sp)
 		c.valid = true
 		s.nEval.Add(1)
-		children[i] = c
 	}, done)
+	for k, i := range todo {
+		if done[k] {
+			s.memo.put(children[i].sp, children[i].r)
+		}
+	}
+	for i, c := range children {
+		if j := same[i]; j >= 0 && children[j].valid {
+			c.r, c.valid = children[j].r, true
+		}
+	}
 
 	next := make(eaopt.Individuals, 0, 3*length)
 	for _, g := range selected {
 		next = append(next, mgeIndividual(g, pop.RNG))
 	}
-	for i, c := range children {
-		if !done[i] {
+	for _, c := range children {
+		if !c.valid {
 			s.cancelled = true
 			continue
 		}
@@ -307,6 +376,11 @@ func (s *mgeSearch) searchGenetic() {
 		return
 	}
 	initial := s.records
+	for _, rec := range initial {
+		if _, ok := s.memo.get(rec.s); !ok {
+			s.memo.put(rec.s, rec.r)
+		}
+	}
 	k := 0
 	model := &mgeModel{s: s}
 	ga, err := eaopt.GAConfig{

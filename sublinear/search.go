@@ -191,9 +191,10 @@ type mgeSearch struct {
 	bestThresh int64 // -1 when best did not come from a threshold
 	records    []mgeRecord
 	cancelled  bool
-	baseline   int64     // peak of the unmodified sequence
-	extraSeeds [][]int32 // genomes evaluated with the presets (budget mode)
-	lastGA     any       // *eaopt.GA of the last genetic run (tests)
+	baseline   int64      // peak of the unmodified sequence
+	extraSeeds [][]int32  // genomes evaluated with the presets (budget mode)
+	lastGA     any        // *eaopt.GA of the last genetic run (tests)
+	memo       genomeMemo // results of the genomes the genetic search evaluated
 }
 
 func newMgeSearch(ctx context.Context, g *graph.Graph, opts SearchOptions) (*mgeSearch, error) {
