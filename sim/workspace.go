@@ -328,7 +328,9 @@ func roundUp(v, m int64) int64 { return (v + m - 1) / m * m }
 // with x_r = N*b(C)*H*W, w_r = gw_b = b(K)*b(C/G)*R*S (the exact weight size
 // with groups), y_b = gy_r = N*b(K)*P*Q, times the element size. An input
 // of at most 3 channels (a network's first convolution) is read in its
-// plain layout (no x_r) with a plain weight. Not modelled: oneDNN's
+// plain layout (no x_r) with a plain weight. A grouped convolution with 2
+// to 7 channels per group (ResNeXt's 32x4d) computes its weight gradient
+// without the gy_r and x_r reorders. Not modelled: oneDNN's
 // per-thread reduction buffer of the weight gradient (up to one more weight
 // copy, depending on how oneDNN splits the work among threads).
 //
@@ -403,11 +405,17 @@ func CPUConvWorkspace(g *graph.Graph, op *graph.Op) int64 {
 		peak = max(satAdd(satAdd(yb, wr), gxb), satAdd(gxb, gx))
 	}
 	if gw > 0 || gb > 0 {
-		xw, gwb := xr, wr
+		xw, gyw, gwb := xr, yb, wr
 		if first {
 			xw, gwb = 0, satMul(e, d.k, d.cg, kvol)
 		}
-		c1 := satAdd(satAdd(satAdd(gx, yb), satAdd(xw, gwb)), gb)
+		if groups > 1 && d.cg > 1 && d.cg < 8 {
+			// Fewer than 8 channels per group: oneDNN computes the weight
+			// gradient with its GEMM-based kernel on the plain layouts, no
+			// reorders (its im2col scratch is not modelled).
+			xw, gyw = 0, 0
+		}
+		c1 := satAdd(satAdd(satAdd(gx, gyw), satAdd(xw, gwb)), gb)
 		c2 := satAdd(satAdd(gx, gwb), satAdd(satAdd(gb, gb), gw))
 		peak = max(peak, c1, c2)
 	}

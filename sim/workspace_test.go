@@ -80,6 +80,13 @@ func TestCPUConvWorkspaceMatchesPyTorch(t *testing.T) {
 		// -11904 -gy_r +gb +gw -gw_b -gb_b: peak 277632 - outputs 3584,
 		// the 11904-byte weight-reduction scratch not modelled.
 		{"first conv", 2, 3, 32, 32, 3, 1, 1, true, false, 262144, 274048, 0, 11904},
+		// ResNeXt-style groups (32 groups of 4 channels, no bias): the
+		// weight gradient runs without reorders. fwd: +x_r 262144 +w_r
+		// 18432 +y_b 262144 -w_r -x_r +y -y_b: peak 542720 - y. bwd: +gy_r
+		// 262144 +w_r 18432 +gx_b 262144 -w_r -gy_r +gx -gx_b +gw_b 18432
+		// +221440 -221440 +gw -gw_b: peak 542720 - outputs 280576 (the
+		// 221440-byte GEMM scratch comes after the peak).
+		{"32 groups of 4", 2, 128, 16, 128, 3, 1, 32, false, true, 280576, 262144, 0, 0},
 		// Batch 1, 3x3, 16384 input elements: slow_conv2d's im2col
 		// columns, 64*9*16*16 floats. fwd: +589824 +y -589824; bwd: +gx +gb
 		// +gw +589824 -589824.
