@@ -188,9 +188,13 @@ func (s *mgeSearch) selKey(r mgeResult) uint64 {
 
 // genomeMemo remembers the results of the genomes the genetic search
 // evaluated, keyed by a hash of the split points (collisions are told apart
-// by comparing the genomes).
+// by comparing the genomes). It holds at most limit split points in all
+// (budget-mode genomes can be as long as the graph): once full it stops
+// remembering, in the search's deterministic order.
 type genomeMemo struct {
-	m map[uint64][]mgeRecord
+	m     map[uint64][]mgeRecord
+	held  int
+	limit int
 }
 
 func hashGenome(sp []int32) uint64 {
@@ -212,6 +216,10 @@ func (g *genomeMemo) get(sp []int32) (mgeResult, bool) {
 }
 
 func (g *genomeMemo) put(sp []int32, r mgeResult) {
+	if g.held+len(sp) > g.limit {
+		return
+	}
+	g.held += len(sp)
 	if g.m == nil {
 		g.m = map[uint64][]mgeRecord{}
 	}
@@ -376,6 +384,7 @@ func (s *mgeSearch) searchGenetic() {
 		return
 	}
 	initial := s.records
+	s.memo.limit = 16*s.p.n + 1<<20 // split points: a few MB, proportional to the graph
 	for _, rec := range initial {
 		if _, ok := s.memo.get(rec.s); !ok {
 			s.memo.put(rec.s, rec.r)
