@@ -10,3 +10,4 @@ from .apply import PlanError, PlanMismatch, apply
 from .trace import trace, write_graph
 
 __all__ = ["trace", "write_graph", "apply", "PlanError", "PlanMismatch"]
+from .dtr import dtr  # runtime DTR (issue 14 item 4)

@@ -116,7 +116,12 @@ def main(argv=None):
     t.add_argument("--models", default=None, help="comma-separated (default the table's models)")
     t.add_argument("--strategies", default=",".join(measure.STATIC))
     t.add_argument("--sim", help="the sim binary (default $REMAT_SIM, sim on PATH, or go build)")
+    from .dtr import add_parser as add_dtr  # runtime DTR vs sim's DTR prediction
+
+    add_dtr(sub)
     args = ap.parse_args(argv)
+    if args.cmd == "dtr":
+        return args.func(args)
     if args.cmd == "run":
         return cmd_run(args)
     from . import table

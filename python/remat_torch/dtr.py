@@ -1,0 +1,823 @@
+"""Runtime DTR (Dynamic Tensor Rematerialization) in unmodified PyTorch.
+
+dtr(model, budget_bytes, heuristic="eq-class") returns a module sharing
+model's parameters and buffers whose training step keeps the saved
+activations under a byte budget at run time, as the DTR runtime does
+(Kirisame et al. 2021; references.md section 5), without a patched PyTorch:
+
+* The forward runs under a TorchDispatchMode (remat_torch.apply's) that
+  numbers every aten call returning tensors, times it (time.perf_counter_ns:
+  the op's cost c), and records how to run it again (apply's recipe: the
+  aten function, its non-tensor arguments, its tensor arguments as tensor
+  IDs or, for tensors from outside the step such as parameters and inputs,
+  the tensors themselves; the RNG state of ops that draw random numbers;
+  which arguments it writes).
+* Autograd's saved tensors go through saved_tensors_hooks. A saved tensor
+  produced inside the step (not a parameter, buffer or input, nor a view of
+  one; at least min_size bytes; not a scalar) is *managed*: autograd keeps a
+  handle holding only its ID, the runtime holds the tensor. Managed
+  tensors are counted by storage (views of one storage count once).
+* Whenever the resident managed bytes pass budget_bytes the runtime evicts
+  (drops its reference to) the unlocked resident storage with the lowest
+  heuristic score, until they fit. An unpack of an evicted tensor
+  rematerializes it: the missing ancestors are recomputed in op order
+  (recursively if one is evicted again meanwhile), each op's arguments locked
+  while it runs; recomputed tensors are managed like the others.
+* Recompute pitfalls are apply's: same RNG state for dropout, batch-norm
+  running statistics written to a clone (updated once), an in-place op on a
+  recomputed tensor rebuilds the version it wrote, a tensor modified in place
+  since it was held is recomputed rather than returned.
+* When every saved use of a managed tensor is done (autograd released all
+  its handles) the runtime drops it (a release, not an eviction).
+
+Heuristics (lowest score evicted; staleness = clock - last access + 1, the
+clock ticks once per forward op, pack, unpack and recompute; c = measured op
+time, m = storage bytes): "dtr" h_DTR (c + c(e*)) / (m * staleness) with the
+exact evicted neighbourhood e*; "eq-class" the same with e* approximated by
+union-find equivalence classes (on eviction a tensor gets a new class merged
+with the classes of its evicted neighbours; on recompute the class loses its
+cost without splitting); "local" c / (m * staleness); "msps" (c + cost of the
+evicted ancestors) / m; "lru" last access; "size" 1 / m. The Go dtr
+package's names (dtr-eqclass, dtr-local, ...) are accepted too; the
+lookahead heuristics need the future op sequence and do not exist at run
+time.
+
+Budget semantics: budget_bytes bounds the managed (saved-activation) bytes
+the runtime holds, not the process's memory: parameters, gradients,
+optimizer state, the tensors the forward code still references and the
+backward's working set come on top. The budget is checked after each new
+managed tensor (pack, recompute), so for one op at a time it can be passed by
+that op's outputs. When it is passed and nothing is evictable (everything
+resident is locked by the op running), the default is to proceed over
+budget and count it (stats over_budget, max_over_bytes): the memory is
+there on a CPU and a training run should not die mid-backward because of a
+budget on one tensor class; strict=True raises BudgetExceeded instead.
+"""
+
+import time
+import weakref
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+from .apply import RANDOM_OPS, Runner, _detached, _Mode
+
+HEURISTICS = ("dtr", "eq-class", "local", "msps", "lru", "size")
+_ALIASES = {
+    "dtr": "dtr", "full": "dtr", "h_dtr": "dtr", "dtr-full": "dtr",
+    "eq-class": "eq-class", "eqclass": "eq-class", "dtr-eqclass": "eq-class", "dtr-eq-class": "eq-class",
+    "local": "local", "dtr-local": "local",
+    "msps": "msps", "lru": "lru",
+    "size": "size", "largest": "size", "largest-size": "size",
+}
+
+
+class BudgetExceeded(RuntimeError):
+    """strict=True: the managed bytes passed the budget with nothing evictable."""
+
+
+def parse_heuristic(name):
+    if not isinstance(name, str) or name.lower() not in _ALIASES:
+        extra = ""
+        if isinstance(name, str) and name.lower().startswith(("lookahead", "belady")):
+            extra = " (the lookahead heuristics need the future op sequence, unknown at run time)"
+        raise ValueError("heuristic %r: expected one of %s%s" % (name, ", ".join(HEURISTICS), extra))
+    return _ALIASES[name.lower()]
+
+
+class _OpRec:
+    __slots__ = ("outputs",)
+
+    def __init__(self, outputs):
+        self.outputs = outputs
+
+
+class _DHandle:
+    """What autograd stores for a managed saved tensor: its ID only."""
+
+    __slots__ = ("tid", "step", "rt", "__weakref__")
+
+    def __init__(self, tid, step, rt):
+        self.tid, self.step, self.rt = tid, step, rt
+
+    def __del__(self):
+        try:
+            if self.step is not None and not self.step.finished:
+                self.step.dead.append(self.tid)
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+class _DStep:
+    def __init__(self):
+        self.store = {}  # tid -> (tensor, version): resident tensors the runtime holds
+        self.ids = {}  # id(python tensor) -> (weakref, tid)
+        self.recipes = {}  # op -> apply._Recipe
+        self.dead = []  # tids whose handle autograd released
+        self.finished = False
+        self.phase = "forward"
+        self.handles = []
+
+
+class Runtime(Runner):
+    """The DTR runtime of one module (see the module doc). It reuses
+    apply.Runner's recipe recording and recompute (RNG, written arguments,
+    in-place ops) and replaces its plan with eviction by score."""
+
+    def __init__(self, model, budget_bytes, heuristic="eq-class", min_size=0, strict=False):
+        # Runner.__init__ parses a plan; the runtime has none, so it sets the
+        # attributes Runner's recording and recompute use itself.
+        if isinstance(budget_bytes, bool) or not isinstance(budget_bytes, (int, float)) or budget_bytes < 0:
+            raise ValueError("budget_bytes %r: expected a number of bytes >= 0" % (budget_bytes,))
+        if isinstance(min_size, bool) or not isinstance(min_size, int) or min_size < 0:
+            raise ValueError("min_size %r: expected an integer number of bytes >= 0" % (min_size,))
+        self.model = model
+        self.budget = int(budget_bytes)
+        self.heuristic = parse_heuristic(heuristic)
+        self.min_size = min_size
+        self.strict = bool(strict)
+        self.mode = _Mode(self)
+        self.internal = 0
+        self.st = None
+        self.device = torch.device("cpu")
+        self.strategy = "dtr"
+        self.stats = {}
+        self._reset_stats()
+
+    def _reset_stats(self):
+        self.stats.clear()
+        self.stats.update({"evictions": 0, "evicted_bytes": 0, "recomputes": 0, "recompute_ns": 0,
+                           "releases": 0, "peak_bytes": 0, "over_budget": 0, "max_over_bytes": 0,
+                           "managed": 0, "forward_ops": 0, "forward_ns": 0})
+
+    # -- per-step state --
+
+    def _new_step(self, inputs):
+        self.st = _DStep()
+        self.ops = []  # op -> _OpRec (outputs as (tid, None, None, None))
+        self.producer = {}  # tid -> (op, output index)
+        self.cost = {}  # tid -> ns of its op
+        self.parents = {}  # tid -> input tids of its op
+        self.children = {}  # tid -> output tids of the ops reading it
+        self.last = {}  # tid -> clock of last access
+        self.nhandles = {}  # tid -> live handles autograd holds
+        self.skey = {}  # tid -> storage key while held and counted
+        self.sbytes = {}  # storage key -> bytes
+        self.stids = {}  # storage key -> set of held counted tids
+        self.resident = 0
+        self.locks = {}  # tid -> lock count
+        self.frames = []  # lock sets of the recomputes running
+        self.node_locked = []  # tids unpacked for the autograd node running
+        self.clock = 0
+        self.zero = set()  # tids with no live handle left, to drop
+        self.obytes = {}  # op -> bytes of its outputs in the forward
+        # union-find for eq-class: tid -> node; node parent and value.
+        self.ufnode, self.ufparent, self.ufvalue = {}, [], []
+        ext = set()
+        for t in list(self.model.parameters()) + list(self.model.buffers()) + [i for i in inputs if isinstance(i, torch.Tensor)]:
+            ext.add(_skey(t)[0])
+        self.external = ext
+        self._reset_stats()
+
+    # -- resident accounting --
+
+    def _hold(self, tid, t):
+        self._drop(tid)
+        st = self.st
+        st.store[tid] = (t, t._version)
+        key, nb = _skey(t)
+        self.last[tid] = self.clock
+        if key in self.external or nb < self.min_size or t.dim() == 0:
+            return  # held, not counted nor evictable (a view of a parameter, a tiny tensor)
+        self.skey[tid] = key
+        s = self.stids.get(key)
+        if not s:
+            s = self.stids[key] = set()
+            self.sbytes[key] = nb
+            self.resident += nb
+            self.stats["peak_bytes"] = max(self.stats["peak_bytes"], self.resident)
+        s.add(tid)
+        if self.frames:
+            self._lock(tid, self.frames[-1])
+        self._uf_resident(tid)
+
+    def _drop(self, tid):
+        """Forget the runtime's reference to tid (no stats)."""
+        if self.st.store.pop(tid, None) is None:
+            return
+        key = self.skey.pop(tid, None)
+        if key is None:
+            return
+        s = self.stids[key]
+        s.discard(tid)
+        if not s:
+            del self.stids[key]
+            self.resident -= self.sbytes.pop(key)
+
+    def _get(self, tid):
+        e = self.st.store.get(tid)
+        if e is None:
+            return None
+        t, v = e
+        if t._version != v:
+            self._drop(tid)  # modified in place since: stale
+            return None
+        return t
+
+    def _lock(self, tid, frame):
+        if tid not in frame:
+            frame.add(tid)
+            self.locks[tid] = self.locks.get(tid, 0) + 1
+
+    def _unlock_all(self, tids):
+        for tid in tids:
+            n = self.locks.get(tid, 0) - 1
+            if n <= 0:
+                self.locks.pop(tid, None)
+            else:
+                self.locks[tid] = n
+
+    # -- eviction --
+
+    def _evict_to(self, limit):
+        while self.resident > limit:
+            key = self._choose()
+            if key is None:
+                over = self.resident - limit
+                if self.strict:
+                    raise BudgetExceeded(
+                        "remat_torch.dtr: %d bytes of managed tensors are resident and %d more are about to be "
+                        "produced, budget_bytes is %d, and nothing resident is evictable (all locked by the op "
+                        "running): raise budget_bytes by at least %d or pass strict=False to proceed over budget" % (
+                            self.resident, self.budget - limit, self.budget, over))
+                self.stats["over_budget"] += 1
+                self.stats["max_over_bytes"] = max(self.stats["max_over_bytes"], self.resident - self.budget)
+                return
+            nb = self.sbytes[key]
+            for tid in sorted(self.stids[key]):
+                self._drop(tid)
+                self._uf_evicted(tid)
+            self.stats["evictions"] += 1
+            self.stats["evicted_bytes"] += nb
+
+    def _choose(self):
+        best, best_score = None, None
+        for key in sorted(self.stids, key=lambda k: min(self.stids[k])):  # deterministic order: oldest tensor first
+            tids = self.stids[key]
+            if any(t in self.locks for t in tids) or any(self.producer.get(t, (None,))[0] not in self.st.recipes for t in tids):
+                continue
+            sc = self._score(key, tids)
+            if best_score is None or sc < best_score:
+                best, best_score = key, sc
+        return best
+
+    def _score(self, key, tids):
+        h = self.heuristic
+        m = float(self.sbytes[key]) or 1.0
+        last = max(self.last.get(t, 0) for t in tids)
+        if h == "lru":
+            return float(last)
+        if h == "size":
+            return 1.0 / m
+        c = float(sum(self.cost.get(t, 0) for t in tids))
+        stale = float(self.clock - last + 1)
+        if h == "local":
+            return c / (m * stale)
+        if h == "msps":
+            return (c + self._region(tids, up=True, down=False)) / m
+        if h == "dtr":
+            return (c + self._region(tids, up=True, down=True)) / (m * stale)
+        # eq-class
+        roots = set()
+        for t in tids:
+            for n in self._neighbours(t):
+                if n not in tids and not self._resident(n) and n in self.producer:
+                    roots.add(self._uf_find(self._uf_node(n)))
+        return (c + sum(self.ufvalue[r] for r in roots)) / (m * stale)
+
+    def _neighbours(self, t):
+        return list(self.parents.get(t, ())) + list(self.children.get(t, ()))
+
+    def _resident(self, t):
+        e = self.st.store.get(t)
+        return e is not None and e[0]._version == e[1]
+
+    def _region(self, tids, up, down):
+        """Cost of the evicted tensors reachable from tids through evicted
+        tensors (parents when up, children when down)."""
+        seen, stack, total = set(tids), [], 0
+        for t in tids:
+            if up:
+                stack.extend(self.parents.get(t, ()))
+            if down:
+                stack.extend(self.children.get(t, ()))
+        while stack:
+            n = stack.pop()
+            if n in seen or n not in self.producer or self._resident(n):
+                continue
+            seen.add(n)
+            total += self.cost.get(n, 0)
+            if up:
+                stack.extend(self.parents.get(n, ()))
+            if down:
+                stack.extend(self.children.get(n, ()))
+        return total
+
+    # union-find (eq-class)
+    def _uf_new(self, value):
+        self.ufparent.append(len(self.ufparent))
+        self.ufvalue.append(value)
+        return len(self.ufparent) - 1
+
+    def _uf_find(self, x):
+        p = self.ufparent
+        while p[x] != x:
+            p[x] = p[p[x]]
+            x = p[x]
+        return x
+
+    def _uf_union(self, a, b):
+        a, b = self._uf_find(a), self._uf_find(b)
+        if a == b:
+            return a
+        if a > b:
+            a, b = b, a
+        self.ufparent[b] = a
+        self.ufvalue[a] += self.ufvalue[b]
+        return a
+
+    def _uf_node(self, t):
+        """t's class node; an evicted tensor without one (never held, or
+        released) gets a new class merged with its classed evicted neighbours."""
+        x = self.ufnode.get(t)
+        if x is None:
+            x = self.ufnode[t] = self._uf_new(self.cost.get(t, 0))
+            for n in self._neighbours(t):
+                y = self.ufnode.get(n)
+                if y is not None and not self._resident(n):
+                    self._uf_union(x, y)
+        return x
+
+    def _uf_evicted(self, t):
+        if self.heuristic != "eq-class":
+            return
+        self.ufnode.pop(t, None)
+        x = self._uf_node(t)
+        for n in self._neighbours(t):
+            if n in self.producer and not self._resident(n):
+                self._uf_union(x, self._uf_node(n))
+
+    def _uf_resident(self, t):
+        x = self.ufnode.pop(t, None)
+        if x is not None and self.heuristic == "eq-class":
+            self.ufvalue[self._uf_find(x)] -= self.cost.get(t, 0)
+
+    # -- recompute (apply.Runner._recompute does the op) --
+
+    def _recompute(self, op, depth=0):
+        top = not self.frames
+        frame = set()
+        self.frames.append(frame)
+        t0 = time.perf_counter_ns()
+        try:
+            self._evict_to(self.budget - self.obytes.get(op, 0))  # room for the outputs first
+            super()._recompute(op, depth)
+            self.clock += 1
+            self._evict_to(self.budget)
+        finally:
+            self.frames.pop()
+            self._unlock_all(frame)
+            if top:
+                self.stats["recompute_ns"] += time.perf_counter_ns() - t0
+
+    def _resolve(self, tid, depth=0):
+        t = self._get(tid)
+        if t is None:
+            p = self.producer.get(tid)
+            if p is None or p[0] not in self.st.recipes:
+                raise RuntimeError("remat_torch.dtr: tensor %d is needed but neither resident nor recomputable" % tid)
+            if depth > 400:
+                raise RuntimeError("remat_torch.dtr: rematerializing tensor %d needs a chain of more than 400 "
+                                   "evicted tensors (budget_bytes %d too small?)" % (tid, self.budget))
+            if depth == 0:
+                self._prefetch(tid)
+            if self._get(tid) is None:
+                self._recompute(p[0], depth + 1)
+            t = self._get(tid)
+            if t is None:
+                raise RuntimeError("remat_torch.dtr: recomputing op %d did not give tensor %d" % (p[0], tid))
+        self.last[tid] = self.clock
+        if self.frames:
+            self._lock(tid, self.frames[-1])
+        return t
+
+    def _prefetch(self, tid):
+        """Recompute the evicted ancestors of tid in op order (ancestors
+        first), so that the recursion of _resolve stays shallow."""
+        need, stack, seen = set(), [tid], set()
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if self._get(n) is not None:
+                continue
+            p = self.producer.get(n)
+            if p is None or p[0] not in self.st.recipes:
+                continue
+            need.add(p[0])
+            r = self.st.recipes[p[0]]
+            stack.extend(self._arg_tids(r))
+        for op in sorted(need)[:-1]:  # the last is tid's own op: _resolve runs it
+            outs = [t for t, _, _, _ in self.ops[op].outputs]
+            if any(self._get(t) is None for t in outs):
+                self._recompute(op, 1)
+
+    @staticmethod
+    def _arg_tids(r):
+        from .apply import _Ref
+
+        flat, _ = tree_flatten((r.args, r.kwargs))
+        return [a.tid for a in flat if isinstance(a, _Ref)]
+
+    # -- forward --
+
+    def dispatch(self, func, args, kwargs):
+        st = self.st
+        if self.internal or st is None or st.finished or st.phase != "forward":
+            return func(*args, **kwargs)
+        flat_in, spec = tree_flatten((args, kwargs))
+        in_tids = [self._tid(v) if isinstance(v, torch.Tensor) else None for v in flat_in]
+        name = func.overloadpacket.__name__
+        rng = None
+        if name in RANDOM_OPS:
+            dev = self._device_of(flat_in)
+            rng = (torch.get_rng_state(), torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None)
+        t0 = time.perf_counter_ns()
+        out = func(*args, **kwargs)
+        dt = time.perf_counter_ns() - t0
+        outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+        if not outs:
+            return out
+        k = len(self.ops)
+        tids = []
+        for j, o in enumerate(outs):
+            tid = len(self.producer)
+            tids.append(tid)
+            self.producer[tid] = (k, j)
+            self.cost[tid] = dt
+            self.last[tid] = self.clock
+            st.ids[id(o)] = (weakref.ref(o), tid)
+        self.ops.append(_OpRec([(t, None, None, None) for t in tids]))
+        self.obytes[k] = sum(_skey(o)[1] for o in {_skey(o)[0]: o for o in outs}.values()
+                             if _skey(o)[0] not in self.external)
+        ins = sorted({t for t in in_tids if t is not None})
+        for t in tids:
+            self.parents[t] = ins
+        for p in ins:
+            self.children.setdefault(p, []).extend(tids)
+        self._record(k, func, args, kwargs, flat_in, in_tids, spec, outs, rng)
+        self.clock += 1
+        self.stats["forward_ops"] += 1
+        self.stats["forward_ns"] += dt
+        return out
+
+    # -- saved tensors --
+
+    def pack(self, t):
+        if not isinstance(t, torch.Tensor) or t.dim() == 0:
+            return t
+        self.internal += 1
+        try:
+            st = self.st
+            tid = self._tid(t) if st is not None and not st.finished else None
+            if tid is None or tid not in self.producer:
+                return _detached(t)
+            key, nb = _skey(t)
+            if key in self.external or nb < self.min_size:
+                return _detached(t)
+            if self._get(tid) is None:
+                self._hold(tid, _detached(t))
+                self.stats["managed"] += 1
+            self.last[tid] = self.clock
+            self.clock += 1
+            self.nhandles[tid] = self.nhandles.get(tid, 0) + 1
+            self._evict_to(self.budget)
+            return _DHandle(tid, st, self)
+        finally:
+            self.internal -= 1
+
+    def unpack(self, h):
+        if not isinstance(h, _DHandle):
+            return h
+        st = h.step
+        if st is not self.st or st.finished:
+            raise RuntimeError("remat_torch.dtr: a saved tensor of an earlier step was unpacked (backward called "
+                               "twice on one step? retain_graph is not supported by the DTR runtime)")
+        self.internal += 1
+        try:
+            self._reap()
+            t = self._resolve(h.tid)
+            self.clock += 1
+            frame = set()
+            self._lock(h.tid, frame)  # until the autograd node has run
+            self.node_locked.append(frame)
+            return t
+        finally:
+            self.internal -= 1
+
+    def _reap(self):
+        """Drop the tensors whose every handle autograd has released (once
+        no running op or node has them locked)."""
+        st = self.st
+        while st.dead:
+            tid = st.dead.pop()
+            n = self.nhandles.get(tid, 0) - 1
+            self.nhandles[tid] = n
+            if n <= 0:
+                self.zero.add(tid)
+        for tid in sorted(self.zero):
+            if tid in self.locks:
+                continue
+            self.zero.discard(tid)
+            if tid in st.store:
+                self._drop(tid)
+                self.stats["releases"] += 1
+
+    # -- backward --
+
+    def _prehook(self, grad_outputs):
+        st = self.st
+        if st is None or st.finished:
+            return
+        if st.phase == "forward":
+            st.phase = "backward"
+            torch.autograd.Variable._execution_engine.queue_callback(self._finish)
+        for f in self.node_locked:
+            self._unlock_all(f)
+        self.node_locked = []
+        self._reap()
+
+    def _finish(self):
+        st = self.st
+        if st is None:
+            return
+        st.finished = True
+        for h in st.handles:
+            h.remove()
+        st.store.clear()
+        st.recipes.clear()
+        self.stids, self.sbytes, self.skey, self.resident = {}, {}, {}, 0
+        self.st = None
+
+    def forward(self, *inputs):
+        if self.st is not None:
+            self._finish()
+        self._new_step(inputs)
+        st = self.st
+        self.device = self._device_of(inputs)
+        with torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack):
+            with self.mode:
+                out = self.model(*inputs)
+        from .trace import graph_nodes
+
+        seen = set()
+        for o in tree_flatten(out)[0]:
+            if isinstance(o, torch.Tensor) and o.grad_fn is not None:
+                for n in graph_nodes(o.grad_fn):
+                    if id(n) not in seen:
+                        seen.add(id(n))
+                        st.handles.append(n.register_prehook(self._prehook))
+        return out
+
+
+def _skey(t):
+    s = t.storage()
+    return s.data_ptr(), s.nbytes()
+
+
+class DTR(torch.nn.Module):
+    """model with its saved activations managed by a DTR runtime (see dtr)."""
+
+    def __init__(self, model, runtime):
+        super().__init__()
+        self.model = model
+        self.runtime = runtime
+
+    def forward(self, *inputs):
+        if not (self.training and torch.is_grad_enabled()):
+            return self.model(*inputs)
+        return self.runtime.forward(*inputs)
+
+    @property
+    def stats(self):
+        """The last step's counts: evictions, evicted_bytes, recomputes,
+        recompute_ns (wall time of the rematerializations), releases,
+        peak_bytes (largest resident managed bytes, including an op's new
+        outputs before the eviction they cause), over_budget and
+        max_over_bytes (budget passed with nothing evictable), managed
+        (saved tensors taken over), forward_ops, forward_ns (measured op
+        time of the forward)."""
+        return dict(self.runtime.stats)
+
+
+def dtr(model, budget_bytes, heuristic="eq-class", min_size=0, strict=False):
+    """Return a module sharing model's parameters and buffers whose training
+    step keeps the saved activations it manages under budget_bytes by
+    evicting and rematerializing them at run time (see the module doc).
+    heuristic: one of dtr, eq-class, local, msps, lru, size; min_size: saved
+    tensors smaller than this (bytes) are left to autograd; strict: raise
+    BudgetExceeded instead of proceeding over budget when nothing is
+    evictable."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError("model: got %s, expected a torch.nn.Module" % type(model).__name__)
+    return DTR(model, Runtime(model, budget_bytes, heuristic, min_size, strict))
+
+
+
+
+# -- python3 -m remat_torch dtr: runtime DTR against sim's DTR prediction --
+
+def add_parser(sub):
+    """Register the dtr subcommand on an argparse subparsers object."""
+    d = sub.add_parser("dtr", help="run runtime DTR and compare with sim's DTR prediction at the same budget")
+    d.add_argument("--model", required=True, help="torchvision name, 'transformer' or module:callable")
+    d.add_argument("--batch", type=int, default=4)
+    d.add_argument("--image", type=int, default=64, help="image size of vision models (default 64)")
+    d.add_argument("--budget", default="0.5", help="sim's budget: a ratio of the baseline peak such as 0.5, or a size")
+    d.add_argument("--heuristic", default="eq-class", help="runtime heuristic: " + ", ".join(HEURISTICS))
+    d.add_argument("--min-size", type=int, default=0, help="saved tensors below this many bytes stay with autograd")
+    d.add_argument("--runs", type=int, default=3, help="timed steps (fastest taken)")
+    d.add_argument("--threads", type=int, default=2)
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--sim", help="the sim binary (default $REMAT_SIM, sim on PATH, or go build)")
+    d.set_defaults(func=cmd_dtr)
+    return d
+
+
+def compare(model, inputs, labels, sim, budget="0.5", heuristic="eq-class", min_size=0, runs=3, name="model",
+            loss_fn=None, workdir=None):
+    """Trace one step of model, ask sim for the no-recompute and DTR
+    predictions at budget (sim report --graph --device cpu --allocator
+    ideal --strategies none,dtr --budget), run the plain step and the
+    runtime-DTR step and measure them as remat_torch.measure does. The
+    runtime's budget_bytes is sim's budget in bytes minus the bytes resident
+    before the step (parameters, buffers, inputs, labels, optimizer state).
+    Returns a dict of the numbers."""
+    import copy
+    import json
+    import os
+    import shutil
+    import tempfile
+
+    import torch.nn.functional as F
+
+    from . import measure
+    from .trace import trace, write_graph
+
+    loss_fn = loss_fn or F.cross_entropy
+    inputs = tuple(inputs)
+    own = workdir is None
+    workdir = workdir or tempfile.mkdtemp(prefix="remat-dtr-")
+    gpath = os.path.join(workdir, "step.json")
+    out = {"model": name, "heuristic": parse_heuristic(heuristic), "budget_arg": budget}
+    try:
+        base = copy.deepcopy(model.state_dict())
+        measure.log("%s: tracing one step (op times measured)" % name)
+        tm = copy.deepcopy(model)
+        write_graph(trace(tm, inputs, labels, loss_fn=loss_fn, measure=True, name=name), gpath)
+        del tm
+        doc = json.loads(sim._run(["report", "--graph", gpath, "--device", "cpu", "--allocator", "ideal",
+                                   "--strategies", "none,dtr", "--budget", str(budget), "--format", "json"]))
+        out["budget_bytes_sim"] = doc.get("budget")
+        rows = {r["strategy"]: r for r in doc["rows"]}
+        out["sim_none"] = rows.get("none")
+        out["sim_dtr"] = rows.get("dtr")
+        if out["sim_dtr"] and out["sim_dtr"].get("status") == "error":
+            # sim's DTR run fails on some traced graphs (views and in-place
+            # outputs: "input used after free"); ask again with every view
+            # and in-place output as a tensor of its own (an upper bound on
+            # their memory) and say so.
+            with open(gpath) as f:
+                g = json.load(f)
+            for t in g.get("tensors", ()):
+                t.pop("alias_of", None)
+            for o in g.get("ops", ()):
+                o.pop("inplace", None)
+            npath = os.path.join(workdir, "step-noalias.json")
+            with open(npath, "w") as f:
+                json.dump(g, f)
+            doc2 = json.loads(sim._run(["report", "--graph", npath, "--device", "cpu", "--allocator", "ideal",
+                                        "--strategies", "none,dtr", "--budget", str(budget), "--format", "json"]))
+            rows2 = {r["strategy"]: r for r in doc2["rows"]}
+            out["sim_dtr_noalias"] = rows2.get("dtr")
+            out["sim_none_noalias"] = rows2.get("none")
+
+        def fresh():
+            m = copy.deepcopy(model)
+            m.load_state_dict(base)
+            return m
+
+        # plain step
+        m = fresh()
+        opt = torch.optim.SGD(m.parameters(), lr=0.01)
+        step = measure.make_step(m, m, inputs, labels, loss_fn, opt)
+        step()  # warm-up
+        m.load_state_dict(base)
+        opt.zero_grad(set_to_none=True)
+        resident = measure.resident_bytes(m, inputs + (labels,), opt)
+        out["meas_none_peak"] = resident + measure.profiled_peak(step)
+        out["meas_none_ns"] = measure.min_time(step, runs)
+        del m, opt, step
+        # runtime DTR
+        b = out["budget_bytes_sim"]
+        managed = max(0, int(b) - resident) if b else None
+        if managed is None:
+            raise RuntimeError("sim report gave no budget in bytes for --budget %r" % (budget,))
+        out["resident"] = resident
+        out["managed_budget"] = managed
+        m = fresh()
+        ref = fresh()
+        d = dtr(m, managed, heuristic=heuristic, min_size=min_size)
+        gok, bok, worst = measure.grads_match(ref, m, inputs, labels, loss_fn, d)  # also the warm-up
+        del ref
+        m.load_state_dict(base)
+        opt = torch.optim.SGD(m.parameters(), lr=0.01)
+        step = measure.make_step(d, m, inputs, labels, loss_fn, opt)
+        opt.zero_grad(set_to_none=True)
+        out["meas_dtr_peak"] = measure.resident_bytes(m, inputs + (labels,), opt) + measure.profiled_peak(step)
+        out["stats"] = d.stats  # of the profiled step
+        out["meas_dtr_ns"] = measure.min_time(step, runs)
+        out["grads"], out["buffers"], out["grad_rel_diff"] = gok, bok, worst
+        return out
+    finally:
+        if own:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _mib(b):
+    return "%.1f" % (b / 2**20)
+
+
+def format_compare(r):
+    """The comparison as the dtr subcommand prints it."""
+    lines = []
+    sd, sn = r.get("sim_dtr") or {}, r.get("sim_none") or {}
+    lines.append("%s: budget %s = %s MiB (sim's bytes); runtime budget_bytes = that - %s MiB resident before the "
+                 "step = %s MiB of saved activations; heuristic %s" % (
+                     r["model"], r["budget_arg"], _mib(r["budget_bytes_sim"]), _mib(r["resident"]),
+                     _mib(r["managed_budget"]), r["heuristic"]))
+    lines.append("%-24s %10s %10s %10s" % ("", "peak MiB", "step ms", "overhead"))
+    if sn:
+        lines.append("%-24s %10s %10.1f %10s" % ("sim none (predicted)", _mib(sn["peak_allocated"]), sn["time_ns"] / 1e6, "1.00"))
+    if sd:
+        if sd.get("status") in ("ok", "infeasible", "thrash") and sd.get("time_ns"):
+            ov = "%.2f" % (sd["time_ns"] / sn["time_ns"]) if sn.get("time_ns") else "-"
+            note = "" if sd["status"] == "ok" else "  " + sd["status"] + ": " + (sd.get("reason") or "")[:100]
+            lines.append("%-24s %10s %10.1f %10s  %d recomputes, %d evictions%s" % (
+                "sim dtr (predicted)", _mib(sd["peak_allocated"]), sd["time_ns"] / 1e6, ov, sd.get("recomputes", 0),
+                sd.get("evictions", 0), note))
+        else:
+            lines.append("%-24s %10s %10s %10s  %s: %s" % ("sim dtr (predicted)", "-", "-", "-", sd.get("status"),
+                                                        (sd.get("reason") or "")[:160]))
+    na, nn = r.get("sim_dtr_noalias"), r.get("sim_none_noalias") or {}
+    if na:
+        if na.get("time_ns"):
+            lines.append("%-24s %10s %10.1f %10s  %s, %d recomputes, %d evictions (views as copies: none %s MiB)%s" % (
+                "sim dtr (no views)", _mib(na["peak_allocated"]), na["time_ns"] / 1e6,
+                "%.2f" % (na["time_ns"] / nn["time_ns"]) if nn.get("time_ns") else "-", na["status"],
+                na.get("recomputes", 0), na.get("evictions", 0), _mib(nn.get("peak_allocated", 0)),
+                "" if na["status"] == "ok" else ": " + (na.get("reason") or "")[:100]))
+        else:
+            lines.append("%-24s %10s %10s %10s  %s: %s" % ("sim dtr (no views)", "-", "-", "-", na.get("status"),
+                                                        (na.get("reason") or "")[:160]))
+    lines.append("%-24s %10s %10.1f %10s" % ("plain step (measured)", _mib(r["meas_none_peak"]), r["meas_none_ns"] / 1e6, "1.00"))
+    st = r["stats"]
+    lines.append("%-24s %10s %10.1f %10.2f  %d recomputes (%.1f ms), %d evictions, managed peak %s MiB, %d over budget; "
+                 "grads %s" % (
+                     "runtime dtr (measured)", _mib(r["meas_dtr_peak"]), r["meas_dtr_ns"] / 1e6,
+                     r["meas_dtr_ns"] / r["meas_none_ns"], st["recomputes"], st["recompute_ns"] / 1e6, st["evictions"],
+                     _mib(st["peak_bytes"]), st["over_budget"],
+                     "ok" if r["grads"] and r["buffers"] else ("MISMATCH" if not r["grads"] else "bn MISMATCH")))
+    if sd.get("status") == "ok" and sd.get("peak_allocated"):
+        lines.append("measured dtr peak vs sim dtr prediction: %+.1f%%" % (
+            100.0 * (r["meas_dtr_peak"] - sd["peak_allocated"]) / sd["peak_allocated"]))
+    return "\n".join(lines)
+
+
+def cmd_dtr(args):
+    from . import measure
+    from .__main__ import build_model, example
+
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    model = build_model(args.model)
+    x, y = example(model, args.model, args.batch, args.image)
+    sim = measure.Sim(args.sim)
+    try:
+        r = compare(model, (x,), y, sim, budget=args.budget, heuristic=args.heuristic, min_size=args.min_size,
+                    runs=args.runs, name="%s batch %d" % (args.model, args.batch))
+    finally:
+        sim.close()
+    print(format_compare(r))
+    return 0

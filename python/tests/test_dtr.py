@@ -1,0 +1,184 @@
+"""Tests of remat_torch.dtr (runtime DTR). Skipped when torch is absent."""
+
+import copy
+import unittest
+
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError:  # pragma: no cover - depends on the machine
+    torch = None
+
+if torch is not None:
+    from remat_torch import dtr as dtr_fn
+    from remat_torch.dtr import HEURISTICS, BudgetExceeded
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(50, 16)
+            self.enc = nn.TransformerEncoder(
+                nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.1, batch_first=True), 2)
+            self.head = nn.Linear(16, 5)
+
+        def forward(self, x):
+            return self.head(self.enc(self.emb(x)).mean(1))
+
+
+def cnn():
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(inplace=True),
+        nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(inplace=True), nn.Dropout(0.3),
+        nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 5))
+
+
+ACT = 4 * 8 * 16 * 16 * 4  # bytes of one CNN activation (batch 4, 8 channels, 16x16, f32)
+
+
+@unittest.skipIf(torch is None, "torch not installed: remat_torch.dtr tests skipped (install python3-torch)")
+class TestDTR(unittest.TestCase):
+    def setUp(self):
+        torch.manual_seed(0)
+        torch.set_num_threads(1)
+
+    def cnn_case(self):
+        x = torch.randn(4, 3, 16, 16)
+        y = torch.randint(0, 5, (4,))
+        return cnn(), x, y
+
+    def enc_case(self):
+        x = torch.randint(0, 50, (4, 12))
+        y = torch.randint(0, 5, (4,))
+        return Encoder(), x, y
+
+    def step_both(self, ref, x, y, budget, heuristic="eq-class", **kw):
+        """One forward/backward of ref and of dtr over a copy, same seed;
+        returns (copy, dtr module)."""
+        m = copy.deepcopy(ref)
+        d = dtr_fn(m, budget, heuristic=heuristic, **kw)
+        torch.manual_seed(7)
+        F.cross_entropy(ref(x), y).backward()
+        torch.manual_seed(7)
+        F.cross_entropy(d(x), y).backward()
+        return m, d
+
+    def assert_same(self, ref, m, what):
+        for (n, p), q in zip(ref.named_parameters(), m.parameters()):
+            self.assertIsNotNone(q.grad, "%s: %s has no gradient" % (what, n))
+            self.assertTrue(torch.allclose(p.grad, q.grad, rtol=1e-5, atol=1e-8),
+                            "%s: gradient of %s differs (max %g)" % (what, n, (p.grad - q.grad).abs().max()))
+        for (n, a), b in zip(ref.named_buffers(), m.buffers()):
+            self.assertTrue(torch.equal(a, b), "%s: buffer %s differs (running stats updated twice?)" % (what, n))
+
+    def test_gradients_match_cnn(self):
+        ref, x, y = self.cnn_case()
+        for budget in (10**9, 3 * ACT, ACT, 0):
+            m, d = self.step_both(ref, x, y, budget)
+            self.assert_same(ref, m, "cnn budget %d" % budget)
+            for p in ref.parameters():
+                p.grad = None
+            if budget <= ACT:
+                self.assertGreater(d.stats["evictions"], 0, "budget %d" % budget)
+                self.assertGreater(d.stats["recomputes"], 0, "budget %d" % budget)
+
+    def test_gradients_match_encoder(self):
+        ref, x, y = self.enc_case()
+        for budget in (10**9, 20000, 0):
+            m, d = self.step_both(ref, x, y, budget)
+            self.assert_same(ref, m, "encoder budget %d" % budget)
+            for p in ref.parameters():
+                p.grad = None
+            if budget < 10**9:
+                self.assertGreater(d.stats["evictions"], 0, "budget %d" % budget)
+
+    def test_peak_within_budget(self):
+        ref, x, y = self.cnn_case()
+        _, free = self.step_both(ref, x, y, 10**9)
+        unbounded = free.stats["peak_bytes"]
+        self.assertEqual(free.stats["evictions"], 0)
+        self.assertGreaterEqual(unbounded, 6 * ACT)  # the CNN saves at least six activations
+        for p in ref.parameters():
+            p.grad = None
+        budget = 2 * ACT
+        _, d = self.step_both(ref, x, y, budget)
+        st = d.stats
+        self.assertGreater(st["evictions"], 0)
+        # The budget plus one op's working set: the tensors the running
+        # autograd node unpacked and the recomputed op's input and output.
+        self.assertLessEqual(st["peak_bytes"], budget + 3 * ACT)
+        self.assertLess(st["peak_bytes"], unbounded)
+
+    def test_heuristics_all_run(self):
+        ref, x, y = self.cnn_case()
+        for h in HEURISTICS + ("dtr-eqclass", "dtr-local"):
+            m, d = self.step_both(ref, x, y, ACT, heuristic=h)
+            self.assert_same(ref, m, "heuristic %s" % h)
+            self.assertGreater(d.stats["evictions"], 0, h)
+            for p in ref.parameters():
+                p.grad = None
+
+    def test_training_steps_match(self):
+        ref, x, y = self.cnn_case()
+        m = copy.deepcopy(ref)
+        d = dtr_fn(m, ACT, heuristic="lru")
+        o1 = torch.optim.SGD(ref.parameters(), lr=0.1)
+        o2 = torch.optim.SGD(m.parameters(), lr=0.1)
+        for i in range(3):
+            for mod, opt in ((ref, o1), (d, o2)):
+                opt.zero_grad(set_to_none=True)
+                torch.manual_seed(100 + i)
+                F.cross_entropy(mod(x), y).backward()
+                opt.step()
+        for (n, p), q in zip(ref.named_parameters(), m.parameters()):
+            self.assertTrue(torch.allclose(p, q, rtol=1e-5, atol=1e-7), "after 3 steps %s differs" % n)
+        self.assertIs(d.model, m)
+        self.assertTrue(all(a is b for a, b in zip(m.parameters(), d.parameters())), "parameters not shared")
+
+    def test_eval_and_no_grad_pass_through(self):
+        ref, x, y = self.cnn_case()
+        d = dtr_fn(ref, 0)
+        ref.eval()
+        with torch.no_grad():
+            a = ref(x)
+            b = d(x)
+        self.assertTrue(torch.equal(a, b))
+        self.assertEqual(d.stats["forward_ops"], 0)
+
+    def test_strict_raises_when_nothing_evictable(self):
+        ref, x, y = self.cnn_case()
+        d = dtr_fn(copy.deepcopy(ref), 0, strict=True)
+        # raised in autograd's unpack hook: the engine rethrows it as a
+        # RuntimeError carrying the message (BudgetExceeded is one).
+        with self.assertRaises(RuntimeError) as cm:
+            F.cross_entropy(d(x), y).backward()
+        self.assertIn("budget_bytes is 0", str(cm.exception))
+        self.assertTrue(issubclass(BudgetExceeded, RuntimeError))
+        # not strict: proceeds and counts
+        _, d2 = self.step_both(ref, x, y, 0)
+        self.assertGreater(d2.stats["over_budget"], 0)
+
+    def test_bad_arguments(self):
+        m = cnn()
+        with self.assertRaises(ValueError) as cm:
+            dtr_fn(m, 100, heuristic="lookahead")
+        self.assertIn("lookahead", str(cm.exception))
+        self.assertIn("eq-class", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            dtr_fn(m, -1)
+        self.assertIn("budget_bytes -1", str(cm.exception))
+        with self.assertRaises(ValueError):
+            dtr_fn(m, 100, min_size=-5)
+        with self.assertRaises(TypeError):
+            dtr_fn("model", 100)
+
+    def test_min_size_leaves_small_tensors(self):
+        ref, x, y = self.cnn_case()
+        m, d = self.step_both(ref, x, y, 0, min_size=10**9)
+        self.assert_same(ref, m, "min_size above every tensor")
+        self.assertEqual(d.stats["managed"], 0)
+        self.assertEqual(d.stats["evictions"], 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
