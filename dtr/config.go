@@ -156,6 +156,14 @@ type Config struct {
 	// the inputs of the op being run rather than on those of every pending
 	// op up the recursion (the reference locks eagerly).
 	LazyLock bool
+	// KeepForRemat (with EagerEvict and a next-use heuristic: lookahead,
+	// lookahead-msps, lookahead-dtr) keeps a storage resident after its
+	// last release when a still referenced evicted dependent needs it to be
+	// rematerialized: it stays an eviction candidate whose next use is that
+	// dependent's, instead of being freed at once, which lengthens the
+	// dependent's rematerialization chain unseen (up to recomputing a whole
+	// backward pass). Log sweeps (Sweep without Base) turn it on.
+	KeepForRemat bool
 	// RematLimit: once the rematerialization compute exceeds this many ns
 	// the run fails with ErrThrashing. 0 = no limit.
 	RematLimit int64
@@ -220,9 +228,9 @@ func (c *Config) Validate() error {
 	if c.RematLimit < 0 {
 		return fmt.Errorf("dtr config: RematLimit %d: expected >= 0 ns (0 = none)", c.RematLimit)
 	}
-	if c.Parity && (c.Swap || c.EvicteeMinSize != 0 || c.SqrtSampling || c.Banish || c.LazyLock || c.Heuristic > Size) {
-		return fmt.Errorf("dtr config: Parity=true with Swap=%v, EvicteeMinSize=%d, SqrtSampling=%v, Banish=%v, Heuristic=%s: parity mode expects drop only, no size filter, no sampling, no banishing, no lazy locking and a reference heuristic",
-			c.Swap, c.EvicteeMinSize, c.SqrtSampling, c.Banish, c.Heuristic)
+	if c.Parity && (c.Swap || c.EvicteeMinSize != 0 || c.SqrtSampling || c.Banish || c.LazyLock || c.KeepForRemat || c.Heuristic > Size) {
+		return fmt.Errorf("dtr config: Parity=true with Swap=%v, EvicteeMinSize=%d, SqrtSampling=%v, Banish=%v, LazyLock=%v, KeepForRemat=%v, Heuristic=%s: parity mode expects drop only, no size filter, no sampling, no banishing, no lazy locking, no keeping for rematerialization and a reference heuristic",
+			c.Swap, c.EvicteeMinSize, c.SqrtSampling, c.Banish, c.LazyLock, c.KeepForRemat, c.Heuristic)
 	}
 	return nil
 }

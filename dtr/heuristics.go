@@ -186,6 +186,9 @@ func (r *Runtime) nextUse(s int32) int64 {
 		return math.MaxInt64
 	}
 	best := int64(math.MaxInt64)
+	if r.storages[s].kept {
+		best = r.neededBy(s) // released: next used to rematerialize a dependent
+	}
 	for _, t := range r.storages[s].tensors {
 		if n := r.oracle.NextUse(TensorID(t), r.step); n < best {
 			best = n

@@ -67,6 +67,9 @@ const (
 	idxAhead
 )
 
+// idxKeptList is the ibucket of a storage in the kept list.
+const idxKeptList = -2
+
 const (
 	// idxPerOctave buckets per factor of 2 of c/m: a candidate's bound is
 	// at most 2^(1/16) = 4.4% below its local score.
@@ -97,6 +100,10 @@ type candIndex struct {
 	// candidates a search found costlier than their keys say (re-keyed
 	// after it: the lazy update).
 	eq bool
+	// kept: the storages kept for rematerialization (their next use is a
+	// dependent's, which the heaps cannot follow): evaluated exactly on
+	// every choice; ibucket idxKeptList marks them.
+	kept []int32
 	// never: storages never read again score 0 (lookahead-dtr): they go
 	// to the never-used bucket
 	never   bool
@@ -278,7 +285,12 @@ func (r *Runtime) idxRekeyIfChanged(s, ns int32) {
 // idxInsert adds pool member s to the index (if it passes the size filter).
 func (r *Runtime) idxInsert(s int32) {
 	st := &r.storages[s]
-	if st.ibucket >= 0 || st.size < r.cfg.EvicteeMinSize {
+	if st.ibucket != -1 || st.size < r.cfg.EvicteeMinSize {
+		return
+	}
+	if st.kept {
+		st.ibucket = idxKeptList
+		r.idx.kept = append(r.idx.kept, s)
 		return
 	}
 	b := r.bucketOf(s)
@@ -294,6 +306,16 @@ func (r *Runtime) idxInsert(s int32) {
 func (r *Runtime) idxRemove(s int32) {
 	st := &r.storages[s]
 	b := int(st.ibucket)
+	if b == idxKeptList {
+		st.ibucket = -1
+		for i, x := range r.idx.kept {
+			if x == s {
+				r.idx.kept = append(r.idx.kept[:i], r.idx.kept[i+1:]...)
+				break
+			}
+		}
+		return
+	}
 	if b < 0 {
 		return
 	}
@@ -318,7 +340,7 @@ func (r *Runtime) idxRemove(s int32) {
 // idxRekey re-files s after its last access or cost changed.
 func (r *Runtime) idxRekey(s int32) {
 	if r.idx == nil || r.storages[s].ibucket < 0 {
-		return
+		return // not indexed, or in the kept list (no key)
 	}
 	r.idxRemove(s)
 	r.idxInsert(s)
@@ -449,11 +471,13 @@ func (r *Runtime) chooseIndexed() int32 {
 			}
 		}
 	}
-	if first < 0 {
+	c := idxChoice{best: -1}
+	if first < 0 && len(x.kept) == 0 {
 		return -1
 	}
-	c := idxChoice{best: -1}
-	r.idxSearch(first, &c)
+	if first >= 0 {
+		r.idxSearch(first, &c)
+	}
 	for w, bits := range x.full {
 		for bits != 0 {
 			b := w<<6 | mathbits.TrailingZeros64(bits)
@@ -461,6 +485,12 @@ func (r *Runtime) chooseIndexed() int32 {
 			if b != first {
 				r.idxSearch(b, &c)
 			}
+		}
+	}
+	for _, s := range x.kept {
+		sc := r.evaluate(s)
+		if seq := r.storages[s].seq; c.best < 0 || r.idxBetter(sc, seq, c.bs, c.bseq) {
+			c.best, c.bs, c.bseq = s, sc, seq
 		}
 	}
 	// lazy update: the candidates found costlier than their keys say get

@@ -32,6 +32,7 @@ func TestIndexMatchesScanOnLogs(t *testing.T) {
 					cfg.EvicteeMinSize = 0
 					cfg.Heuristic = h
 					cfg.LazyLock = lazy
+					cfg.KeepForRemat = h.NeedsOracle()
 					cfg.Budget = int64(float64(base.PeakBytes) * ratio)
 					cfg.RematLimit = base.ComputeNs
 					rt, err := New(cfg, nil)

@@ -89,6 +89,10 @@ type Stats struct {
 	// FixedKept counts unrecomputable storages (see ForbidRemat) kept
 	// resident after their last release because dependents may need them.
 	FixedKept int64 `json:"fixed_kept"`
+	// KeptForRemat counts storages kept resident after their last release
+	// because an evicted, still referenced dependent needs them
+	// (Config.KeepForRemat).
+	KeptForRemat int64 `json:"kept_for_remat"`
 }
 
 const negInf = math.MinInt64
@@ -114,6 +118,7 @@ type storage struct {
 	// RNG state, impure): never dropped, only swapped.
 	fixed       bool
 	pendingFree bool // unrecomputable, released, kept resident for dependents
+	kept        bool // released, kept resident for evicted dependents (KeepForRemat)
 
 	// candidate index (index.go): heap key, bucket (-1 = not indexed),
 	// position in the bucket's heap, and pool sequence number (pool order).
@@ -482,11 +487,70 @@ func (r *Runtime) Release(t TensorID) error {
 			if s.refInt != 0 {
 				return fmt.Errorf("dtr: release tensor %d: storage is locked by a running op", t)
 			}
+			if r.keeps() && r.neededBy(tt.st) < math.MaxInt64 {
+				// a referenced evicted dependent needs it to be
+				// rematerialized: it stays a candidate (its next use is
+				// that dependent's) instead of lengthening that
+				// dependent's rematerialization chain unseen
+				s.kept = true
+				r.stats.KeptForRemat++
+				if s.ibucket != -1 {
+					r.idxRemove(tt.st)
+					r.idxInsert(tt.st)
+				}
+				return nil
+			}
 			r.evict(tt.st, false)
 			r.stats.EagerFrees++
 		}
 	}
 	return nil
+}
+
+// keeps reports whether released storages are kept for rematerialization
+// (Config.KeepForRemat with a next-use heuristic and its oracle).
+func (r *Runtime) keeps() bool {
+	return r.cfg.KeepForRemat && r.cfg.Heuristic.NeedsOracle() && r.oracle != nil
+}
+
+// neededBy returns the earliest next use of a still referenced storage
+// reachable from s through evicted dependents (MaxInt64 if none; the walk
+// stops after 512 storages).
+func (r *Runtime) neededBy(s int32) int64 {
+	if len(r.stMark) < len(r.storages) {
+		r.stMark = append(r.stMark, make([]uint32, len(r.storages)-len(r.stMark))...)
+	}
+	r.stGen++
+	if r.stGen == 0 {
+		clear(r.stMark)
+		r.stGen = 1
+	}
+	g := r.stGen
+	r.stMark[s] = g
+	best := int64(math.MaxInt64)
+	stack := []int32{s}
+	for n := 0; len(stack) > 0 && n < 512; n++ {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, t := range r.storages[x].tensors {
+			for _, c := range r.tensors[t].children {
+				cs := r.tensors[c].st
+				if r.stMark[cs] == g {
+					continue
+				}
+				r.stMark[cs] = g
+				cst := &r.storages[cs]
+				if cst.material || cst.swapped || cst.banished {
+					continue
+				}
+				if cst.refExt > 0 {
+					best = min(best, r.nextUse(cs))
+				}
+				stack = append(stack, cs)
+			}
+		}
+	}
+	return best
 }
 
 // Pin rematerializes t if needed and keeps its storage resident for good.
@@ -655,7 +719,7 @@ func (r *Runtime) makeUnevictable(s int32) {
 	if st.poolPos < 0 {
 		return
 	}
-	if st.ibucket >= 0 {
+	if st.ibucket != -1 {
 		r.idxRemove(s)
 	}
 	r.pool[st.poolPos] = -1
@@ -719,6 +783,7 @@ func (r *Runtime) hcost(s int32) int64 {
 func (r *Runtime) evict(s int32, byHeuristic bool) {
 	st := &r.storages[s]
 	st.material = false
+	st.kept = false
 	r.stats.Memory -= st.size
 	r.makeUnevictable(s)
 	for _, t := range st.tensors {

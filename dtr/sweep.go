@@ -292,6 +292,7 @@ func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResul
 		default:
 			cfg = DefaultConfig()
 			cfg.EvicteeMinSize = 0
+			cfg.KeepForRemat = true
 			cfg.Heuristic = opt.Heuristic
 		}
 		cfg.Budget = int64(float64(base.PeakBytes) * ratio)

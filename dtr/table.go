@@ -62,8 +62,9 @@ type BestResult struct {
 
 // SweepBest is the "portfolio" strategy a static planner can afford because
 // the op sequence is known in advance: it runs every heuristic with both the
-// reference's eager locking and lazy locking and keeps, per ratio, the
-// lowest overhead.
+// reference's eager locking and lazy locking (and Config.KeepForRemat, which
+// only the next-use heuristics use) and keeps, per ratio, the lowest
+// overhead.
 func SweepBest(ctx context.Context, tr *dtrlog.Trace, ratios []float64) ([]BestResult, error) {
 	if err := checkTrace(tr); err != nil {
 		return nil, fmt.Errorf("dtr sweep best: %w", err)
@@ -77,6 +78,7 @@ func SweepBest(ctx context.Context, tr *dtrlog.Trace, ratios []float64) ([]BestR
 			base := DefaultConfig()
 			base.EvicteeMinSize = 0
 			base.LazyLock = lazy
+			base.KeepForRemat = true
 			res, err := Sweep(ctx, tr, SweepOptions{Heuristic: h, Ratios: ratios, Base: &base})
 			if err != nil {
 				return nil, err
