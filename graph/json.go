@@ -596,6 +596,7 @@ type decoder struct {
 	stack   []byte            // open containers while scanning a value
 	types   map[string]string // interned op types
 	hint    [2]int            // expected tensors and ops (0: unknown)
+	elemAt  int               // buf index of the element elem delimited (-1: fully scanned)
 }
 
 const decodeChunk = 64 << 10
@@ -1000,6 +1001,97 @@ func (d *decoder) scanNumber(path vpath, k int) (int, error) {
 	return j, nil
 }
 
+// elem finds the extent of the next array element and points the parser
+// at it. An object is delimited by a structural pass (strings, escapes and
+// nesting only): the parser that reads it checks everything else, and
+// elemErr rescans the element with the full syntax check when the parser
+// fails, so that a syntax error is reported as such. Anything but an object
+// takes the full scan at once.
+func (d *decoder) elem(path vpath) error {
+	c, ok := d.peekByte()
+	if !ok {
+		return d.endErr(path)
+	}
+	if c != '{' {
+		d.elemAt = -1
+		return d.value(path)
+	}
+	if d.i >= len(d.buf)/2 {
+		d.compact()
+	}
+	d.keep = d.i
+	defer func() { d.keep = -1 }()
+	start, k, depth := d.i, d.i, 0
+	for {
+		// Fast path over bytes already in the window.
+		for k < len(d.buf) && !structural[d.buf[k]] {
+			k++
+		}
+		c, ok := d.at(k)
+		if !ok {
+			return d.endErr(path)
+		}
+		switch c {
+		case '"':
+			for k++; ; k++ {
+				if k < len(d.buf) {
+					if j := bytes.IndexByte(d.buf[k:], '"'); j >= 0 && bytes.IndexByte(d.buf[k:k+j], '\\') < 0 {
+						k += j
+						break
+					}
+				}
+				c, ok := d.at(k)
+				if !ok {
+					return d.endErr(path)
+				}
+				if c == '"' {
+					break
+				}
+				if c == '\\' {
+					k++
+				}
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				k++
+				d.raw, d.rawAt, d.elemAt = d.buf[start:k], d.base+int64(start), start
+				d.i = k
+				d.p = parser{b: d.raw}
+				return nil
+			}
+		}
+		k++
+	}
+}
+
+// structural marks the bytes elem's structural pass stops at.
+var structural = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true}
+
+// elemErr turns a failure to parse the element elem delimited into the
+// syntax error its full scan finds, or else the parser's error; it also
+// rejects bytes the parser left after the element.
+func (d *decoder) elemErr(path vpath, err error) error {
+	if err == nil {
+		d.p.ws()
+		if d.p.i == len(d.p.b) {
+			return nil
+		}
+		err = d.p.errf(d.p.i, "", "unexpected data after the element")
+	}
+	if d.elemAt >= 0 {
+		end := d.i
+		d.i = d.elemAt
+		if serr := d.scanValue(path); serr != nil {
+			return serr
+		}
+		d.i = end
+	}
+	return d.perr(err)
+}
+
 // value scans the next value and points the parser at it.
 func (d *decoder) value(path vpath) error {
 	if err := d.scanValue(path); err != nil {
@@ -1270,14 +1362,12 @@ func growHint[E any](s []E, hint int) []E {
 func (d *decoder) tensors(g *Graph) error {
 	g.Tensors = make([]Tensor, 0, startCap(d.hint[0]))
 	null, err := d.array("tensors", func(i int) error {
-		if err := d.value(vpath{"tensors", i}); err != nil {
+		path := vpath{"tensors", i}
+		if err := d.elem(path); err != nil {
 			return err
 		}
 		g.Tensors = append(growHint(g.Tensors, d.hint[0]), Tensor{})
-		if err := d.tensor(i, &g.Tensors[i]); err != nil {
-			return d.perr(err)
-		}
-		return nil
+		return d.elemErr(path, d.tensor(i, &g.Tensors[i]))
 	})
 	if null {
 		g.Tensors = nil
@@ -1288,14 +1378,12 @@ func (d *decoder) tensors(g *Graph) error {
 func (d *decoder) ops(g *Graph) error {
 	g.Ops = make([]Op, 0, startCap(d.hint[1]))
 	null, err := d.array("ops", func(i int) error {
-		if err := d.value(vpath{"ops", i}); err != nil {
+		path := vpath{"ops", i}
+		if err := d.elem(path); err != nil {
 			return err
 		}
 		g.Ops = append(growHint(g.Ops, d.hint[1]), Op{})
-		if err := d.op(i, &g.Ops[i]); err != nil {
-			return d.perr(err)
-		}
-		return nil
+		return d.elemErr(path, d.op(i, &g.Ops[i]))
 	})
 	if null {
 		g.Ops = nil
@@ -1732,6 +1820,11 @@ func (p *parser) strBytes(field string) ([]byte, error) {
 		case '"':
 			p.i = j + 1
 			s := p.b[start+1 : j]
+			for k, c := range s {
+				if c < 0x20 { // JSON forbids raw control characters
+					return nil, p.errf(start+1+k, field, "invalid character %s in string literal", quoteChar(c))
+				}
+			}
 			if !escaped && utf8.Valid(s) {
 				return s, nil
 			}
@@ -1782,6 +1875,9 @@ func (p *parser) int(field string) (int64, error) {
 	if digits <= 0 {
 		return 0, p.errf(start, field, "expected an integer, got %s", lit)
 	}
+	if first := start + b2i(neg); digits > 1 && p.b[first] == '0' {
+		return 0, p.errf(start, field, "invalid number %s: leading zero", lit)
+	}
 	limit := uint64(1<<63 - 1)
 	if neg {
 		limit++
@@ -1793,6 +1889,13 @@ func (p *parser) int(field string) (int64, error) {
 		return int64(-u), nil
 	}
 	return int64(u), nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // optStr reads a string or null ("").
