@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/remat-dev/remat/sim"
 )
 
 // indexedHeuristics are the heuristics the default mode searches with the
@@ -141,7 +143,7 @@ func TestIndexMatchesScanRandom(t *testing.T) {
 				rt.idxCheck = true
 				err = randomProgram(rt, rand.New(rand.NewPCG(seed, 7)), 400)
 				if err != nil {
-					require.ErrorIs(t, err, ErrOutOfMemory)
+					require.ErrorIs(t, err, sim.ErrOutOfMemory)
 				}
 				name := fmt.Sprintf("seed %d %s min %d", seed, h, minSize)
 				require.Zero(t, rt.idxMismatch, name)

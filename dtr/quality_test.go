@@ -56,7 +56,7 @@ func tables(t *testing.T) string {
 				hs = ReferenceHeuristics
 				mode = "parity mode (simrd semantics)"
 			}
-			s, _, err := SweepTable(context.Background(), tr, hs, parity, nil)
+			s, _, err := sweepTable(context.Background(), tr, hs, parity, nil)
 			require.NoError(t, err)
 			fmt.Fprintf(&sb, "### %s, %s\n\n%s", m, mode, s)
 			if !parity {
@@ -64,7 +64,7 @@ func tables(t *testing.T) string {
 				require.NoError(t, err)
 				sb.WriteString("| best-of (portfolio) |")
 				for _, b := range best {
-					fmt.Fprintf(&sb, " %s |", b.Cell())
+					fmt.Fprintf(&sb, " %s |", cell(b.RatioResult))
 				}
 				sb.WriteString("\n| winner |")
 				for _, b := range best {
@@ -170,4 +170,48 @@ func TestOfflineSearchErrors(t *testing.T) {
 	require.ErrorContains(t, err, "MaxSigma -1")
 	_, err = OfflineSearch(context.Background(), nil, SearchOptions{Ratio: 0.5})
 	require.ErrorIs(t, err, ErrNilTrace)
+}
+
+// cell formats one sweep result as in the reference tables: the overhead
+// with three decimals, "thr" for thrashing, "OOM" for out of memory.
+func cell(rr RatioResult) string {
+	switch rr.Status {
+	case StatusOK:
+		return fmt.Sprintf("%.3f", rr.Overhead)
+	case StatusThrash:
+		return "thr"
+	}
+	return "OOM"
+}
+
+// sweepTable runs Sweep for every heuristic on tr and renders a Markdown
+// table (rows: heuristics; columns: ratios).
+func sweepTable(ctx context.Context, tr *dtrlog.Trace, hs []Heuristic, parity bool, base *Config) (string, []*SweepResult, error) {
+	if err := checkTrace(tr); err != nil {
+		return "", nil, fmt.Errorf("dtr sweep table: %w", err)
+	}
+	var b strings.Builder
+	var all []*SweepResult
+	b.WriteString("| heuristic |")
+	for _, r := range DefaultRatios {
+		fmt.Fprintf(&b, " %.1f |", r)
+	}
+	b.WriteString("\n|---|")
+	for range DefaultRatios {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for _, h := range hs {
+		res, err := Sweep(ctx, tr, SweepOptions{Heuristic: h, Parity: parity, Base: base})
+		if err != nil {
+			return "", nil, err
+		}
+		all = append(all, res)
+		fmt.Fprintf(&b, "| %s |", h)
+		for _, rr := range res.Results {
+			fmt.Fprintf(&b, " %s |", cell(rr))
+		}
+		b.WriteString("\n")
+	}
+	return b.String(), all, nil
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+
+	"github.com/remat-dev/remat/sim"
 )
 
 // TensorID identifies a tensor of the runtime: IDs are dense, assigned in
@@ -51,10 +53,10 @@ type Output struct {
 	AliasOf int
 }
 
-// Errors the runtime returns; a run that returned one cannot continue.
+// Errors the runtime returns; a run that returned one cannot continue. When
+// nothing evictable is left and an op does not fit, the error wraps
+// sim.ErrOutOfMemory, the one out-of-memory error of every package.
 var (
-	// ErrOutOfMemory: nothing evictable is left and the op does not fit.
-	ErrOutOfMemory = errors.New("dtr: out of memory")
 	// ErrThrashing: rematerialization compute exceeded Config.RematLimit.
 	ErrThrashing = errors.New("dtr: rematerialization limit exceeded (thrashing)")
 	// ErrHostOutOfMemory is what a Host wraps in the error of Compute or
@@ -63,7 +65,7 @@ var (
 	// a caching allocator's reserved memory). Outside parity mode the
 	// runtime then evicts one more candidate (preferring, with an
 	// AdjacencyHost, storages next to free space) and retries, until the
-	// call succeeds or nothing is evictable (then ErrOutOfMemory), as
+	// call succeeds or nothing is evictable (then sim.ErrOutOfMemory), as
 	// MegEngine >= 1.5 does on a failed allocation.
 	ErrHostOutOfMemory = errors.New("dtr: host out of memory")
 )
@@ -909,14 +911,14 @@ func (r *Runtime) free(need int64) error {
 	for r.stats.Memory+need > r.limit {
 		if !r.cfg.AutoDrop {
 			if r.hard {
-				return fmt.Errorf("%w: %d bytes in use + %d needed > budget %d (auto drop off)", ErrOutOfMemory, r.stats.Memory, need, r.limit)
+				return fmt.Errorf("dtr: %w: %d bytes in use + %d needed > budget %d (auto drop off)", sim.ErrOutOfMemory, r.stats.Memory, need, r.limit)
 			}
 			return nil
 		}
 		s := r.choose()
 		if s < 0 {
 			if r.hard {
-				return fmt.Errorf("%w: %d bytes in use + %d needed > budget %d and nothing is evictable", ErrOutOfMemory, r.stats.Memory, need, r.limit)
+				return fmt.Errorf("dtr: %w: %d bytes in use + %d needed > budget %d and nothing is evictable", sim.ErrOutOfMemory, r.stats.Memory, need, r.limit)
 			}
 			return nil // soft threshold: proceed past it
 		}
@@ -947,13 +949,13 @@ func (r *Runtime) retryHost(err error) error {
 		return err
 	}
 	if !r.cfg.AutoDrop {
-		return fmt.Errorf("%w: host allocation failed and auto drop is off: %w", ErrOutOfMemory, err)
+		return fmt.Errorf("dtr: %w: host allocation failed and auto drop is off: %w", sim.ErrOutOfMemory, err)
 	}
 	r.fragMode = true
 	s := r.choose()
 	r.fragMode = false
 	if s < 0 {
-		return fmt.Errorf("%w: host allocation failed with nothing left to evict: %w", ErrOutOfMemory, err)
+		return fmt.Errorf("dtr: %w: host allocation failed with nothing left to evict: %w", sim.ErrOutOfMemory, err)
 	}
 	r.stats.HostRetries++
 	return r.evictOne(s)

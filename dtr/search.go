@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/remat-dev/remat/graph/dtrlog"
+	"github.com/remat-dev/remat/sim"
 )
 
 // SearchOptions configure OfflineSearch.
@@ -116,7 +117,7 @@ func OfflineSearch(ctx context.Context, tr *dtrlog.Trace, opt SearchOptions) (*S
 		res.Runs++
 		switch {
 		case err == nil:
-		case errors.Is(err, ErrOutOfMemory):
+		case errors.Is(err, sim.ErrOutOfMemory):
 			res.OOM++
 			continue
 		case ctx.Err() != nil:

@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/remat-dev/remat/graph/dtrlog"
+	"github.com/remat-dev/remat/sim"
 )
 
 // Baseline is a trace replayed with unlimited memory.
@@ -59,7 +60,7 @@ func (o *traceOracle) NextUse(t TensorID, now int64) int64 {
 
 // Replay runs a trace on a new runtime with cfg and host (nil for pure
 // simulation). It returns the runtime (for its Stats) and the first error
-// (ErrOutOfMemory, ErrThrashing or a host error).
+// (sim.ErrOutOfMemory, ErrThrashing or a host error).
 func Replay(ctx context.Context, tr *dtrlog.Trace, cfg Config, host Host) (*Runtime, error) {
 	if err := checkTrace(tr); err != nil {
 		return nil, err
@@ -310,7 +311,7 @@ func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResul
 		}
 		switch {
 		case err == nil:
-		case errors.Is(err, ErrOutOfMemory):
+		case errors.Is(err, sim.ErrOutOfMemory):
 			rr.Status = StatusOOM
 		case errors.Is(err, ErrThrashing):
 			rr.Status = StatusThrash

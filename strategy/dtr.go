@@ -52,7 +52,7 @@ func planDTR(ctx context.Context, g *graph.Graph, o Options) (Result, error) {
 	switch {
 	case errors.Is(err, dtr.ErrThrashing):
 		return Result{Sim: res, Status: StatusThrash, Reason: "rematerialization exceeded the limit", Stats: stats}, nil
-	case errors.Is(err, dtr.ErrOutOfMemory), errors.Is(err, sim.ErrOutOfMemory):
+	case errors.Is(err, sim.ErrOutOfMemory):
 		return Result{Sim: res, Status: StatusInfeasible, Reason: err.Error(), Stats: stats}, nil
 	case err != nil:
 		return Result{Stats: stats}, err
