@@ -190,10 +190,10 @@ func dupIn(ins []graph.TensorID, j int) bool {
 	return false
 }
 
-// Static runs DTR once on g's default schedule (op times from TimeNs, or 1 ns
+// StaticPlan runs DTR once on g's default schedule (op times from TimeNs, or 1 ns
 // when unset) and exports what it did as a sim.Plan: every compute (first
 // or again), free (evictions and eager frees) and swap, in order.
-func Static(ctx context.Context, g *graph.Graph, cfg Config) (*sim.Plan, Stats, error) {
+func StaticPlan(ctx context.Context, g *graph.Graph, cfg Config) (*sim.Plan, Stats, error) {
 	rt, err := New(cfg, nil)
 	if err != nil {
 		return nil, Stats{}, err

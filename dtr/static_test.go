@@ -34,7 +34,7 @@ func TestStaticPlanReplaysOnSim(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.EvicteeMinSize = 0
 	cfg.Budget = 8 * mb
-	plan, st, err := Static(context.Background(), g, cfg)
+	plan, st, err := StaticPlan(context.Background(), g, cfg)
 	require.NoError(t, err)
 	require.Greater(t, st.Remats, int64(0))
 	res, err := sim.Simulate(g, plan, sim.Options{})

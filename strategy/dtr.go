@@ -60,7 +60,7 @@ func planDTR(ctx context.Context, g *graph.Graph, o Options) (Result, error) {
 	out := Result{Sim: res, Stats: stats}
 	if o.DTRPlan {
 		// The same run, recorded as a plan of compute, free and swap steps.
-		p, _, err := dtr.Static(ctx, g, cfg)
+		p, _, err := dtr.StaticPlan(ctx, g, cfg)
 		if err != nil {
 			return out, err
 		}
