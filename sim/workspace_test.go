@@ -192,3 +192,29 @@ func TestPermutesNonUnit(t *testing.T) {
 	assert.True(t, permutesNonUnit("x", graph.Shape{4}))
 	assert.True(t, permutesNonUnit("3", graph.Shape{4}))
 }
+
+// The part of a concatenation's gradient that goes to one input is a
+// strided view when the concatenated dimension has a larger-than-1
+// dimension outside it (a ViT's class token joined along the tokens).
+func TestStridedGradientOfConcat(t *testing.T) {
+	build := func(dim string, a, c []int64, out []int64) (*graph.Graph, graph.TensorID) {
+		b := graph.NewBuilder("cat")
+		x := b.Input("x", graph.F32, a...)
+		cls := b.Parameter("cls", graph.F32, c...)
+		cat := b.Op(graph.OpConcat, "cat", cls, x).Out("y", graph.F32, out...).Attr("dim", dim)
+		b.SetPhase(graph.Backward)
+		seed := b.Op("ones_like", "seed", cat.T()).OutKind("dy", graph.Gradient, graph.F32, out...)
+		cb := b.Op("concat_backward", "cat.backward", seed.T()).Forward(cat.ID()).
+			OutKind("dcls", graph.ParamGradient, graph.F32, c...).Alias(seed.T()).
+			OutKind("dx", graph.Gradient, graph.F32, a...).Alias(seed.T())
+		dx := cb.Output(1)
+		g, err := b.Build()
+		require.NoError(t, err)
+		return g, dx
+	}
+	g, dx := build("1", []int64{2, 16, 64}, []int64{2, 1, 64}, []int64{2, 17, 64})
+	assert.True(t, StridedGradient(g, dx))
+	// Along the outermost dimension, each part is contiguous.
+	g, dx = build("0", []int64{2, 16, 64}, []int64{1, 16, 64}, []int64{3, 16, 64})
+	assert.False(t, StridedGradient(g, dx))
+}
