@@ -46,7 +46,7 @@ import (
 
 // fusion is a group of nodes converted as one op.
 type fusion struct {
-	kind  string // fuseGELU or fuseLayerNorm
+	kind  string // fuseGELU, fuseGELUTanh or fuseLayerNorm
 	nodes []int  // node indices, increasing; the last is the anchor
 	// Roles (node indices) for the checks made at the anchor.
 	role map[string]int
