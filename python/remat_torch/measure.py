@@ -8,6 +8,7 @@ events of one step (profile_memory=True, CPU), after a warm-up step.
 """
 
 import copy
+import gc
 import json
 import os
 import shutil
@@ -88,9 +89,17 @@ def resident_bytes(model, tensors, optimizer=None):
 
 
 def profiled_peak(step):
-    """The largest running sum of the profiler's [memory] events during step()."""
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        step()
+    """The largest running sum of the profiler's [memory] events during step().
+    Python's cycle collector runs before, not during, the step: freeing an
+    earlier model's tensors inside the window would count as negative events
+    and hide part of the peak."""
+    gc.collect()
+    gc.disable()
+    try:
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            step()
+    finally:
+        gc.enable()
     events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
     events.sort(key=lambda e: e.start_us())  # stable: ties keep record order
     cur = peak = 0

@@ -45,7 +45,7 @@ def main(args):
             model = build_model(name)
             x, y = example(model, name, batch, image or 64)
             rows = measure.measure_strategies(model, (x,), y, strategies, sim, budget=BUDGET, budgeted=BUDGETED,
-                                              name=name, runs=3)
+                                              name=name, runs=2)
             results.append((name, batch, image, tuple(x.shape), rows))
     finally:
         sim.close()
@@ -79,7 +79,7 @@ def write(path, results):
         "Peak: the bytes resident before the step (parameters, buffers, input, labels) plus the largest "
         "running sum of torch.profiler's allocation events (as tools/fidelity.py). Reduction: change of the "
         "peak against the strategy `none` of the same side. Time: the simulator's step time from the traced op "
-        "times, and the median wall time of three applied steps; overhead is against `none` of the same side "
+        "times, and the fastest of two applied steps (wall time); overhead is against `none` of the same side "
         "(the applied `none` pays the applier's dispatch cost too, so the ratio isolates the plan's). "
         "Gradients: all parameter gradients allclose (rtol 1e-5) to the plain step's and batch-norm "
         "statistics equal after one step. MiB = 2^20 bytes; error = (predicted - measured) / measured.",
