@@ -15,6 +15,7 @@ import (
 	mirror "github.com/remat-dev/remat/mirror"
 	report "github.com/remat-dev/remat/report"
 	sim "github.com/remat-dev/remat/sim"
+	alloc "github.com/remat-dev/remat/sim/alloc"
 	strategy "github.com/remat-dev/remat/strategy"
 	sublinear "github.com/remat-dev/remat/sublinear"
 	io "io"
@@ -285,7 +286,6 @@ var misuseCases = []misuseCase{
 	{"config.WriteMarkdown", "zero", false, func() error { err := config.WriteMarkdown(io.Discard); return err }},
 	{"config.WriteTable", "zero", false, func() error { err := config.WriteTable(io.Discard, ([]config.Row)(nil)); return err }},
 	{"config.WriteTable", "empty", false, func() error { err := config.WriteTable(io.Discard, []config.Row{}); return err }},
-	{"dtr.BestResult.Cell", "zero", false, func() error { _ = new(dtr.BestResult).Cell(); return nil }},
 	{"dtr.ComputeLowerBound", "zero", false, func() error { _ = dtr.ComputeLowerBound((*dtrlog.Trace)(nil)); return nil }},
 	{"dtr.ComputeLowerBound", "empty", false, func() error { _ = dtr.ComputeLowerBound(new(dtrlog.Trace)); return nil }},
 	{"dtr.ComputeLowerBound", "foreign", false, func() error { _ = dtr.ComputeLowerBound(misuseTrace()); return nil }},
@@ -314,7 +314,6 @@ var misuseCases = []misuseCase{
 	}},
 	{"dtr.ParityConfig", "zero", false, func() error { _ = dtr.ParityConfig((dtr.Heuristic)(0)); return nil }},
 	{"dtr.ParseHeuristic", "zero", false, func() error { _, err := dtr.ParseHeuristic((string)("")); return err }},
-	{"dtr.RatioResult.Cell", "zero", false, func() error { _ = new(dtr.RatioResult).Cell(); return nil }},
 	{"dtr.Replay", "zero", true, func() error {
 		_, err := dtr.Replay(context.Background(), (*dtrlog.Trace)(nil), *new(dtr.Config), (dtr.Host)(nil))
 		return err
@@ -393,16 +392,16 @@ var misuseCases = []misuseCase{
 	{"dtr.SimHost.SwapOut", "zero", false, func() error { err := new(dtr.SimHost).SwapOut((dtr.TensorID)(0)); return err }},
 	{"dtr.SimHost.SwapOut", "empty", false, func() error { err := new(dtr.SimHost).SwapOut((dtr.TensorID)(-1)); return err }},
 	{"dtr.SimHost.SwapOut", "foreign", false, func() error { err := new(dtr.SimHost).SwapOut((dtr.TensorID)(1 << 30)); return err }},
-	{"dtr.Static", "zero", true, func() error {
-		_, _, err := dtr.Static(context.Background(), (*graph.Graph)(nil), *new(dtr.Config))
+	{"dtr.StaticPlan", "zero", true, func() error {
+		_, _, err := dtr.StaticPlan(context.Background(), (*graph.Graph)(nil), *new(dtr.Config))
 		return err
 	}},
-	{"dtr.Static", "empty", false, func() error {
-		_, _, err := dtr.Static(context.Background(), new(graph.Graph), *new(dtr.Config))
+	{"dtr.StaticPlan", "empty", false, func() error {
+		_, _, err := dtr.StaticPlan(context.Background(), new(graph.Graph), *new(dtr.Config))
 		return err
 	}},
-	{"dtr.Static", "foreign", false, func() error {
-		_, _, err := dtr.Static(context.Background(), misuseGraph(), *new(dtr.Config))
+	{"dtr.StaticPlan", "foreign", false, func() error {
+		_, _, err := dtr.StaticPlan(context.Background(), misuseGraph(), *new(dtr.Config))
 		return err
 	}},
 	{"dtr.Sweep", "zero", true, func() error {
@@ -427,18 +426,6 @@ var misuseCases = []misuseCase{
 	}},
 	{"dtr.SweepBest", "foreign", false, func() error {
 		_, err := dtr.SweepBest(context.Background(), misuseTrace(), ([]float64)(nil))
-		return err
-	}},
-	{"dtr.SweepTable", "zero", true, func() error {
-		_, _, err := dtr.SweepTable(context.Background(), (*dtrlog.Trace)(nil), ([]dtr.Heuristic)(nil), (bool)(false), (*dtr.Config)(nil))
-		return err
-	}},
-	{"dtr.SweepTable", "empty", true, func() error {
-		_, _, err := dtr.SweepTable(context.Background(), new(dtrlog.Trace), []dtr.Heuristic{}, (bool)(false), new(dtr.Config))
-		return err
-	}},
-	{"dtr.SweepTable", "foreign", false, func() error {
-		_, _, err := dtr.SweepTable(context.Background(), misuseTrace(), ([]dtr.Heuristic)(nil), (bool)(false), (*dtr.Config)(nil))
 		return err
 	}},
 	{"graph.BackwardType", "zero", false, func() error { _ = graph.BackwardType((string)("")); return nil }},
@@ -1150,28 +1137,9 @@ var misuseCases = []misuseCase{
 	{"sim.CPUConvWorkspace", "zero", false, func() error { _ = sim.CPUConvWorkspace((*graph.Graph)(nil), (*graph.Op)(nil)); return nil }},
 	{"sim.CPUConvWorkspace", "empty", false, func() error { _ = sim.CPUConvWorkspace(new(graph.Graph), new(graph.Op)); return nil }},
 	{"sim.CPUConvWorkspace", "foreign", false, func() error { _ = sim.CPUConvWorkspace(misuseGraph(), misuseForeignOp()); return nil }},
-	{"sim.Caching.Addr", "zero", false, func() error { _, _ = new(sim.Caching).Addr((sim.Block)(0)); return nil }},
-	{"sim.Caching.Addr", "empty", false, func() error { _, _ = new(sim.Caching).Addr((sim.Block)(-1)); return nil }},
-	{"sim.Caching.AdjacentFree", "zero", false, func() error { _ = new(sim.Caching).AdjacentFree((sim.Block)(0)); return nil }},
-	{"sim.Caching.AdjacentFree", "empty", false, func() error { _ = new(sim.Caching).AdjacentFree((sim.Block)(-1)); return nil }},
-	{"sim.Caching.Alloc", "zero", false, func() error { _, err := new(sim.Caching).Alloc((int64)(0)); return err }},
-	{"sim.Caching.Alloc", "empty", false, func() error { _, err := new(sim.Caching).Alloc((int64)(-1)); return err }},
-	{"sim.Caching.Allocated", "zero", false, func() error { _ = new(sim.Caching).Allocated(); return nil }},
-	{"sim.Caching.Capacity", "zero", false, func() error { _ = new(sim.Caching).Capacity(); return nil }},
-	{"sim.Caching.EmptyCache", "zero", false, func() error { _ = new(sim.Caching).EmptyCache(); return nil }},
-	{"sim.Caching.Fragmentation", "zero", false, func() error { _ = new(sim.Caching).Fragmentation(); return nil }},
-	{"sim.Caching.Free", "zero", false, func() error { new(sim.Caching).Free((sim.Block)(0)); return nil }},
-	{"sim.Caching.Free", "empty", false, func() error { new(sim.Caching).Free((sim.Block)(-1)); return nil }},
-	{"sim.Caching.Name", "zero", false, func() error { _ = new(sim.Caching).Name(); return nil }},
-	{"sim.Caching.Reserved", "zero", false, func() error { _ = new(sim.Caching).Reserved(); return nil }},
-	{"sim.Caching.Reset", "zero", false, func() error { new(sim.Caching).Reset(); return nil }},
-	{"sim.Caching.Size", "zero", false, func() error { _ = new(sim.Caching).Size((sim.Block)(0)); return nil }},
-	{"sim.Caching.Size", "empty", false, func() error { _ = new(sim.Caching).Size((sim.Block)(-1)); return nil }},
-	{"sim.Caching.Stats", "zero", false, func() error { _ = new(sim.Caching).Stats(); return nil }},
-	{"sim.CachingRoundSize", "zero", false, func() error { _ = sim.CachingRoundSize((int64)(0)); return nil }},
-	{"sim.CachingRoundSize", "empty", false, func() error { _ = sim.CachingRoundSize((int64)(-1)); return nil }},
-	{"sim.CachingSegmentSize", "zero", false, func() error { _ = sim.CachingSegmentSize((int64)(0)); return nil }},
-	{"sim.CachingSegmentSize", "empty", false, func() error { _ = sim.CachingSegmentSize((int64)(-1)); return nil }},
+	{"sim.CPUWorkspace", "zero", false, func() error { _ = sim.CPUWorkspace((*graph.Graph)(nil), (*graph.Op)(nil)); return nil }},
+	{"sim.CPUWorkspace", "empty", false, func() error { _ = sim.CPUWorkspace(new(graph.Graph), new(graph.Op)); return nil }},
+	{"sim.CPUWorkspace", "foreign", false, func() error { _ = sim.CPUWorkspace(misuseGraph(), misuseForeignOp()); return nil }},
 	{"sim.Canceled", "zero", false, func() error { err := sim.Canceled(context.Background(), (string)("")); return err }},
 	{"sim.CanceledError.Error", "zero", false, func() error { _ = new(sim.CanceledError).Error(); return nil }},
 	{"sim.CanceledError.Is", "zero", false, func() error { _ = new(sim.CanceledError).Is((error)(nil)); return nil }},
@@ -1211,7 +1179,6 @@ var misuseCases = []misuseCase{
 	{"sim.DefaultPlan", "zero", false, func() error { _ = sim.DefaultPlan((*graph.Graph)(nil)); return nil }},
 	{"sim.DefaultPlan", "empty", false, func() error { _ = sim.DefaultPlan(new(graph.Graph)); return nil }},
 	{"sim.DefaultPlan", "foreign", false, func() error { _ = sim.DefaultPlan(misuseGraph()); return nil }},
-	{"sim.DefaultStaticOptions", "zero", false, func() error { _ = sim.DefaultStaticOptions(); return nil }},
 	{"sim.Device", "zero", false, func() error { _, err := sim.Device((string)("")); return err }},
 	{"sim.DeviceNames", "zero", false, func() error { _ = sim.DeviceNames(); return nil }},
 	{"sim.Devices", "zero", false, func() error { _ = sim.Devices(); return nil }},
@@ -1227,15 +1194,6 @@ var misuseCases = []misuseCase{
 	{"sim.FreeStep", "zero", false, func() error { _ = sim.FreeStep((graph.TensorID)(0)); return nil }},
 	{"sim.FreeStep", "empty", false, func() error { _ = sim.FreeStep((graph.TensorID)(-1)); return nil }},
 	{"sim.FreeStep", "foreign", false, func() error { _ = sim.FreeStep((graph.TensorID)(1 << 30)); return nil }},
-	{"sim.Ideal.Alloc", "zero", false, func() error { _, err := new(sim.Ideal).Alloc((int64)(0)); return err }},
-	{"sim.Ideal.Alloc", "empty", false, func() error { _, err := new(sim.Ideal).Alloc((int64)(-1)); return err }},
-	{"sim.Ideal.Allocated", "zero", false, func() error { _ = new(sim.Ideal).Allocated(); return nil }},
-	{"sim.Ideal.Capacity", "zero", false, func() error { _ = new(sim.Ideal).Capacity(); return nil }},
-	{"sim.Ideal.Free", "zero", false, func() error { new(sim.Ideal).Free((sim.Block)(0)); return nil }},
-	{"sim.Ideal.Free", "empty", false, func() error { new(sim.Ideal).Free((sim.Block)(-1)); return nil }},
-	{"sim.Ideal.Name", "zero", false, func() error { _ = new(sim.Ideal).Name(); return nil }},
-	{"sim.Ideal.Reserved", "zero", false, func() error { _ = new(sim.Ideal).Reserved(); return nil }},
-	{"sim.Ideal.Reset", "zero", false, func() error { new(sim.Ideal).Reset(); return nil }},
 	{"sim.InPlaceRule.String", "zero", false, func() error { _ = new(sim.InPlaceRule).String(); return nil }},
 	{"sim.InPlaceRuleOf", "zero", false, func() error { _ = sim.InPlaceRuleOf((string)("")); return nil }},
 	{"sim.IsAtomicClean", "zero", false, func() error { _ = sim.IsAtomicClean((*graph.Op)(nil)); return nil }},
@@ -1407,14 +1365,9 @@ var misuseCases = []misuseCase{
 		misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Unpin((graph.TensorID)(1 << 30))
 		return nil
 	}},
-	{"sim.NewCaching", "zero", false, func() error { _ = sim.NewCaching((int64)(0)); return nil }},
-	{"sim.NewCaching", "empty", false, func() error { _ = sim.NewCaching((int64)(-1)); return nil }},
-	{"sim.NewIdeal", "zero", false, func() error { _ = sim.NewIdeal((int64)(0)); return nil }},
-	{"sim.NewIdeal", "empty", false, func() error { _ = sim.NewIdeal((int64)(-1)); return nil }},
 	{"sim.NewMachine", "zero", true, func() error { _, err := sim.NewMachine((*graph.Graph)(nil), *new(sim.Options)); return err }},
 	{"sim.NewMachine", "empty", false, func() error { _, err := sim.NewMachine(new(graph.Graph), *new(sim.Options)); return err }},
 	{"sim.NewMachine", "foreign", false, func() error { _, err := sim.NewMachine(misuseGraph(), *new(sim.Options)); return err }},
-	{"sim.NewStatic", "zero", false, func() error { _ = sim.NewStatic(*new(sim.StaticOptions)); return nil }},
 	{"sim.OpDType", "zero", false, func() error { _ = sim.OpDType((*graph.Graph)(nil), (*graph.Op)(nil)); return nil }},
 	{"sim.OpDType", "empty", false, func() error { _ = sim.OpDType(new(graph.Graph), new(graph.Op)); return nil }},
 	{"sim.OpDType", "foreign", false, func() error { _ = sim.OpDType(misuseGraph(), misuseForeignOp()); return nil }},
@@ -1461,22 +1414,6 @@ var misuseCases = []misuseCase{
 		_, err := sim.Simulate(misuseGraph(), sim.DefaultPlan(misuseBigGraph()), *new(sim.Options))
 		return err
 	}},
-	{"sim.Static.Alloc", "zero", false, func() error { _, err := new(sim.Static).Alloc((int64)(0)); return err }},
-	{"sim.Static.Alloc", "empty", false, func() error { _, err := new(sim.Static).Alloc((int64)(-1)); return err }},
-	{"sim.Static.AllocInPlace", "zero", false, func() error { _, _ = new(sim.Static).AllocInPlace((sim.Block)(0), (int64)(0)); return nil }},
-	{"sim.Static.AllocInPlace", "empty", false, func() error { _, _ = new(sim.Static).AllocInPlace((sim.Block)(-1), (int64)(-1)); return nil }},
-	{"sim.Static.Allocated", "zero", false, func() error { _ = new(sim.Static).Allocated(); return nil }},
-	{"sim.Static.Free", "zero", false, func() error { new(sim.Static).Free((sim.Block)(0)); return nil }},
-	{"sim.Static.Free", "empty", false, func() error { new(sim.Static).Free((sim.Block)(-1)); return nil }},
-	{"sim.Static.Layout", "zero", false, func() error { _ = new(sim.Static).Layout(); return nil }},
-	{"sim.Static.Name", "zero", false, func() error { _ = new(sim.Static).Name(); return nil }},
-	{"sim.Static.Options", "zero", false, func() error { _ = new(sim.Static).Options(); return nil }},
-	{"sim.Static.Reserved", "zero", false, func() error { _ = new(sim.Static).Reserved(); return nil }},
-	{"sim.Static.Reset", "zero", false, func() error { new(sim.Static).Reset(); return nil }},
-	{"sim.Static.Size", "zero", false, func() error { _ = new(sim.Static).Size((sim.Block)(0)); return nil }},
-	{"sim.Static.Size", "empty", false, func() error { _ = new(sim.Static).Size((sim.Block)(-1)); return nil }},
-	{"sim.Static.Stats", "zero", false, func() error { _ = new(sim.Static).Stats(); return nil }},
-	{"sim.StaticOptions.Validate", "zero", false, func() error { err := new(sim.StaticOptions).Validate(); return err }},
 	{"sim.StepError.Error", "zero", false, func() error { _ = new(sim.StepError).Error(); return nil }},
 	{"sim.StepError.Unwrap", "zero", false, func() error { err := new(sim.StepError).Unwrap(); return err }},
 	{"sim.StepKind.MarshalText", "zero", false, func() error { _, err := new(sim.StepKind).MarshalText(); return err }},
@@ -1484,6 +1421,9 @@ var misuseCases = []misuseCase{
 	{"sim.StepKind.UnmarshalText", "zero", false, func() error { err := new(sim.StepKind).UnmarshalText(([]byte)(nil)); return err }},
 	{"sim.StepKind.UnmarshalText", "empty", false, func() error { err := new(sim.StepKind).UnmarshalText([]byte{}); return err }},
 	{"sim.StepKind.Valid", "zero", false, func() error { _ = new(sim.StepKind).Valid(); return nil }},
+	{"sim.StridedGradient", "zero", false, func() error { _ = sim.StridedGradient((*graph.Graph)(nil), (graph.TensorID)(0)); return nil }},
+	{"sim.StridedGradient", "empty", false, func() error { _ = sim.StridedGradient(new(graph.Graph), (graph.TensorID)(-1)); return nil }},
+	{"sim.StridedGradient", "foreign", false, func() error { _ = sim.StridedGradient(misuseGraph(), (graph.TensorID)(1<<30)); return nil }},
 	{"sim.SwapInStep", "zero", false, func() error { _ = sim.SwapInStep((graph.TensorID)(0)); return nil }},
 	{"sim.SwapInStep", "empty", false, func() error { _ = sim.SwapInStep((graph.TensorID)(-1)); return nil }},
 	{"sim.SwapInStep", "foreign", false, func() error { _ = sim.SwapInStep((graph.TensorID)(1 << 30)); return nil }},
@@ -1496,6 +1436,59 @@ var misuseCases = []misuseCase{
 	{"sim.WriteTrace", "zero", true, func() error { err := sim.WriteTrace(io.Discard, (*graph.Graph)(nil), (*sim.Result)(nil)); return err }},
 	{"sim.WriteTrace", "empty", false, func() error { err := sim.WriteTrace(io.Discard, new(graph.Graph), new(sim.Result)); return err }},
 	{"sim.WriteTrace", "foreign", false, func() error { err := sim.WriteTrace(io.Discard, misuseGraph(), (*sim.Result)(nil)); return err }},
+	{"alloc.Caching.Addr", "zero", false, func() error { _, _ = new(alloc.Caching).Addr((alloc.Block)(0)); return nil }},
+	{"alloc.Caching.Addr", "empty", false, func() error { _, _ = new(alloc.Caching).Addr((alloc.Block)(-1)); return nil }},
+	{"alloc.Caching.AdjacentFree", "zero", false, func() error { _ = new(alloc.Caching).AdjacentFree((alloc.Block)(0)); return nil }},
+	{"alloc.Caching.AdjacentFree", "empty", false, func() error { _ = new(alloc.Caching).AdjacentFree((alloc.Block)(-1)); return nil }},
+	{"alloc.Caching.Alloc", "zero", false, func() error { _, err := new(alloc.Caching).Alloc((int64)(0)); return err }},
+	{"alloc.Caching.Alloc", "empty", false, func() error { _, err := new(alloc.Caching).Alloc((int64)(-1)); return err }},
+	{"alloc.Caching.Allocated", "zero", false, func() error { _ = new(alloc.Caching).Allocated(); return nil }},
+	{"alloc.Caching.Capacity", "zero", false, func() error { _ = new(alloc.Caching).Capacity(); return nil }},
+	{"alloc.Caching.EmptyCache", "zero", false, func() error { _ = new(alloc.Caching).EmptyCache(); return nil }},
+	{"alloc.Caching.Fragmentation", "zero", false, func() error { _ = new(alloc.Caching).Fragmentation(); return nil }},
+	{"alloc.Caching.Free", "zero", false, func() error { new(alloc.Caching).Free((alloc.Block)(0)); return nil }},
+	{"alloc.Caching.Free", "empty", false, func() error { new(alloc.Caching).Free((alloc.Block)(-1)); return nil }},
+	{"alloc.Caching.Name", "zero", false, func() error { _ = new(alloc.Caching).Name(); return nil }},
+	{"alloc.Caching.Reserved", "zero", false, func() error { _ = new(alloc.Caching).Reserved(); return nil }},
+	{"alloc.Caching.Reset", "zero", false, func() error { new(alloc.Caching).Reset(); return nil }},
+	{"alloc.Caching.Size", "zero", false, func() error { _ = new(alloc.Caching).Size((alloc.Block)(0)); return nil }},
+	{"alloc.Caching.Size", "empty", false, func() error { _ = new(alloc.Caching).Size((alloc.Block)(-1)); return nil }},
+	{"alloc.Caching.Stats", "zero", false, func() error { _ = new(alloc.Caching).Stats(); return nil }},
+	{"alloc.CachingRoundSize", "zero", false, func() error { _ = alloc.CachingRoundSize((int64)(0)); return nil }},
+	{"alloc.CachingRoundSize", "empty", false, func() error { _ = alloc.CachingRoundSize((int64)(-1)); return nil }},
+	{"alloc.CachingSegmentSize", "zero", false, func() error { _ = alloc.CachingSegmentSize((int64)(0)); return nil }},
+	{"alloc.CachingSegmentSize", "empty", false, func() error { _ = alloc.CachingSegmentSize((int64)(-1)); return nil }},
+	{"alloc.DefaultStaticOptions", "zero", false, func() error { _ = alloc.DefaultStaticOptions(); return nil }},
+	{"alloc.Ideal.Alloc", "zero", false, func() error { _, err := new(alloc.Ideal).Alloc((int64)(0)); return err }},
+	{"alloc.Ideal.Alloc", "empty", false, func() error { _, err := new(alloc.Ideal).Alloc((int64)(-1)); return err }},
+	{"alloc.Ideal.Allocated", "zero", false, func() error { _ = new(alloc.Ideal).Allocated(); return nil }},
+	{"alloc.Ideal.Capacity", "zero", false, func() error { _ = new(alloc.Ideal).Capacity(); return nil }},
+	{"alloc.Ideal.Free", "zero", false, func() error { new(alloc.Ideal).Free((alloc.Block)(0)); return nil }},
+	{"alloc.Ideal.Free", "empty", false, func() error { new(alloc.Ideal).Free((alloc.Block)(-1)); return nil }},
+	{"alloc.Ideal.Name", "zero", false, func() error { _ = new(alloc.Ideal).Name(); return nil }},
+	{"alloc.Ideal.Reserved", "zero", false, func() error { _ = new(alloc.Ideal).Reserved(); return nil }},
+	{"alloc.Ideal.Reset", "zero", false, func() error { new(alloc.Ideal).Reset(); return nil }},
+	{"alloc.NewCaching", "zero", false, func() error { _ = alloc.NewCaching((int64)(0)); return nil }},
+	{"alloc.NewCaching", "empty", false, func() error { _ = alloc.NewCaching((int64)(-1)); return nil }},
+	{"alloc.NewIdeal", "zero", false, func() error { _ = alloc.NewIdeal((int64)(0)); return nil }},
+	{"alloc.NewIdeal", "empty", false, func() error { _ = alloc.NewIdeal((int64)(-1)); return nil }},
+	{"alloc.NewStatic", "zero", false, func() error { _ = alloc.NewStatic(*new(alloc.StaticOptions)); return nil }},
+	{"alloc.Static.Alloc", "zero", false, func() error { _, err := new(alloc.Static).Alloc((int64)(0)); return err }},
+	{"alloc.Static.Alloc", "empty", false, func() error { _, err := new(alloc.Static).Alloc((int64)(-1)); return err }},
+	{"alloc.Static.AllocInPlace", "zero", false, func() error { _, _ = new(alloc.Static).AllocInPlace((alloc.Block)(0), (int64)(0)); return nil }},
+	{"alloc.Static.AllocInPlace", "empty", false, func() error { _, _ = new(alloc.Static).AllocInPlace((alloc.Block)(-1), (int64)(-1)); return nil }},
+	{"alloc.Static.Allocated", "zero", false, func() error { _ = new(alloc.Static).Allocated(); return nil }},
+	{"alloc.Static.Free", "zero", false, func() error { new(alloc.Static).Free((alloc.Block)(0)); return nil }},
+	{"alloc.Static.Free", "empty", false, func() error { new(alloc.Static).Free((alloc.Block)(-1)); return nil }},
+	{"alloc.Static.Layout", "zero", false, func() error { _ = new(alloc.Static).Layout(); return nil }},
+	{"alloc.Static.Name", "zero", false, func() error { _ = new(alloc.Static).Name(); return nil }},
+	{"alloc.Static.Options", "zero", false, func() error { _ = new(alloc.Static).Options(); return nil }},
+	{"alloc.Static.Reserved", "zero", false, func() error { _ = new(alloc.Static).Reserved(); return nil }},
+	{"alloc.Static.Reset", "zero", false, func() error { new(alloc.Static).Reset(); return nil }},
+	{"alloc.Static.Size", "zero", false, func() error { _ = new(alloc.Static).Size((alloc.Block)(0)); return nil }},
+	{"alloc.Static.Size", "empty", false, func() error { _ = new(alloc.Static).Size((alloc.Block)(-1)); return nil }},
+	{"alloc.Static.Stats", "zero", false, func() error { _ = new(alloc.Static).Stats(); return nil }},
+	{"alloc.StaticOptions.Validate", "zero", false, func() error { err := new(alloc.StaticOptions).Validate(); return err }},
 	{"strategy.All", "zero", false, func() error { _ = strategy.All(); return nil }},
 	{"strategy.DeviceKind", "zero", false, func() error { _ = strategy.DeviceKind(*new(sim.Profile)); return nil }},
 	{"strategy.ForDevice", "zero", false, func() error { _, err := strategy.ForDevice((*config.Settings)(nil), *new(sim.Profile)); return err }},

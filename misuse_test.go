@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/remat-dev/remat/sim/alloc"
+
 	"github.com/remat-dev/remat/config"
 	"github.com/remat-dev/remat/dtr"
 	"github.com/remat-dev/remat/graph"
@@ -118,7 +120,7 @@ func handMisuseCases() []misuseCase {
 	}
 	cs = append(cs,
 		misuseCase{"sim.Machine.Replay(bigger graph's plan, caching)", "foreign", true, func() error {
-			m, err := sim.NewMachine(misuseGraph(), sim.Options{Allocator: sim.NewCaching(1 << 30), Capacity: 1 << 30})
+			m, err := sim.NewMachine(misuseGraph(), sim.Options{Allocator: alloc.NewCaching(1 << 30), Capacity: 1 << 30})
 			if err != nil {
 				panic(err)
 			}

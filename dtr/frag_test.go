@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/remat-dev/remat/sim/alloc"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/remat-dev/remat/graph"
@@ -48,7 +50,7 @@ func TestHostOOMRetryFragmentation(t *testing.T) {
 	g := sizedChain(t, []int64{12, 12, 9})
 	const capMiB = 50
 	run := func(cfg Config) (*sim.Result, Stats, error) {
-		m, err := sim.NewMachine(g, sim.Options{Allocator: sim.NewCaching(capMiB << 20), Capacity: -1})
+		m, err := sim.NewMachine(g, sim.Options{Allocator: alloc.NewCaching(capMiB << 20), Capacity: -1})
 		require.NoError(t, err)
 		cfg.Budget = capMiB << 20
 		return RunOnMachine(context.Background(), m, cfg)
@@ -144,11 +146,11 @@ func TestVGG19FitsWithDTR(t *testing.T) {
 	require.NoError(t, err)
 	capa, limited := sim.CapacityOf(sim.Options{Device: dev})
 	require.True(t, limited)
-	opts := sim.Options{Device: dev, Allocator: sim.NewCaching(capa)}
+	opts := sim.Options{Device: dev, Allocator: alloc.NewCaching(capa)}
 	_, err = sim.Simulate(g, sim.DefaultPlan(g), opts)
 	require.ErrorIs(t, err, sim.ErrOutOfMemory, "no strategy: does not fit")
 
-	opts.Allocator = sim.NewCaching(capa)
+	opts.Allocator = alloc.NewCaching(capa)
 	m, err := sim.NewMachine(g, opts)
 	require.NoError(t, err)
 	cfg := DefaultConfig()

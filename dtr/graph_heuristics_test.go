@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/remat-dev/remat/sim/alloc"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/remat-dev/remat/graph"
@@ -43,7 +45,7 @@ func TestGraphHeuristics(t *testing.T) {
 		budget := base.PeakAllocated / 2
 		over := map[Heuristic]float64{}
 		for _, h := range []Heuristic{HDTREqClass, Lookahead, LookaheadMSPS} {
-			m, err := sim.NewMachine(g, sim.Options{Allocator: sim.NewIdeal(budget), Capacity: -1})
+			m, err := sim.NewMachine(g, sim.Options{Allocator: alloc.NewIdeal(budget), Capacity: -1})
 			require.NoError(t, err)
 			cfg := DefaultConfig()
 			cfg.Heuristic = h

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/remat-dev/remat/sim/alloc"
+
 	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/graph/models"
 	"github.com/remat-dev/remat/sim"
@@ -12,7 +14,7 @@ import (
 // resnetCIFARRun runs DTR with cfg on g under a caching allocator without
 // a capacity (as `sim report --device none --strategies dtr` does).
 func resnetCIFARRun(tb testing.TB, g *graph.Graph, cfg Config) Stats {
-	m, err := sim.NewMachine(g, sim.Options{Allocator: sim.NewCaching(-1), Capacity: -1})
+	m, err := sim.NewMachine(g, sim.Options{Allocator: alloc.NewCaching(-1), Capacity: -1})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -28,7 +30,7 @@ func benchResnetCIFAR(b *testing.B, depth int, h Heuristic) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{Allocator: sim.NewCaching(-1), Capacity: -1})
+	base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{Allocator: alloc.NewCaching(-1), Capacity: -1})
 	if err != nil {
 		b.Fatal(err)
 	}

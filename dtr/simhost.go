@@ -13,7 +13,7 @@ import (
 // Machine steps, so the Machine's allocator, clock and checks judge them.
 // It is an AdjacencyHost: the Machine reports the free bytes next to a
 // storage's block (non-zero with an addressing allocator such as
-// sim.NewCaching). Allocation failures of the Machine (sim.ErrOutOfMemory)
+// alloc.NewCaching). Allocation failures of the Machine (sim.ErrOutOfMemory)
 // are reported wrapped in ErrHostOutOfMemory, so the runtime evicts more and
 // retries.
 //

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/sim/alloc"
+
 	"github.com/stretchr/testify/require"
+
+	"github.com/remat-dev/remat/graph"
 )
 
 // resnetLike builds a training graph of residual MLP blocks with a backward
@@ -63,7 +66,7 @@ func resnetLike(t testing.TB, blocks int, width int64) *graph.Graph {
 	return g
 }
 
-func benchReplay(b *testing.B, newAlloc func() Allocator, inPlace ...bool) {
+func benchReplay(b *testing.B, newAlloc func() alloc.Allocator, inPlace ...bool) {
 	g := resnetLike(b, 100000/14, 64) // 100,002 ops
 	p := DefaultPlan(g)
 	m, err := NewMachine(g, Options{Allocator: newAlloc(), InPlace: len(inPlace) > 0 && inPlace[0]})
@@ -87,16 +90,16 @@ func benchReplay(b *testing.B, newAlloc func() Allocator, inPlace ...bool) {
 // BenchmarkReplayIdeal replays the default plan of a 100k-op graph
 // (about 200k steps) with the ideal allocator.
 func BenchmarkReplayIdeal(b *testing.B) {
-	benchReplay(b, func() Allocator { return nil })
+	benchReplay(b, func() alloc.Allocator { return nil })
 }
 
 // BenchmarkReplayCaching is the same with the caching allocator model.
 func BenchmarkReplayCaching(b *testing.B) {
-	benchReplay(b, func() Allocator { return NewCaching(0) })
+	benchReplay(b, func() alloc.Allocator { return alloc.NewCaching(0) })
 }
 
 // BenchmarkReplayStaticInPlace is the same with the static (MXNet) planner
 // and in-place reuse on: relu and add write over inputs freed right after.
 func BenchmarkReplayStaticInPlace(b *testing.B) {
-	benchReplay(b, func() Allocator { return NewStatic(DefaultStaticOptions()) }, true)
+	benchReplay(b, func() alloc.Allocator { return alloc.NewStatic(alloc.DefaultStaticOptions()) }, true)
 }

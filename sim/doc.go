@@ -1,6 +1,6 @@
 // Package sim is remat's memory and time simulator. A Machine holds the live
-// tensors of one graph, an allocator model (Ideal here; caching and static
-// models implement the same Allocator interface), a device profile with its
+// tensors of one graph, an allocator model (package sim/alloc: ideal,
+// caching or static, behind one Allocator interface), a device profile with its
 // roofline cost model, and two clocks (a compute stream and a copy stream for
 // swaps). Static strategies emit a Plan (compute, free, swap out, swap in)
 // that Simulate replays with validation; runtime strategies such as DTR drive

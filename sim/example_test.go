@@ -3,6 +3,8 @@ package sim_test
 import (
 	"fmt"
 
+	"github.com/remat-dev/remat/sim/alloc"
+
 	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/sim"
 )
@@ -57,7 +59,7 @@ func ExampleOptions_inPlace() {
 		panic(err)
 	}
 	for _, inPlace := range []bool{false, true} {
-		st := sim.NewStatic(sim.DefaultStaticOptions())
+		st := alloc.NewStatic(alloc.DefaultStaticOptions())
 		res, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{Allocator: st, InPlace: inPlace})
 		if err != nil {
 			panic(err)

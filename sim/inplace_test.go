@@ -3,9 +3,12 @@ package sim
 import (
 	"testing"
 
-	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/sim/alloc"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/remat-dev/remat/graph"
 )
 
 func opNamed(t *testing.T, g *graph.Graph, name string) graph.OpID {
@@ -106,8 +109,8 @@ func TestInPlaceChainStatic(t *testing.T) {
 	a, bt, c := tensorNamed(t, g, "a"), tensorNamed(t, g, "b"), tensorNamed(t, g, "c")
 	require.Equal(t, []Step{ComputeStep(0), ComputeStep(1), FreeStep(a), ComputeStep(2), FreeStep(bt), FreeStep(c)}, p.Steps)
 
-	run := func(inPlace bool) (*Result, *Static) {
-		s := NewStatic(DefaultStaticOptions())
+	run := func(inPlace bool) (*Result, *alloc.Static) {
+		s := alloc.NewStatic(alloc.DefaultStaticOptions())
 		res, err := Simulate(g, p, Options{Allocator: s, InPlace: inPlace})
 		require.NoError(t, err)
 		return res, s
@@ -125,7 +128,7 @@ func TestInPlaceChainStatic(t *testing.T) {
 	// b. One block for the chain: arena 200 B, peak 200 B.
 	on, sOn := run(true)
 	assert.Equal(t, 2, sOn.Stats().Storages)
-	assert.Equal(t, []StorageSlot{{0, 100}, {100, 100}}, sOn.Layout())
+	assert.Equal(t, []alloc.StorageSlot{{Offset: 0, Size: 100}, {Offset: 100, Size: 100}}, sOn.Layout())
 	assert.Equal(t, int64(200), on.PeakReserved)
 	assert.Equal(t, int64(200), on.PeakAllocated)
 	assert.Equal(t, 2, on.InPlace)
@@ -139,7 +142,7 @@ func TestInPlaceChainStatic(t *testing.T) {
 
 	// InPlace has no effect when the static model forbids it, or with an
 	// allocator that cannot reuse in place.
-	s := NewStatic(StaticOptions{MatchRange: 10})
+	s := alloc.NewStatic(alloc.StaticOptions{MatchRange: 10})
 	res, err := Simulate(g, p, Options{Allocator: s, InPlace: true})
 	require.NoError(t, err)
 	assert.Equal(t, int64(300), res.PeakReserved)
@@ -160,7 +163,7 @@ func TestInPlaceConditions(t *testing.T) {
 	require.NoError(t, err)
 	p := DefaultPlan(g)
 	require.Equal(t, []Step{ComputeStep(0), ComputeStep(1), ComputeStep(2), FreeStep(1), FreeStep(2), FreeStep(3)}, p.Steps)
-	s := NewStatic(DefaultStaticOptions())
+	s := alloc.NewStatic(alloc.DefaultStaticOptions())
 	res, err := Simulate(g, p, Options{Allocator: s, InPlace: true})
 	require.NoError(t, err)
 	// sigmoid cannot write over a (add reads it later): b gets block 2.
@@ -173,13 +176,13 @@ func TestInPlaceConditions(t *testing.T) {
 	g2 := chainGraph(t)
 	a2, b2, c2 := tensorNamed(t, g2, "a"), tensorNamed(t, g2, "b"), tensorNamed(t, g2, "c")
 	p2 := plan(ComputeStep(0), ComputeStep(1), SwapOutStep(a2), FreeStep(a2), ComputeStep(2), FreeStep(b2), FreeStep(c2))
-	s = NewStatic(DefaultStaticOptions())
+	s = alloc.NewStatic(alloc.DefaultStaticOptions())
 	res, err = Simulate(g2, p2, Options{Allocator: s, InPlace: true})
 	require.NoError(t, err)
 	assert.Equal(t, 1, res.InPlace, "only tanh over b")
 
 	// Direct Compute calls never reuse in place.
-	s = NewStatic(DefaultStaticOptions())
+	s = alloc.NewStatic(alloc.DefaultStaticOptions())
 	m, err := NewMachine(g2, Options{Allocator: s, InPlace: true})
 	require.NoError(t, err)
 	require.NoError(t, m.Compute(0))
@@ -189,7 +192,7 @@ func TestInPlaceConditions(t *testing.T) {
 
 	// After an in-place reuse the donor is gone: the plan's free is a no-op,
 	// a second free is an error and a reader sees a use after free.
-	s = NewStatic(DefaultStaticOptions())
+	s = alloc.NewStatic(alloc.DefaultStaticOptions())
 	m, err = NewMachine(g2, Options{Allocator: s, InPlace: true})
 	require.NoError(t, err)
 	err = m.Replay(plan(ComputeStep(0), ComputeStep(1), FreeStep(a2)))
@@ -221,7 +224,7 @@ func TestInPlaceOOMLeavesMachineUnchanged(t *testing.T) {
 	b.Op(graph.OpSigmoid, "b", a).Out("b", graph.F32, 25).Workspace(60)
 	g, err := b.Build()
 	require.NoError(t, err)
-	s := NewStatic(StaticOptions{MatchRange: 10, InPlace: true, Capacity: 250})
+	s := alloc.NewStatic(alloc.StaticOptions{MatchRange: 10, InPlace: true, Capacity: 250})
 	m, err := NewMachine(g, Options{Allocator: s, InPlace: true, Capacity: 250})
 	require.NoError(t, err)
 	err = m.Replay(DefaultPlan(g))
@@ -249,9 +252,9 @@ func TestInPlaceTrainingGraph(t *testing.T) {
 	require.NoError(t, err)
 	p := DefaultPlan(g)
 	for _, pol := range []int{0, 1} {
-		off, err := Simulate(g, p, Options{Allocator: NewStatic(DefaultStaticOptions()), AtomicCleanPolicy: pol})
+		off, err := Simulate(g, p, Options{Allocator: alloc.NewStatic(alloc.DefaultStaticOptions()), AtomicCleanPolicy: pol})
 		require.NoError(t, err)
-		on, err := Simulate(g, p, Options{Allocator: NewStatic(DefaultStaticOptions()), AtomicCleanPolicy: pol, InPlace: true})
+		on, err := Simulate(g, p, Options{Allocator: alloc.NewStatic(alloc.DefaultStaticOptions()), AtomicCleanPolicy: pol, InPlace: true})
 		require.NoError(t, err)
 		assert.Positive(t, on.InPlace)
 		assert.LessOrEqual(t, on.PeakReserved, off.PeakReserved)
@@ -285,7 +288,7 @@ func TestMachineAdjacentFree(t *testing.T) {
 	v := b.Op(graph.OpReshape, "v", bb).Out("v", graph.F32, 2, 64).Alias(bb).T()
 	g, err := b.Build()
 	require.NoError(t, err)
-	m, err := NewMachine(g, Options{Allocator: NewCaching(0)})
+	m, err := NewMachine(g, Options{Allocator: alloc.NewCaching(0)})
 	require.NoError(t, err)
 	require.NoError(t, m.Compute(0))
 	require.NoError(t, m.Compute(1))
@@ -333,7 +336,7 @@ func TestNewMachineRejectsViewOfLaterTensor(t *testing.T) {
 	for _, byOp := range []bool{true, false} {
 		g := mk(byOp)
 		require.ErrorIs(t, g.Validate(), graph.ErrInvalid)
-		for _, al := range []Allocator{nil, NewCaching(0), NewStatic(DefaultStaticOptions())} {
+		for _, al := range []alloc.Allocator{nil, alloc.NewCaching(0), alloc.NewStatic(alloc.DefaultStaticOptions())} {
 			require.NotPanics(t, func() {
 				res, err := Simulate(g, DefaultPlan(g), Options{Allocator: al, InPlace: true})
 				require.ErrorIs(t, err, graph.ErrInvalid)

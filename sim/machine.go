@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/remat-dev/remat/sim/alloc"
+
 	"github.com/remat-dev/remat/graph"
 )
 
@@ -19,7 +21,7 @@ type Options struct {
 	// its Reset when it starts. Construct it with the Machine's capacity
 	// (see CapacityOf): the Machine also fails any allocation after which
 	// the allocator reserves more than the capacity.
-	Allocator Allocator
+	Allocator alloc.Allocator
 	// Capacity overrides the device capacity in bytes when > 0; < 0 means
 	// unlimited.
 	Capacity int64
@@ -141,7 +143,7 @@ type liveRec struct {
 }
 
 type wsSlot struct {
-	block Block
+	block alloc.Block
 	rec   int32
 }
 
@@ -174,10 +176,10 @@ type Machine struct {
 	dev      Profile
 	devName  string
 	cost     CostModel
-	alloc    Allocator
-	addr     AddressAllocator // alloc, when it places blocks at addresses
-	inPlace  InPlaceAllocator // alloc, when Options.InPlace and supported
-	capacity int64            // usable bytes; unlimited if not limited
+	alloc    alloc.Allocator
+	addr     alloc.AddressAllocator // alloc, when it places blocks at addresses
+	inPlace  alloc.InPlaceAllocator // alloc, when Options.InPlace and supported
+	capacity int64                  // usable bytes; alloc.Unlimited if not limited
 	limited  bool
 
 	// per tensor
@@ -185,7 +187,7 @@ type Machine struct {
 	bytes  []int64
 	state  []TensorState
 	flags  []uint8
-	block  []Block
+	block  []alloc.Block
 	rec    []int32
 	ready  []int64 // time the device copy is available
 	host   []int64 // time the host copy is complete
@@ -198,7 +200,7 @@ type Machine struct {
 	recomp  []ErrorKind   // 0 when the op may be recomputed
 	ipRule  []InPlaceRule // per op, when inPlace != nil
 	arenaSz int64
-	arenaB  Block
+	arenaB  alloc.Block
 
 	ring              []wsSlot
 	ringHead, ringLen int
@@ -237,9 +239,9 @@ func CapacityOf(opts Options) (int64, bool) {
 	case opts.Capacity > 0:
 		c = opts.Capacity
 	case opts.Capacity < 0:
-		return unlimited, false
+		return alloc.Unlimited, false
 	case opts.Device.Name == "":
-		return unlimited, false
+		return alloc.Unlimited, false
 	default:
 		c = opts.Device.Capacity
 	}
@@ -272,7 +274,7 @@ func (o *Options) validate() error {
 		return fmt.Errorf("options: field ConvLibrary is %d, expected 0 (cudnn) or 1 (onednn)", o.ConvLibrary)
 	}
 	if _, lim := CapacityOf(*o); o.ReserveAll && !lim {
-		return fmt.Errorf("options: field ReserveAll is set but the capacity is unlimited, expected a Device or a Capacity > 0")
+		return fmt.Errorf("options: field ReserveAll is set but the capacity is alloc.Unlimited, expected a Device or a Capacity > 0")
 	}
 	return nil
 }
@@ -363,7 +365,7 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 	m.devName = opts.Device.Name
 	if m.devName == "" {
 		m.dev, _ = Device(DefaultDevice)
-		m.devName = "unlimited"
+		m.devName = "alloc.Unlimited"
 	}
 	m.cost = CostModel{Device: m.dev}
 	m.capacity, m.limited = CapacityOf(opts)
@@ -374,10 +376,10 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 		if !m.limited {
 			c = 0
 		}
-		m.alloc = NewIdeal(c)
+		m.alloc = alloc.NewIdeal(c)
 	}
-	m.addr, _ = m.alloc.(AddressAllocator)
-	if ip, ok := m.alloc.(InPlaceAllocator); ok && opts.InPlace {
+	m.addr, _ = m.alloc.(alloc.AddressAllocator)
+	if ip, ok := m.alloc.(alloc.InPlaceAllocator); ok && opts.InPlace {
 		m.inPlace = ip
 	}
 	nt, no := len(g.Tensors), len(g.Ops)
@@ -385,7 +387,7 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 	m.bytes = make([]int64, nt)
 	m.state = make([]TensorState, nt)
 	m.flags = make([]uint8, nt)
-	m.block = make([]Block, nt)
+	m.block = make([]alloc.Block, nt)
 	m.rec = make([]int32, nt)
 	m.ready = make([]int64, nt)
 	m.host = make([]int64, nt)
@@ -556,7 +558,7 @@ func (m *Machine) Reset() error {
 
 // allocate obtains a block from the allocator, enforcing the capacity, and
 // opens a live record.
-func (m *Machine) allocate(bytes int64, t, op int32) (Block, error) {
+func (m *Machine) allocate(bytes int64, t, op int32) (alloc.Block, error) {
 	b, err := m.alloc.Alloc(bytes)
 	if err != nil {
 		if !errors.Is(err, ErrOutOfMemory) {
@@ -579,7 +581,7 @@ func (m *Machine) allocate(bytes int64, t, op int32) (Block, error) {
 }
 
 // release frees a block and closes its live record.
-func (m *Machine) release(b Block, rec int32) {
+func (m *Machine) release(b alloc.Block, rec int32) {
 	m.alloc.Free(b)
 	if rec >= 0 {
 		m.records[rec].end = int32(m.step)
@@ -797,7 +799,7 @@ func (m *Machine) compute(op graph.OpID, next []Step) error {
 		}
 		m.block[out] = b
 	}
-	var wsb Block = -1
+	var wsb alloc.Block = -1
 	wsr := int32(-1)
 	if ws := m.opWs[op]; ws > 0 {
 		b, err := m.allocate(ws, -1, int32(op))
@@ -886,7 +888,7 @@ func (m *Machine) rollback(o *graph.Op, n, nrec int, donor graph.TensorID) {
 // releases the oldest when more than the ring's size are alive.
 // With k slots, the workspaces of the last k ops (this one included) were
 // alive while this op ran; afterwards the k-1 newest stay.
-func (m *Machine) pushWorkspace(b Block, rec int32) {
+func (m *Machine) pushWorkspace(b alloc.Block, rec int32) {
 	n := len(m.ring)
 	m.ring[(m.ringHead+m.ringLen)%n] = wsSlot{block: b, rec: rec}
 	m.ringLen++
@@ -1219,7 +1221,7 @@ func (m *Machine) SwapTime(t graph.TensorID) int64 {
 }
 
 // Allocator returns the allocator model.
-func (m *Machine) Allocator() Allocator {
+func (m *Machine) Allocator() alloc.Allocator {
 	if m == nil {
 		return nil
 	}

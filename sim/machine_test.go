@@ -8,9 +8,12 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/sim/alloc"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/remat-dev/remat/graph"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -542,7 +545,7 @@ func TestSimulateWithCachingAllocator(t *testing.T) {
 	p := DefaultPlan(g)
 	ideal, err := Simulate(g, p, Options{})
 	require.NoError(t, err)
-	res, err := Simulate(g, p, Options{Allocator: NewCaching(0)})
+	res, err := Simulate(g, p, Options{Allocator: alloc.NewCaching(0)})
 	require.NoError(t, err)
 	assert.Equal(t, "caching", res.Allocator)
 	// Rounding to 512-byte blocks and caching can only add memory.
@@ -550,10 +553,10 @@ func TestSimulateWithCachingAllocator(t *testing.T) {
 	assert.GreaterOrEqual(t, res.PeakReserved, res.PeakAllocated)
 	assert.Equal(t, ideal.TotalNs, res.TotalNs)
 	// The Machine enforces its capacity over the allocator's reserved bytes.
-	_, err = Simulate(g, p, Options{Allocator: NewCaching(0), Capacity: ideal.PeakAllocated})
+	_, err = Simulate(g, p, Options{Allocator: alloc.NewCaching(0), Capacity: ideal.PeakAllocated})
 	assert.ErrorIs(t, err, ErrOutOfMemory)
 	// A reused allocator is reset by each machine.
-	a := NewCaching(0)
+	a := alloc.NewCaching(0)
 	r1, err := Simulate(g, p, Options{Allocator: a})
 	require.NoError(t, err)
 	r2, err := Simulate(g, p, Options{Allocator: a})

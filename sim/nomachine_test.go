@@ -4,9 +4,12 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/sim/alloc"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/remat-dev/remat/graph"
 )
 
 func TestNilAndZeroMachine(t *testing.T) {
@@ -81,11 +84,11 @@ func TestPlanHelpersOnNilAndMalformedGraphs(t *testing.T) {
 }
 
 func TestZeroIdeal(t *testing.T) {
-	var a Ideal
+	var a alloc.Ideal
 	b, err := a.Alloc(1 << 40)
-	require.NoError(t, err, "the zero Ideal is unlimited")
+	require.NoError(t, err, "the zero alloc.Ideal is alloc.Unlimited")
 	assert.Equal(t, int64(1<<40), a.Allocated())
 	a.Free(b)
 	assert.Zero(t, a.Allocated())
-	assert.Equal(t, unlimited, a.Capacity())
+	assert.Equal(t, alloc.Unlimited, a.Capacity())
 }

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 
+	"github.com/remat-dev/remat/sim/alloc"
+
 	"github.com/remat-dev/remat/config"
 	"github.com/remat-dev/remat/dtr"
 	"github.com/remat-dev/remat/graph"
@@ -291,19 +293,19 @@ func (o Options) simOptions(capacity int64) (sim.Options, error) {
 	}
 	switch o.Allocator {
 	case AllocCaching, "":
-		so.Allocator = sim.NewCaching(capacity)
+		so.Allocator = alloc.NewCaching(capacity)
 	case AllocStatic:
-		st := sim.DefaultStaticOptions()
+		st := alloc.DefaultStaticOptions()
 		st.MatchRange = m.MatchRange
 		st.InPlace = m.InPlace
 		st.Capacity = capacity
 		if err := st.Validate(); err != nil {
 			return sim.Options{}, err
 		}
-		so.Allocator = sim.NewStatic(st)
+		so.Allocator = alloc.NewStatic(st)
 		so.InPlace = st.InPlace
 	case AllocIdeal:
-		so.Allocator = sim.NewIdeal(capacity)
+		so.Allocator = alloc.NewIdeal(capacity)
 	default:
 		return sim.Options{}, fmt.Errorf("allocator %q: expected one of ideal, caching, static", o.Allocator)
 	}

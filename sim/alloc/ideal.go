@@ -1,4 +1,4 @@
-package sim
+package alloc
 
 import "fmt"
 
@@ -18,13 +18,13 @@ type Ideal struct {
 // (capacity <= 0 means unlimited).
 func NewIdeal(capacity int64) *Ideal {
 	if capacity <= 0 {
-		capacity = unlimited
+		capacity = Unlimited
 	}
 	return &Ideal{capacity: capacity}
 }
 
-// unlimited is the capacity of a device without a limit.
-const unlimited = int64(1) << 62
+// Unlimited is the capacity of a device without a limit.
+const Unlimited = int64(1) << 62
 
 // Name returns "ideal".
 func (a *Ideal) Name() string { return "ideal" }
@@ -32,7 +32,7 @@ func (a *Ideal) Name() string { return "ideal" }
 // Capacity returns the allocator's capacity in bytes.
 func (a *Ideal) Capacity() int64 {
 	if a.capacity <= 0 {
-		return unlimited // the zero value
+		return Unlimited // the zero value
 	}
 	return a.capacity
 }
@@ -44,7 +44,7 @@ func (a *Ideal) Alloc(bytes int64) (Block, error) {
 	}
 	if bytes > a.capacity-a.allocated {
 		if a.capacity <= 0 { // the zero value: unlimited
-			a.capacity = unlimited
+			a.capacity = Unlimited
 			return a.Alloc(bytes)
 		}
 		return -1, fmt.Errorf("ideal allocator: %d bytes requested, %d of %d in use: %w", bytes, a.allocated, a.capacity, ErrOutOfMemory)
