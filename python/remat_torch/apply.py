@@ -59,6 +59,7 @@ RANDOM_OPS = {
     "_fused_dropout", "poisson", "_standard_gamma", "binomial",
 }
 
+_DTYPES_BY_NAME = {v: k for k, v in DTYPES.items()}
 _OUT = re.compile(r"^(\d+):([^\[]*)\[([^\]]*)\](?:=(\d+))?$")
 
 
@@ -180,6 +181,7 @@ class _Step:
         self.bpos = None  # next backward op position
         self.done = set()  # ops computed at least once
         self.ahead = set()  # plan steps run ahead of the cursor (see _lookahead)
+        self.standins = {}  # id(stand-in) -> (weakref, tid), see Runner._standin
         self.store = {}  # tid -> (tensor, version): tensors the applier holds
         self.host = {}  # tid -> swapped-out copy
         self.ids = {}  # id(python tensor) -> (weakref, tid)
@@ -219,6 +221,7 @@ class Runner:
             while r in alias and n <= len(alias):
                 r, n = alias[r], n + 1
             self.views.setdefault(r, []).append(tid)
+        self.view_ops = {i for i, o in enumerate(self.ops) if o.phase == "forward" and any(a is not None for _, _, _, a in o.outputs)}
         swapped = {v for k, v in self.steps if k == "swap_out"}
         # Tensors packed as handles: outputs of recomputed ops, swapped tensors.
         self.dropped = {tid for i in self.recomputed for tid, _, _, _ in self.ops[i].outputs} | swapped
@@ -232,7 +235,8 @@ class Runner:
         self.unpacked = []
         self.st = None
         self.check_only = check_only
-        self.stats = {"recomputes": 0, "on_demand": 0, "backward_mismatches": 0, "skipped_steps": 0}
+        self.stats = {"recomputes": 0, "on_demand": 0, "backward_mismatches": 0, "skipped_steps": 0,
+                      "stand_ins": 0, "stand_in_reads": 0, "view_rebuilds": 0}
 
     # -- tensors held by the applier --
 
@@ -311,7 +315,10 @@ class Runner:
         if p is None or p[0] not in self.st.recipes:
             raise RuntimeError("remat_torch: tensor %d (%s) is needed for a recompute but is neither held nor "
                                "recomputable (op outside the module)" % (tid, self.ops[p[0]].text if p else "?"))
-        self.stats["on_demand"] += 1
+        if p[0] in self.view_ops and p[0] not in self.recomputed:
+            self.stats["view_rebuilds"] += 1
+        else:
+            self.stats["on_demand"] += 1
         self._recompute(p[0], depth + 1)
         t = self._get(tid)
         if t is None:
@@ -359,7 +366,8 @@ class Runner:
         outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
         for (tid, _, _, _), o in zip(self.ops[op].outputs, outs):
             self._hold(tid, o)
-        self.stats["recomputes"] += 1
+        if op in self.recomputed:
+            self.stats["recomputes"] += 1
 
     # -- dispatch --
 
@@ -370,7 +378,12 @@ class Runner:
         if st is None or st.finished:
             return func(*args, **kwargs)
         if self.unpacked and is_unpack_detach(func, args, self.unpacked):
-            return func(*args, **kwargs)  # autograd's detach of an unpacked tensor: not an op (see trace)
+            # autograd's detach of an unpacked tensor: not an op (see trace)
+            out = func(*args, **kwargs)
+            e = st.standins.get(id(args[0]))
+            if e is not None and e[0]() is args[0] and isinstance(out, torch.Tensor):
+                st.standins[id(out)] = (weakref.ref(out), e[1])
+            return out
         if st.phase == "forward":
             return self._forward_op(func, args, kwargs)
         return self._backward_op(func, args, kwargs)
@@ -391,6 +404,10 @@ class Runner:
         if not self.check_only:
             self._advance(k)
         rng, in_tids = None, None
+        if k in self.view_ops and k not in self.recomputed and not self.check_only:
+            # A view: the simulator revives it with its base, so the applier
+            # can rebuild it from a recomputed base (nothing held for it).
+            in_tids = [self._tid(v) if isinstance(v, torch.Tensor) else None for v in flat_in]
         if k in self.recomputed and not self.check_only:
             # The recompute's inputs, named before the op runs (an in-place op
             # returns its input as a new version) and held at the version it
@@ -423,7 +440,7 @@ class Runner:
             st.ids[id(o)] = (weakref.ref(o), tid)
             if tid in self.dropped:
                 self._hold(tid, o)
-        if k in self.recomputed:
+        if k in self.recomputed or k in self.view_ops:
             self._record(k, func, args, kwargs, flat_in, in_tids, spec, outs, rng)
         st.nodes.produced(k, outs)
         return out
@@ -478,6 +495,8 @@ class Runner:
             st.bpos = p + 1
         else:
             self.stats["backward_mismatches"] += 1
+        if st.standins:
+            args, kwargs = self._real(args, kwargs)
         return func(*args, **kwargs)
 
     # -- saved tensors --
@@ -524,9 +543,46 @@ class Runner:
         try:
             if self._get(h.tid) is None:
                 self._lookahead(h.tid)
-            return self._resolve(h.tid)
+            t = self._get(h.tid)
+            if t is not None:
+                return t
+            # Not resident in the plan here: the node's kernels do not read
+            # it (the trace names the tensors they read), autograd saved it
+            # for its metadata (mean's input, for its sizes). A stand-in of
+            # its dtype and shape on one element of memory; a kernel that
+            # reads it after all gets the real tensor, recomputed on demand.
+            return self._standin(h.tid)
         finally:
             self.internal -= 1
+
+    def _standin(self, tid):
+        op, j = self.producer[tid]
+        _, dtype, shape, _ = self.ops[op].outputs[j]
+        dt = _DTYPES_BY_NAME.get(dtype)
+        if dt is None or shape is None:
+            return self._resolve(tid)
+        t = torch.zeros((), dtype=dt, device=self.device).expand(shape)
+        self.st.standins[id(t)] = (weakref.ref(t), tid)
+        self.stats["stand_ins"] += 1
+        return t
+
+    def _real(self, args, kwargs):
+        """args and kwargs with stand-ins replaced by their real tensors."""
+        st = self.st
+
+        def real(a):
+            if isinstance(a, torch.Tensor):
+                e = st.standins.get(id(a))
+                if e is not None and e[0]() is a:
+                    self.stats["stand_in_reads"] += 1
+                    self.internal += 1
+                    try:
+                        return self._resolve(e[1])
+                    finally:
+                        self.internal -= 1
+            return a
+
+        return tree_map(real, args), tree_map(real, kwargs)
 
     def _lookahead(self, tid):
         """An autograd node unpacks a tensor the plan recomputes only later
