@@ -1555,6 +1555,18 @@ var misuseCases = []misuseCase{
 		_, _, err := sublinear.ExactSearch(context.Background(), misuseGraph(), *new(sublinear.SearchOptions))
 		return err
 	}},
+	{"sublinear.Genetic", "zero", true, func() error {
+		_, _, err := sublinear.Genetic(context.Background(), (*graph.Graph)(nil), *new(sublinear.SearchOptions))
+		return err
+	}},
+	{"sublinear.Genetic", "empty", false, func() error {
+		_, _, err := sublinear.Genetic(context.Background(), new(graph.Graph), *new(sublinear.SearchOptions))
+		return err
+	}},
+	{"sublinear.Genetic", "foreign", false, func() error {
+		_, _, err := sublinear.Genetic(context.Background(), misuseGraph(), *new(sublinear.SearchOptions))
+		return err
+	}},
 	{"sublinear.InfeasibleBudgetError.Error", "zero", false, func() error { _ = new(sublinear.InfeasibleBudgetError).Error(); return nil }},
 	{"sublinear.InfeasibleBudgetError.Unwrap", "zero", false, func() error { err := new(sublinear.InfeasibleBudgetError).Unwrap(); return err }},
 	{"sublinear.Search", "zero", true, func() error {
@@ -1569,43 +1581,31 @@ var misuseCases = []misuseCase{
 		_, _, err := sublinear.Search(context.Background(), misuseGraph(), *new(sublinear.SearchOptions))
 		return err
 	}},
-	{"sublinear.Sublinear", "zero", true, func() error {
-		_, _, err := sublinear.Sublinear(context.Background(), (*graph.Graph)(nil), *new(sublinear.SearchOptions))
-		return err
-	}},
-	{"sublinear.Sublinear", "empty", false, func() error {
-		_, _, err := sublinear.Sublinear(context.Background(), new(graph.Graph), *new(sublinear.SearchOptions))
-		return err
-	}},
-	{"sublinear.Sublinear", "foreign", false, func() error {
-		_, _, err := sublinear.Sublinear(context.Background(), misuseGraph(), *new(sublinear.SearchOptions))
-		return err
-	}},
-	{"sublinear.SublinearBudget", "zero", true, func() error {
-		_, _, err := sublinear.SublinearBudget(context.Background(), (*graph.Graph)(nil), (int64)(0), *new(sublinear.SearchOptions))
-		return err
-	}},
-	{"sublinear.SublinearBudget", "empty", false, func() error {
-		_, _, err := sublinear.SublinearBudget(context.Background(), new(graph.Graph), (int64)(-1), *new(sublinear.SearchOptions))
-		return err
-	}},
-	{"sublinear.SublinearBudget", "foreign", false, func() error {
-		_, _, err := sublinear.SublinearBudget(context.Background(), misuseGraph(), (int64)(0), *new(sublinear.SearchOptions))
-		return err
-	}},
-	{"sublinear.SublinearGA", "zero", true, func() error {
-		_, _, err := sublinear.SublinearGA(context.Background(), (*graph.Graph)(nil), *new(sublinear.SearchOptions))
-		return err
-	}},
-	{"sublinear.SublinearGA", "empty", false, func() error {
-		_, _, err := sublinear.SublinearGA(context.Background(), new(graph.Graph), *new(sublinear.SearchOptions))
-		return err
-	}},
-	{"sublinear.SublinearGA", "foreign", false, func() error {
-		_, _, err := sublinear.SublinearGA(context.Background(), misuseGraph(), *new(sublinear.SearchOptions))
-		return err
-	}},
 	{"sublinear.ThresholdGenome", "zero", true, func() error { _, err := sublinear.ThresholdGenome((*graph.Graph)(nil), (int64)(0)); return err }},
 	{"sublinear.ThresholdGenome", "empty", false, func() error { _, err := sublinear.ThresholdGenome(new(graph.Graph), (int64)(-1)); return err }},
 	{"sublinear.ThresholdGenome", "foreign", false, func() error { _, err := sublinear.ThresholdGenome(misuseGraph(), (int64)(0)); return err }},
+	{"sublinear.Thresholds", "zero", true, func() error {
+		_, _, err := sublinear.Thresholds(context.Background(), (*graph.Graph)(nil), *new(sublinear.SearchOptions))
+		return err
+	}},
+	{"sublinear.Thresholds", "empty", false, func() error {
+		_, _, err := sublinear.Thresholds(context.Background(), new(graph.Graph), *new(sublinear.SearchOptions))
+		return err
+	}},
+	{"sublinear.Thresholds", "foreign", false, func() error {
+		_, _, err := sublinear.Thresholds(context.Background(), misuseGraph(), *new(sublinear.SearchOptions))
+		return err
+	}},
+	{"sublinear.WithinBudget", "zero", true, func() error {
+		_, _, err := sublinear.WithinBudget(context.Background(), (*graph.Graph)(nil), (int64)(0), *new(sublinear.SearchOptions))
+		return err
+	}},
+	{"sublinear.WithinBudget", "empty", false, func() error {
+		_, _, err := sublinear.WithinBudget(context.Background(), new(graph.Graph), (int64)(-1), *new(sublinear.SearchOptions))
+		return err
+	}},
+	{"sublinear.WithinBudget", "foreign", false, func() error {
+		_, _, err := sublinear.WithinBudget(context.Background(), misuseGraph(), (int64)(0), *new(sublinear.SearchOptions))
+		return err
+	}},
 }

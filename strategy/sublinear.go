@@ -70,9 +70,9 @@ func planSublinear(ga bool) Planner {
 		var p *sim.Plan
 		var rep sublinear.SearchReport
 		if ga {
-			p, rep, err = sublinear.SublinearGA(ctx, g, so)
+			p, rep, err = sublinear.Genetic(ctx, g, so)
 		} else {
-			p, rep, err = sublinear.Sublinear(ctx, g, so)
+			p, rep, err = sublinear.Thresholds(ctx, g, so)
 		}
 		return Result{Plan: p, Stats: searchStats(rep)}, err
 	}
@@ -87,7 +87,7 @@ func planSublinearBudget(ctx context.Context, g *graph.Graph, o Options) (Result
 	if err != nil {
 		return Result{}, err
 	}
-	p, rep, err := sublinear.SublinearBudget(ctx, g, limit, so)
+	p, rep, err := sublinear.WithinBudget(ctx, g, limit, so)
 	var inf *sublinear.InfeasibleBudgetError
 	if errors.As(err, &inf) {
 		return Result{Plan: p, Status: StatusInfeasible, Reason: inf.Error(), Stats: searchStats(rep)}, nil

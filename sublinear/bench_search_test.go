@@ -65,7 +65,7 @@ func BenchmarkThresholdSearch10k(b *testing.B) {
 	var rep SearchReport
 	for i := 0; i < b.N; i++ {
 		var err error
-		_, rep, err = Sublinear(context.Background(), g, opts)
+		_, rep, err = Thresholds(context.Background(), g, opts)
 		require.NoError(b, err)
 	}
 	b.ReportMetric(float64(rep.Peak)/(1<<20), "peak_MiB")
@@ -86,7 +86,7 @@ func BenchmarkGA10k(b *testing.B) {
 			var rep SearchReport
 			for i := 0; i < b.N; i++ {
 				var err error
-				_, rep, err = SublinearGA(context.Background(), g, opts)
+				_, rep, err = Genetic(context.Background(), g, opts)
 				require.NoError(b, err)
 			}
 			b.ReportMetric(float64(rep.Peak)/(1<<20), "peak_MiB")
@@ -100,13 +100,13 @@ func BenchmarkGA10k(b *testing.B) {
 // and the baseline.
 func BenchmarkBudget10k(b *testing.B) {
 	g := graph10k(b)
-	_, base, err := Sublinear(context.Background(), g, DefaultSearchOptions())
+	_, base, err := Thresholds(context.Background(), g, DefaultSearchOptions())
 	require.NoError(b, err)
 	budget := base.Peak + (base.BaselinePeak-base.Peak)/2
 	b.ResetTimer()
 	var rep SearchReport
 	for i := 0; i < b.N; i++ {
-		_, rep, err = SublinearBudget(context.Background(), g, budget, DefaultSearchOptions())
+		_, rep, err = WithinBudget(context.Background(), g, budget, DefaultSearchOptions())
 		require.NoError(b, err)
 	}
 	b.ReportMetric(float64(rep.RecomputeNs)/1e6, "recompute_ms")

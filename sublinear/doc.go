@@ -5,7 +5,7 @@
 // solver for tiny graphs. The chain planners (Chen's baselines, Revolve and
 // optimal-chain) are package chain.
 //
-// MegEngine's search (Search, Sublinear, SublinearGA, SublinearBudget,
+// MegEngine's search (Search, Thresholds, Genetic, WithinBudget,
 // ExactSearch) works on the whole operator sequence. A Genome is a sorted
 // set of split points (ops that end a block; the last op always does). For
 // each block, every var created in it and alive after it, except the block's

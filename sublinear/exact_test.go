@@ -66,7 +66,7 @@ func TestBudgetGAAgainstExact(t *testing.T) {
 		_, ex, err := ExactSearch(context.Background(), g, opts)
 		require.NoError(t, err)
 		require.True(t, ex.Feasible)
-		_, ga, err := SublinearBudget(context.Background(), g, budget, opts)
+		_, ga, err := WithinBudget(context.Background(), g, budget, opts)
 		require.NoError(t, err, "case %d", i)
 		require.LessOrEqual(t, ga.Peak, budget)
 		require.GreaterOrEqual(t, ga.RecomputeNs, ex.RecomputeNs, "exact is a lower bound")

@@ -122,7 +122,7 @@ func TestFitnessEqualsSimulator(t *testing.T) {
 			require.Equal(t, res.Recomputes, len(rep.Duplicated))
 			checked++
 		}
-		plan, rep, err := SublinearGA(context.Background(), g, opts)
+		plan, rep, err := Genetic(context.Background(), g, opts)
 		require.NoError(t, err)
 		res, err := sim.Simulate(g, plan, so)
 		require.NoError(t, err)
@@ -191,9 +191,9 @@ func TestDeterminismAcrossWorkers(t *testing.T) {
 		var rep SearchReport
 		var err error
 		if budget == 0 {
-			plan, rep, err = SublinearGA(context.Background(), g, opts)
+			plan, rep, err = Genetic(context.Background(), g, opts)
 		} else {
-			plan, rep, err = SublinearBudget(context.Background(), g, budget, opts)
+			plan, rep, err = WithinBudget(context.Background(), g, budget, opts)
 		}
 		require.NoError(t, err)
 		return plan, rep
@@ -215,7 +215,7 @@ func TestInfeasibleBudget(t *testing.T) {
 	g := trainingGraph(t, 10)
 	opts := DefaultSearchOptions()
 	opts.GeneticIters = 3
-	plan, rep, err := SublinearBudget(context.Background(), g, 1000, opts)
+	plan, rep, err := WithinBudget(context.Background(), g, 1000, opts)
 	var ib *InfeasibleBudgetError
 	require.ErrorAs(t, err, &ib)
 	require.ErrorIs(t, err, sim.ErrOutOfMemory)
@@ -225,7 +225,7 @@ func TestInfeasibleBudget(t *testing.T) {
 	require.NotNil(t, plan)
 	assert.Contains(t, err.Error(), "budget 1000 bytes is infeasible")
 	// It is the smallest peak any search finds.
-	_, peakRep, err := SublinearGA(context.Background(), g, opts)
+	_, peakRep, err := Genetic(context.Background(), g, opts)
 	require.NoError(t, err)
 	assert.LessOrEqual(t, ib.MinPeak, peakRep.Peak)
 }
@@ -237,7 +237,7 @@ func TestCancellationReturnsBestSoFar(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	plan, rep, err := SublinearGA(ctx, g, opts)
+	plan, rep, err := Genetic(ctx, g, opts)
 	el := time.Since(start)
 	require.NoError(t, err)
 	require.NotNil(t, plan)
@@ -252,12 +252,12 @@ func TestCancellationReturnsBestSoFar(t *testing.T) {
 func TestLowerBoundRefine(t *testing.T) {
 	g := trainingGraph(t, 30)
 	opts := DefaultSearchOptions()
-	_, best, err := Sublinear(context.Background(), g, opts)
+	_, best, err := Thresholds(context.Background(), g, opts)
 	require.NoError(t, err)
 	require.NotEmpty(t, best.Duplicated)
 	lb := best.Peak + (best.BaselinePeak-best.Peak)/2
 	opts.LowerBound = lb
-	plan, rep, err := Sublinear(context.Background(), g, opts)
+	plan, rep, err := Thresholds(context.Background(), g, opts)
 	require.NoError(t, err)
 	t.Logf("best peak %d time %d; lb %d -> peak %d time %d", best.Peak, best.RecomputeNs, lb, rep.Peak, rep.RecomputeNs)
 	assert.LessOrEqual(t, rep.Peak, lb)
@@ -267,7 +267,7 @@ func TestLowerBoundRefine(t *testing.T) {
 	assert.Equal(t, res.PeakAllocated, rep.Peak)
 	// A bound below the best peak changes nothing.
 	opts.LowerBound = best.Peak - 1
-	_, rep2, err := Sublinear(context.Background(), g, opts)
+	_, rep2, err := Thresholds(context.Background(), g, opts)
 	require.NoError(t, err)
 	assert.Equal(t, best.SplitPoints, rep2.SplitPoints)
 }

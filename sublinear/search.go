@@ -26,8 +26,8 @@ const (
 	DefaultThreshNrTry = 10   // thresh_nr_try, MGB_SUBLINEAR_MEMORY_THRESH_NR_TRY
 	DefaultPoolSize    = 20   // genetic_pool_size, MGB_SUBLINEAR_MEMORY_GENETIC_POOL_SIZE
 	DefaultSearchSeed  = 2333 // the seed of MegEngine's genetic search RNG
-	// DefaultGAIters is the number of generations SublinearGA and
-	// SublinearBudget run when SearchOptions.GeneticIters is 0 (the value
+	// DefaultGAIters is the number of generations Genetic and
+	// WithinBudget run when SearchOptions.GeneticIters is 0 (the value
 	// MegEngine's documentation uses as its example).
 	DefaultGAIters = 20
 )
@@ -547,19 +547,19 @@ func runSearch(ctx context.Context, g *graph.Graph, opts SearchOptions, strategy
 	return s.finish(strategy, s.baseline)
 }
 
-// Sublinear is the "sublinear" strategy: MegEngine's threshold presets and
+// Thresholds is the "sublinear" strategy: MegEngine's threshold presets and
 // lb_memory refine with the genetic search off, whatever
 // opts.GeneticIters says.
-func Sublinear(ctx context.Context, g *graph.Graph, opts SearchOptions) (*sim.Plan, SearchReport, error) {
+func Thresholds(ctx context.Context, g *graph.Graph, opts SearchOptions) (*sim.Plan, SearchReport, error) {
 	opts.GeneticIters = 0
 	opts.Budget = 0
 	return runSearch(ctx, g, opts, StrategySublinear)
 }
 
-// SublinearGA is the "sublinear-ga" strategy: presets, then
+// Genetic is the "sublinear-ga" strategy: presets, then
 // opts.GeneticIters generations of MegEngine's genetic search
 // (DefaultGAIters if 0), then the lb_memory refine.
-func SublinearGA(ctx context.Context, g *graph.Graph, opts SearchOptions) (*sim.Plan, SearchReport, error) {
+func Genetic(ctx context.Context, g *graph.Graph, opts SearchOptions) (*sim.Plan, SearchReport, error) {
 	if opts.GeneticIters == 0 {
 		opts.GeneticIters = DefaultGAIters
 	}
@@ -570,11 +570,11 @@ func SublinearGA(ctx context.Context, g *graph.Graph, opts SearchOptions) (*sim.
 	return runSearch(ctx, g, opts, StrategySublinearGA)
 }
 
-// SublinearBudget is the "sublinear-budget" strategy: the same genome and
+// WithinBudget is the "sublinear-budget" strategy: the same genome and
 // operators, minimizing recompute time subject to peak <= budget
 // (opts.GeneticIters generations, DefaultGAIters if 0). An infeasible budget
 // returns the smallest-peak plan found and an *InfeasibleBudgetError.
-func SublinearBudget(ctx context.Context, g *graph.Graph, budget int64, opts SearchOptions) (*sim.Plan, SearchReport, error) {
+func WithinBudget(ctx context.Context, g *graph.Graph, budget int64, opts SearchOptions) (*sim.Plan, SearchReport, error) {
 	if budget <= 0 {
 		return nil, SearchReport{}, fmt.Errorf("sublinear: budget is %d bytes, expected > 0", budget)
 	}

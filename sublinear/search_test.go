@@ -106,7 +106,7 @@ func TestMegEngineBadOpr(t *testing.T) {
 			// refine_block_discard_rec then keeps bad (a discard recomputed
 			// in the next block is cancelled). The genome [2 3 5] needs the
 			// genetic search, which is why MegEngine's test enables it.
-			_, rep2, err := Sublinear(context.Background(), g, DefaultSearchOptions())
+			_, rep2, err := Thresholds(context.Background(), g, DefaultSearchOptions())
 			require.NoError(t, err)
 			assert.GreaterOrEqual(t, rep2.Peak, tc.peak)
 			_, rep3, err := EvaluateGenome(g, Genome{2, 3, 5}, DefaultSearchOptions())
@@ -124,7 +124,7 @@ func TestMegEngineMultiReuse(t *testing.T) {
 	// MegEngine asserts alloc_size < NS*2 + NS/2 with NS = N*4 bytes.
 	const ns = 1024 * 4
 	g := megMultiReuseGraph(t)
-	plan, rep, err := Sublinear(context.Background(), g, DefaultSearchOptions())
+	plan, rep, err := Thresholds(context.Background(), g, DefaultSearchOptions())
 	require.NoError(t, err)
 	assert.Less(t, rep.Peak, int64(ns*2+ns/2))
 	assert.Greater(t, rep.Peak, int64(0))
@@ -144,13 +144,13 @@ func TestEmptyAndTinyGraphs(t *testing.T) {
 	for _, g := range []*graph.Graph{empty, g1} {
 		for _, f := range []func() (*sim.Plan, SearchReport, error){
 			func() (*sim.Plan, SearchReport, error) {
-				return Sublinear(context.Background(), g, DefaultSearchOptions())
+				return Thresholds(context.Background(), g, DefaultSearchOptions())
 			},
 			func() (*sim.Plan, SearchReport, error) {
-				return SublinearGA(context.Background(), g, DefaultSearchOptions())
+				return Genetic(context.Background(), g, DefaultSearchOptions())
 			},
 			func() (*sim.Plan, SearchReport, error) {
-				return SublinearBudget(context.Background(), g, 1<<20, DefaultSearchOptions())
+				return WithinBudget(context.Background(), g, 1<<20, DefaultSearchOptions())
 			},
 			func() (*sim.Plan, SearchReport, error) {
 				return ExactSearch(context.Background(), g, DefaultSearchOptions())
@@ -201,7 +201,7 @@ func TestOptionErrors(t *testing.T) {
 	}
 	_, _, err := Search(context.Background(), nil, DefaultSearchOptions())
 	require.Error(t, err)
-	_, _, err = SublinearBudget(context.Background(), g, 0, DefaultSearchOptions())
+	_, _, err = WithinBudget(context.Background(), g, 0, DefaultSearchOptions())
 	require.ErrorContains(t, err, "budget is 0")
 	_, _, err = EvaluateGenome(g, Genome{3, 2, 9}, DefaultSearchOptions())
 	require.ErrorContains(t, err, "genome")

@@ -49,7 +49,7 @@ func TestViewedStorageIsDiscardable(t *testing.T) {
 		}
 	}
 	require.Positive(t, views)
-	plan, rep, err := Sublinear(context.Background(), g, DefaultSearchOptions())
+	plan, rep, err := Thresholds(context.Background(), g, DefaultSearchOptions())
 	require.NoError(t, err)
 	require.Less(t, rep.Peak, rep.BaselinePeak, "the search finds a reduction")
 	require.NotEmpty(t, rep.Duplicated)
@@ -94,7 +94,7 @@ func TestLowerBoundBelowEveryPeak(t *testing.T) {
 	for _, g := range gs {
 		opts := DefaultSearchOptions()
 		opts.GeneticIters = 3
-		_, rep, err := SublinearBudget(context.Background(), g, 1, opts)
+		_, rep, err := WithinBudget(context.Background(), g, 1, opts)
 		var inf *InfeasibleBudgetError
 		require.True(t, errors.As(err, &inf), "%s: %v", g.Name, err)
 		require.ErrorIs(t, err, sim.ErrOutOfMemory)

@@ -36,10 +36,10 @@ func TestZooGAAndBudgetMode(t *testing.T) {
 			require.NoError(t, err)
 			opts := DefaultSearchOptions()
 			opts.Workers = 2
-			_, thr, err := Sublinear(ctx, g, opts)
+			_, thr, err := Thresholds(ctx, g, opts)
 			require.NoError(t, err)
 			opts.GeneticIters = 20
-			_, ga, err := SublinearGA(ctx, g, opts)
+			_, ga, err := Genetic(ctx, g, opts)
 			require.NoError(t, err)
 			assert.LessOrEqual(t, ga.Peak, thr.Peak, "GA peak <= threshold-only peak")
 
@@ -58,7 +58,7 @@ func TestZooGAAndBudgetMode(t *testing.T) {
 			require.NoError(t, err)
 			optRes, err := sim.Simulate(g, optPlan, sim.Options{})
 			require.NoError(t, err)
-			bPlan, _, err := SublinearBudget(ctx, g, budget, opts)
+			bPlan, _, err := WithinBudget(ctx, g, budget, opts)
 			require.NoError(t, err)
 			bRes, err := sim.Simulate(g, bPlan, sim.Options{})
 			require.NoError(t, err)
