@@ -3,7 +3,6 @@ package mirror
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/remat-dev/remat/config"
@@ -76,23 +75,11 @@ func (r Rule) String() string {
 // traced PyTorch steps (convolution, addmm, mm, native_batch_norm,
 // nll_loss_forward, native_dropout, ...) to the MXNet operator names the
 // predicate is written in terms of. Types without an MXNet counterpart in
-// the predicate's lists map to themselves.
+// the predicate's lists map to themselves. The names are the op-type
+// registry's (graph.LookupOpType, its MXNet class).
 func MXNetType(opType string) string {
-	switch strings.ToLower(opType) {
-	case "conv2d", "conv1d", "conv3d", "convolution", "_convolution", "conv", "cudnn_convolution", "mkldnn_convolution":
-		return "Convolution"
-	case "linear", "gemm", "matmul", "fully_connected", "fullyconnected", "bmm", "addmm", "mm", "baddbmm", "addbmm":
-		return "FullyConnected"
-	case "concat", "cat":
-		return "Concat"
-	case "cross_entropy", "softmax_cross_entropy", "softmax_output", "softmaxoutput", "nll_loss", "nll_loss_forward", "nll_loss2d_forward", "_log_softmax", "log_softmax", "cross_entropy_loss":
-		return "SoftmaxOutput"
-	case "batchnorm", "batch_norm", "batchnorm2d", "native_batch_norm", "_native_batch_norm_legit", "cudnn_batch_norm", "batchnormalization":
-		return "BatchNorm"
-	case "dropout", "native_dropout", "feature_dropout", "alpha_dropout":
-		return "Dropout"
-	case "embedding":
-		return "Embedding"
+	if e, ok := graph.LookupOpType(opType); ok && e.MXNet != "" {
+		return e.MXNet
 	}
 	return opType
 }
