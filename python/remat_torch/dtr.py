@@ -58,9 +58,9 @@ import time
 import weakref
 
 import torch
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-from .apply import RANDOM_OPS, Runner, _detached, _Mode
+from .apply import RANDOM_OPS, Runner, _detached, _Mode, _Ref
 
 HEURISTICS = ("dtr", "eq-class", "local", "msps", "lru", "size")
 _ALIASES = {
@@ -121,8 +121,9 @@ class _DStep:
 
 class Runtime(Runner):
     """The DTR runtime of one module (see the module doc). It reuses
-    apply.Runner's recipe recording and recompute (RNG, written arguments,
-    in-place ops) and replaces its plan with eviction by score."""
+    apply.Runner's recipe recording (_record: RNG state, written arguments,
+    batch-norm statistics), tensor naming (_tid) and dispatch mode, and
+    replaces its plan with eviction by score."""
 
     def __init__(self, model, budget_bytes, heuristic="eq-class", min_size=0, strict=False):
         # Runner.__init__ parses a plan; the runtime has none, so it sets the
@@ -372,7 +373,7 @@ class Runtime(Runner):
         if x is not None and self.heuristic == "eq-class":
             self.ufvalue[self._uf_find(x)] -= self.cost.get(t, 0)
 
-    # -- recompute (apply.Runner._recompute does the op) --
+    # -- recompute (_rerun runs the op as apply.Runner._recompute does) --
 
     def _recompute(self, op, depth=0):
         top = not self.frames
@@ -386,7 +387,7 @@ class Runtime(Runner):
             for tid in self._arg_tids(self.st.recipes[op]):
                 self._resolve(tid, depth)
             self._evict_to(self.budget - self.obytes.get(op, 0))
-            super()._recompute(op, depth)
+            self._rerun(op, depth)
             self.clock += 1
             self._evict_to(self.budget)
         finally:
@@ -394,6 +395,49 @@ class Runtime(Runner):
             self._unlock_all(frame)
             if top:
                 self.stats["recompute_ns"] += time.perf_counter_ns() - t0
+
+    def _rerun(self, op, depth):
+        """Run op's recipe again and hold its outputs: apply.Runner's
+        recompute as of a4e7a38 (kept here so that the runtime does not
+        follow the applier's plan bookkeeping): RNG state of the first run,
+        written arguments cloned unless they are the runtime's own
+        recomputed tensors (batch-norm running statistics: always cloned)."""
+        r = self.st.recipes[op]
+        own = set()
+
+        def arg(a):
+            if isinstance(a, _Ref):
+                t = self._resolve(a.tid, depth)
+                own.add(id(t))
+                return t
+            return a
+
+        args = tree_map(arg, r.args)
+        kwargs = tree_map(arg, r.kwargs)
+        if r.writes:
+            flat, spec = tree_flatten((args, kwargs))
+            for i in r.writes:
+                t = flat[i]
+                if isinstance(t, torch.Tensor) and (i in r.writes_only or id(t) not in own):
+                    flat[i] = t.clone()
+            args, kwargs = tree_unflatten(flat, spec)
+        self.internal += 1
+        try:
+            with torch.no_grad():
+                if r.rng is not None:
+                    with torch.random.fork_rng(devices=[self.device] if r.rng[1] is not None else []):
+                        torch.set_rng_state(r.rng[0])
+                        if r.rng[1] is not None:
+                            torch.cuda.set_rng_state(r.rng[1], self.device)
+                        out = r.func(*args, **kwargs)
+                else:
+                    out = r.func(*args, **kwargs)
+        finally:
+            self.internal -= 1
+        outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+        for (tid, _, _, _), o in zip(self.ops[op].outputs, outs):
+            self._hold(tid, o)
+        self.stats["recomputes"] += 1
 
     def _resolve(self, tid, depth=0):
         t = self._get(tid)
@@ -440,8 +484,6 @@ class Runtime(Runner):
 
     @staticmethod
     def _arg_tids(r):
-        from .apply import _Ref
-
         flat, _ = tree_flatten((r.args, r.kwargs))
         return [a.tid for a in flat if isinstance(a, _Ref)]
 
