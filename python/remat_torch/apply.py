@@ -225,6 +225,11 @@ class Runner:
         swapped = {v for k, v in self.steps if k == "swap_out"}
         # Tensors packed as handles: outputs of recomputed ops, swapped tensors.
         self.dropped = {tid for i in self.recomputed for tid, _, _, _ in self.ops[i].outputs} | swapped
+        # A saved view of a dropped base is dropped too: kept, it would keep
+        # the base's storage alive, which the simulator frees with the base.
+        for root, vs in self.views.items():
+            if root in self.dropped:
+                self.dropped.update(vs)
         self.links = {}  # forward op -> backward op positions linked to it
         for i, o in enumerate(self.ops):
             if o.phase == "backward" and o.forward is not None:
