@@ -179,7 +179,7 @@ type Machine struct {
 	alloc    alloc.Allocator
 	addr     alloc.AddressAllocator // alloc, when it places blocks at addresses
 	inPlace  alloc.InPlaceAllocator // alloc, when Options.InPlace and supported
-	capacity int64                  // usable bytes; alloc.Unlimited if not limited
+	capacity int64                  // usable bytes; unlimited if not limited
 	limited  bool
 
 	// per tensor
@@ -274,7 +274,7 @@ func (o *Options) validate() error {
 		return fmt.Errorf("options: field ConvLibrary is %d, expected 0 (cudnn) or 1 (onednn)", o.ConvLibrary)
 	}
 	if _, lim := CapacityOf(*o); o.ReserveAll && !lim {
-		return fmt.Errorf("options: field ReserveAll is set but the capacity is alloc.Unlimited, expected a Device or a Capacity > 0")
+		return fmt.Errorf("options: field ReserveAll is set but the capacity is unlimited, expected a Device or a Capacity > 0")
 	}
 	return nil
 }
@@ -365,7 +365,7 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 	m.devName = opts.Device.Name
 	if m.devName == "" {
 		m.dev, _ = Device(DefaultDevice)
-		m.devName = "alloc.Unlimited"
+		m.devName = "unlimited"
 	}
 	m.cost = CostModel{Device: m.dev}
 	m.capacity, m.limited = CapacityOf(opts)

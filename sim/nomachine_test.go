@@ -86,7 +86,7 @@ func TestPlanHelpersOnNilAndMalformedGraphs(t *testing.T) {
 func TestZeroIdeal(t *testing.T) {
 	var a alloc.Ideal
 	b, err := a.Alloc(1 << 40)
-	require.NoError(t, err, "the zero alloc.Ideal is alloc.Unlimited")
+	require.NoError(t, err, "the zero alloc.Ideal is unlimited")
 	assert.Equal(t, int64(1<<40), a.Allocated())
 	a.Free(b)
 	assert.Zero(t, a.Allocated())
