@@ -68,6 +68,8 @@ class NodeMap:
         self.pending = None  # (op id, outputs)
         self.nodes = {}  # id(node) -> (node, forward op id)
         self.current = None  # forward op of the node running in backward
+        self.started = False  # a node started and has run no kernel yet
+        self.node_saved = []  # tensor IDs the starting node unpacked
         self.handles = []
 
     def produced(self, op_id, outs):
@@ -101,6 +103,8 @@ class NodeMap:
     def _enter(self, op_id):
         def pre(grad_outputs):
             self.current = op_id
+            self.started = True  # the node's saved tensors are unpacked next, before its first kernel
+            self.node_saved = []
 
         return pre
 
@@ -207,8 +211,15 @@ class _Recorder(TorchDispatchMode):
 
     def unpack(self, t):
         """Identity unpack hook that marks t: autograd detaches what an
-        unpack hook returns, and that detach is bookkeeping, not an op."""
+        unpack hook returns, and that detach is bookkeeping, not an op. A node
+        unpacks all its saved tensors before its first kernel: they are
+        recorded as inputs of that kernel, so they are alive (kept or
+        recomputed) when the node starts, as in PyTorch."""
         self.unpacked.append(t)
+        if self.nodes.started and isinstance(t, torch.Tensor):
+            tid = self.lookup(t)
+            if tid is not None:
+                self.nodes.node_saved.append(tid)
         return t
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -245,6 +256,12 @@ class _Recorder(TorchDispatchMode):
             op["time_ns"] = max(dt, 1)
         if self.phase == "backward" and self.nodes.current is not None:
             op["forward"] = self.nodes.current
+        if self.phase == "backward" and self.nodes.started:
+            self.nodes.started = False
+            for tid in self.nodes.node_saved:
+                if tid not in ins:
+                    ins.append(tid)
+            self.nodes.node_saved = []
         inplace = False
         for j, o in enumerate(outs):
             kind = {"forward": "activation", "backward": "gradient", "update": "parameter"}[self.phase]
