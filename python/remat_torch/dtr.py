@@ -445,8 +445,8 @@ class Runtime(Runner):
             p = self.producer.get(tid)
             if p is None or p[0] not in self.st.recipes:
                 raise RuntimeError("remat_torch.dtr: tensor %d is needed but neither resident nor recomputable" % tid)
-            if depth > 400:
-                raise RuntimeError("remat_torch.dtr: rematerializing tensor %d needs a chain of more than 400 "
+            if depth > 150:  # before Python's own recursion limit
+                raise RuntimeError("remat_torch.dtr: rematerializing tensor %d needs a chain of more than 150 "
                                    "evicted tensors (budget_bytes %d too small?)" % (tid, self.budget))
             if depth == 0:
                 self._prefetch(tid)
