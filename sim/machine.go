@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/remat-dev/remat/sim/alloc"
 
@@ -57,6 +58,11 @@ type Options struct {
 	Timeline bool
 	// Trace records events for WriteTrace in Result.Events.
 	Trace bool
+	// LiveAtPeak keeps every block live at the allocated peak in the
+	// Result (Result.TopTensorsAtPeak then returns any number of them);
+	// without it only the TopTensorsKept largest are kept, which on a
+	// million-op graph saves a list of every live block.
+	LiveAtPeak bool
 	// InPlace enables in-place reuse during Replay
 	// (MXNET_EXEC_ENABLE_INPLACE): when the allocator implements
 	// InPlaceAllocator, an op's first output may take the storage block of
@@ -383,6 +389,9 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 		m.inPlace = ip
 	}
 	nt, no := len(g.Tensors), len(g.Ops)
+	if r, ok := m.alloc.(alloc.Reserver); ok {
+		r.Reserve(nt) // at most one block per storage, plus cache splits the arrays grow for
+	}
 	m.root = make([]graph.TensorID, nt)
 	m.bytes = make([]int64, nt)
 	m.state = make([]TensorState, nt)
@@ -426,13 +435,15 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 	if limit == 0 {
 		limit = DefaultConvWorkspaceLimit
 	}
+	var candBuf []ConvAlgo
 	for i := range g.Ops {
 		op := &g.Ops[i]
 		t := m.cost.OpTime(g, op)
 		ws := op.Workspace
 		if opts.ConvLibrary == ConvOneDNN {
 			ws = max(ws, CPUWorkspace(g, op))
-		} else if cands := ConvCandidates(g, op); cands != nil {
+		} else if cands := appendConvCandidates(candBuf[:0], g, op); cands != nil {
+			candBuf = cands
 			tune, lim, err := opTune(op, opts.CudnnTune, limit)
 			if err != nil {
 				return nil, fmt.Errorf("sim: %w", err)
@@ -653,19 +664,38 @@ func (m *Machine) oomErr(sk StepKind, op graph.OpID, t graph.TensorID, req int64
 	if op >= 0 {
 		info.OpName = m.g.Ops[op].Name
 	}
-	var live []LiveTensor
-	for i := range m.records {
-		if m.records[i].end == openEnd {
-			live = append(live, m.liveTensor(&m.records[i]))
-		}
-	}
-	sortLive(live)
-	if len(live) > TopTensorsKept {
-		live = live[:TopTensorsKept]
-	}
-	info.Largest = live
+	info.Largest = m.topLive(func(r *liveRec) bool { return r.end == openEnd })
 	m.oom = info
 	return e
+}
+
+// topLive returns the TopTensorsKept largest records that keep selects, in
+// sortLive's order. It builds a LiveTensor only for a record that can enter
+// the top, so it needs no list of every live block.
+func (m *Machine) topLive(keep func(*liveRec) bool) []LiveTensor {
+	top := make([]LiveTensor, 0, TopTensorsKept)
+	for i := range m.records {
+		r := &m.records[i]
+		if !keep(r) {
+			continue
+		}
+		full := len(top) == TopTensorsKept
+		if full && r.bytes < top[len(top)-1].Bytes {
+			continue
+		}
+		lt := m.liveTensor(r)
+		if full {
+			if !liveLess(&lt, &top[len(top)-1]) {
+				continue
+			}
+			top = top[:len(top)-1]
+		}
+		j := sort.Search(len(top), func(k int) bool { return liveLess(&lt, &top[k]) })
+		top = append(top, LiveTensor{})
+		copy(top[j+1:], top[j:])
+		top[j] = lt
+	}
+	return top
 }
 
 func (m *Machine) liveTensor(r *liveRec) LiveTensor {
@@ -1271,22 +1301,26 @@ func (m *Machine) Result() *Result {
 	}
 	res.TotalNs = satAdd(satAdd(res.ComputeNs, res.RecomputeNs), res.StallNs)
 	ps := int32(m.peakAStep)
-	nlive := 0 // count first: a million live blocks are not grown by doubling
-	for i := range m.records {
-		if r := &m.records[i]; r.start <= ps && (r.end == openEnd || r.end >= ps) {
-			nlive++
+	atPeak := func(r *liveRec) bool { return r.start <= ps && (r.end == openEnd || r.end >= ps) }
+	if m.opts.LiveAtPeak {
+		nlive := 0 // count first: a million live blocks are not grown by doubling
+		for i := range m.records {
+			if atPeak(&m.records[i]) {
+				nlive++
+			}
 		}
-	}
-	live := make([]LiveTensor, 0, nlive)
-	for i := range m.records {
-		r := &m.records[i]
-		if r.start <= ps && (r.end == openEnd || r.end >= ps) {
-			live = append(live, m.liveTensor(r))
+		live := make([]LiveTensor, 0, nlive)
+		for i := range m.records {
+			if r := &m.records[i]; atPeak(r) {
+				live = append(live, m.liveTensor(r))
+			}
 		}
+		sortLive(live)
+		res.liveAtPeak = live
+		res.TopAtPeak = append([]LiveTensor{}, live[:min(len(live), TopTensorsKept)]...)
+	} else {
+		res.TopAtPeak = m.topLive(atPeak)
 	}
-	sortLive(live)
-	res.liveAtPeak = live
-	res.TopAtPeak = append([]LiveTensor{}, live[:min(len(live), TopTensorsKept)]...)
 	if m.oom != nil {
 		o := *m.oom
 		o.Largest = append([]LiveTensor(nil), o.Largest...)

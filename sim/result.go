@@ -106,8 +106,9 @@ type OOMInfo struct {
 }
 
 // TopTensorsAtPeak returns the n largest blocks live at the allocated peak,
-// largest first (fewer if fewer were live; a Result decoded from JSON knows
-// only TopAtPeak).
+// largest first (fewer if fewer were live). Beyond TopTensorsKept it knows
+// more only when the simulation ran with Options.LiveAtPeak (a Result
+// decoded from JSON knows only TopAtPeak).
 func (r *Result) TopTensorsAtPeak(n int) []LiveTensor {
 	src := r.liveAtPeak
 	if src == nil {
@@ -148,17 +149,19 @@ func (r *Result) Failed() bool { return r.OOM != nil }
 // sortLive orders blocks largest first, then by tensor, op and name, so that
 // output is deterministic.
 func sortLive(l []LiveTensor) {
-	sort.Slice(l, func(i, j int) bool {
-		a, b := &l[i], &l[j]
-		if a.Bytes != b.Bytes {
-			return a.Bytes > b.Bytes
-		}
-		if a.Tensor != b.Tensor {
-			return a.Tensor < b.Tensor
-		}
-		if a.Op != b.Op {
-			return a.Op < b.Op
-		}
-		return a.Name < b.Name
-	})
+	sort.Slice(l, func(i, j int) bool { return liveLess(&l[i], &l[j]) })
+}
+
+// liveLess is sortLive's order.
+func liveLess(a, b *LiveTensor) bool {
+	if a.Bytes != b.Bytes {
+		return a.Bytes > b.Bytes
+	}
+	if a.Tensor != b.Tensor {
+		return a.Tensor < b.Tensor
+	}
+	if a.Op != b.Op {
+		return a.Op < b.Op
+	}
+	return a.Name < b.Name
 }

@@ -170,6 +170,12 @@ func satMul(f ...int64) int64 {
 // Winograd variants need a 3x3 filter; FFT needs a filter larger than 1x1.
 // e is the element size; shapes are NCHW input, KCgRS weight, NKPQ output.
 func ConvCandidates(g *graph.Graph, op *graph.Op) []ConvAlgo {
+	return appendConvCandidates(nil, g, op)
+}
+
+// appendConvCandidates appends op's candidates to c (nil when op is not a
+// convolution), so that a Machine pricing every op reuses one buffer.
+func appendConvCandidates(c []ConvAlgo, g *graph.Graph, op *graph.Op) []ConvAlgo {
 	if g == nil || op == nil {
 		return nil
 	}
@@ -177,11 +183,11 @@ func ConvCandidates(g *graph.Graph, op *graph.Op) []ConvAlgo {
 	if !ok {
 		return nil
 	}
-	c := []ConvAlgo{
-		{"implicit_gemm", 1.0, 0},
-		{"implicit_precomp_gemm", 0.80, satMul(4, d.cg, d.r, d.s)},
-		{"gemm", 0.90, satMul(d.elem, d.n, d.cg, d.r, d.s, d.p, d.q)},
-	}
+	c = append(c,
+		ConvAlgo{"implicit_gemm", 1.0, 0},
+		ConvAlgo{"implicit_precomp_gemm", 0.80, satMul(4, d.cg, d.r, d.s)},
+		ConvAlgo{"gemm", 0.90, satMul(d.elem, d.n, d.cg, d.r, d.s, d.p, d.q)},
+	)
 	stride1 := d.p >= d.h-d.r+1 && d.q >= d.w-d.s+1
 	groups1 := d.cg == d.c
 	if stride1 && groups1 && d.r*d.s > 1 {

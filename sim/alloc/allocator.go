@@ -58,3 +58,9 @@ type InPlaceAllocator interface {
 	// true; otherwise it changes nothing and returns false.
 	AllocInPlace(from Block, bytes int64) (Block, bool)
 }
+
+// Reserver is implemented by allocators that can make room ahead for a
+// number of blocks (the simulator passes a graph's storage count).
+type Reserver interface {
+	Reserve(blocks int)
+}

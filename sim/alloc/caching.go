@@ -129,6 +129,18 @@ func NewCaching(capacity int64) *Caching {
 	return c
 }
 
+// Reserve makes room for n more blocks, so that a caller who knows how
+// many allocations are coming (the simulator knows a graph's storages) does
+// not have the block arrays copied as they grow. Capacity that is never used
+// is never touched, so it costs address space, not resident memory.
+func (c *Caching) Reserve(n int) {
+	if n <= 0 || cap(c.nodes)-len(c.nodes) >= n {
+		return
+	}
+	c.nodes = append(make([]tnode, 0, len(c.nodes)+n), c.nodes...)
+	c.meta = append(make([]cblockMeta, 0, len(c.meta)+n), c.meta...)
+}
+
 // init makes a zero Caching an empty unlimited one (NewCaching sets a
 // positive capacity, so this runs at most once).
 func (c *Caching) init() {

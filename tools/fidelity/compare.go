@@ -131,7 +131,7 @@ func compare(w io.Writer, imported, trace *graph.Graph) error {
 	var live [2]map[sizeKey][]string
 	var peaks [2]int64
 	for i, g := range []*graph.Graph{imported, trace} {
-		res, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
+		res, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{LiveAtPeak: true})
 		if err != nil {
 			return fmt.Errorf("simulating the %s graph: %w", []string{"onnx", "trace"}[i], err)
 		}
