@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 
@@ -277,6 +278,11 @@ func measure(g *graph.Graph, o Options, p *sim.Plan) (*sim.Result, bool, error) 
 	if !errors.Is(err, sim.ErrOutOfMemory) {
 		return nil, false, err
 	}
+	// The failed run's machine is garbage now; collect it before a second
+	// machine of the same size is built, so that a graph of millions of
+	// ops is not held twice (a collection costs little next to a replay).
+	res = nil
+	runtime.GC()
 	so, err = o.simOptions(0)
 	if err != nil {
 		return nil, false, err
