@@ -47,7 +47,10 @@ type Oracle interface {
 }
 
 // Output describes one output of an op: its size, or AliasOf >= 0 to make it
-// a view of that input's storage (0 bytes).
+// a view (0 bytes) of the storage of that input or, for AliasOf >= the
+// number of inputs n, of the op's earlier output AliasOf-n. A view is
+// resident exactly when its storage is: evicting the storage drops every
+// view of it, and rematerializing a view recomputes its storage first.
 type Output struct {
 	Bytes   int64
 	AliasOf int
@@ -355,8 +358,8 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 		}
 	}
 	for i, o := range outs {
-		if o.AliasOf >= len(inputs) || o.AliasOf < -1 {
-			return -1, nil, fmt.Errorf("dtr: compute output %d AliasOf %d: expected -1 or an index into the %d inputs", i, o.AliasOf, len(inputs))
+		if o.AliasOf >= len(inputs)+i || o.AliasOf < -1 {
+			return -1, nil, fmt.Errorf("dtr: compute output %d AliasOf %d: expected -1, an index into the %d inputs or %d + the index of an earlier output", i, o.AliasOf, len(inputs), len(inputs))
 		}
 		if o.AliasOf < 0 && o.Bytes < 0 {
 			return -1, nil, fmt.Errorf("dtr: compute output %d Bytes %d: expected >= 0", i, o.Bytes)
@@ -372,7 +375,9 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 		t := int32(len(r.tensors))
 		o.results[i] = t
 		var st int32
-		if out.AliasOf >= 0 {
+		if out.AliasOf >= len(inputs) {
+			st = r.tensors[o.results[out.AliasOf-len(inputs)]].st
+		} else if out.AliasOf >= 0 {
 			st = r.tensors[inputs[out.AliasOf]].st
 		} else {
 			o.sizes[i] = out.Bytes

@@ -119,6 +119,8 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 	}
 	var ins []TensorID
 	var outs []Output
+	var extra []graph.TensorID // alias roots read by an op beside its inputs
+	var sib []int              // per output: the earlier output it views, or -1
 	for i := range g.Ops {
 		if i&63 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -134,30 +136,77 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 			ins = append(ins, d.toRT[in])
 		}
 		outs = outs[:0]
-		for _, out := range o.Outputs {
+		sib = sib[:0]
+		for range o.Outputs {
+			sib = append(sib, -1)
+		}
+		for k, out := range o.Outputs {
 			t := &g.Tensors[out]
+			if t.AliasOf == graph.NoTensor {
+				outs = append(outs, Output{Bytes: t.Bytes, AliasOf: -1})
+				continue
+			}
+			// A view shares the storage of its alias root, which the graph
+			// may name through a chain (a transpose of a view of x has
+			// AliasOf x, its input being the view): the runtime's storage
+			// must be the same as the Machine's, so the view aliases an
+			// input on that storage, an earlier output of the op that is
+			// the root, or else the root itself, read as an extra input
+			// (the Machine needs it resident to create the view).
+			root := g.StorageOf(out)
 			al := -1
-			if t.AliasOf != graph.NoTensor {
-				for j, in := range o.Inputs {
-					if in == t.AliasOf {
-						al = j
+			for j, in := range o.Inputs {
+				if g.StorageOf(in) == root {
+					al = j
+					break
+				}
+			}
+			if al < 0 {
+				for j := range extra {
+					if extra[j] == root {
+						al = len(o.Inputs) + j
 						break
 					}
 				}
 			}
-			b := t.Bytes
-			if al >= 0 {
-				b = 0
+			if al < 0 && g.Tensors[root].Producer == graph.OpID(i) {
+				for j, u := range o.Outputs[:k] {
+					if u == root {
+						sib[k] = j
+						break
+					}
+				}
+				if sib[k] < 0 {
+					return d, fmt.Errorf("dtr static: op %d %q: output %d %q is a view of tensor %d %q, a later output of the same op: expected a view of an input, an earlier tensor or an earlier output", i, o.Name, k, t.Name, root, g.Tensors[root].Name)
+				}
+				outs = append(outs, Output{})
+				continue
 			}
-			outs = append(outs, Output{Bytes: b, AliasOf: al})
+			if al < 0 {
+				if d.toRT[root] < 0 {
+					return d, fmt.Errorf("dtr static: op %d %q: output %d %q is a view of tensor %d %q, not computed yet", i, o.Name, k, t.Name, root, g.Tensors[root].Name)
+				}
+				al = len(o.Inputs) + len(extra)
+				extra = append(extra, root)
+				ins = append(ins, d.toRT[root])
+			}
+			outs = append(outs, Output{AliasOf: al})
 		}
+		// views of an earlier output of the op: indexes past the inputs,
+		// known once the extra inputs are
+		for k, j := range sib {
+			if j >= 0 {
+				outs[k].AliasOf = len(ins) + j
+			}
+		}
+		extra = extra[:0]
 		d.rec.opMap = append(d.rec.opMap, graph.OpID(i))
 		d.rec.tenMap = append(d.rec.tenMap, o.Outputs...)
 		opID, res, err := rt.Compute(ins, cost(graph.OpID(i)), outs)
 		if err != nil {
 			return d, fmt.Errorf("dtr static: op %d %q: %w", i, o.Name, err)
 		}
-		if !o.Recomputable() {
+		if !rerunnable(g, o) {
 			if err := rt.ForbidRemat(opID); err != nil {
 				return d, err
 			}
@@ -179,6 +228,43 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 		}
 	}
 	return d, nil
+}
+
+// rerunnable reports whether the runtime may run op o again. Besides the
+// ops graph.Op.Recomputable accepts, that is an in-place op (neither impure
+// nor random without saved RNG state) whose outputs that are views all write
+// storages computed by an op: the Machine reruns it only after the
+// producer of each storage it writes has run again since (sim's
+// inPlaceFresh: it rewrites fresh values, a recomputed conv then its
+// relu_), and the runtime reruns it only to rematerialize its output after
+// that storage was evicted, which recomputes the storage's producer first
+// (the in-place op's input is on that storage). Its first run is the
+// newest version of the storage; the older versions read by later ops are
+// recomputed in order along the same chain.
+func rerunnable(g *graph.Graph, o *graph.Op) bool {
+	if o.Recomputable() {
+		return true
+	}
+	if o.Flags.Has(graph.Impure) || !o.Flags.Has(graph.InPlace) {
+		return false
+	}
+	if o.Flags.Has(graph.NonDeterministic) {
+		if v := o.Attrs[graph.AttrRNGSaved]; v != "1" && v != "true" {
+			return false
+		}
+	}
+	wrote := false
+	for _, out := range o.Outputs {
+		root := g.StorageOf(out)
+		if root == out {
+			continue
+		}
+		if g.Tensors[root].Producer == graph.NoOp {
+			return false
+		}
+		wrote = true
+	}
+	return wrote
 }
 
 func dupIn(ins []graph.TensorID, j int) bool {
