@@ -20,6 +20,10 @@ import (
 // it, and the output the documentation shows for it ("" when it shows none).
 type docCommand struct {
 	where, line, shown string
+	// producer marks a Python command of a shell block that writes a file
+	// (--out F) later commands of the documentation read: it runs only
+	// when a command names F, and only with PyTorch installed.
+	producer string
 	// summary is prose that states numbers of the command's output: the
 	// sentence after "`command`:" in running text.
 	summary string
@@ -29,6 +33,9 @@ type docCommand struct {
 // `go run ./cmd/sim`) and the module's other `go run` programs, optionally
 // after environment assignments.
 var commandStart = regexp.MustCompile(`^(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:sim|go run \./\S+)(?:\s|$)`)
+
+// pythonProducer matches a Python command that writes a file with --out.
+var pythonProducer = regexp.MustCompile(`^(?:PYTHONPATH=\S+\s+)?(?:/usr/bin/)?python3\s.*--out\s+(\S+)`)
 
 // notRunHere are documented commands this test does not run, each with the
 // reason; everything else that matches commandStart runs.
@@ -80,8 +87,11 @@ func markdownCommands(path, doc string) []docCommand {
 			case "sh", "bash", "shell", "console":
 				for k, b := range body {
 					b = strings.TrimPrefix(strings.TrimSpace(b), "$ ")
+					where := fmt.Sprintf("%s:%d", path, i+2+k)
 					if commandStart.MatchString(b) {
-						out = append(out, docCommand{where: fmt.Sprintf("%s:%d", path, i+2+k), line: stripComment(b)})
+						out = append(out, docCommand{where: where, line: stripComment(b)})
+					} else if m := pythonProducer.FindStringSubmatch(b); m != nil && !strings.HasPrefix(m[1], "docs/") {
+						out = append(out, docCommand{where: where, line: stripComment(b), producer: m[1]})
 					}
 				}
 			case "", "text":
@@ -113,8 +123,8 @@ func markdownCommands(path, doc string) []docCommand {
 }
 
 // placeholder is an argument of a synopsis: an all-capitals word standing
-// for what the user fills in (COMMAND, FILE), or an ellipsis.
-var placeholder = regexp.MustCompile(`(^|\s)([A-Z][A-Z0-9_]*|\.\.\.)(\s|$)`)
+// for what the user fills in (COMMAND, FILE, STEP.json), or an ellipsis.
+var placeholder = regexp.MustCompile(`(^|\s)([A-Z][A-Z0-9_]*(\.[a-z]+)?|\.\.\.)(\s|$)`)
 
 // isSynopsis reports whether an inline span shows a command's form rather
 // than a command to run ("sim COMMAND --help", "sim ... --mirror").
@@ -307,8 +317,25 @@ func TestDocumentedCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := append(cleanEnv(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "REMAT_REPO="+repo)
+	env := append(cleanEnv(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "REMAT_REPO="+repo,
+		"PYTHONDONTWRITEBYTECODE=1") // the python/ and tools/ links lead into the tree
+	producers := map[string]docCommand{}
 	for _, c := range cmds {
+		if c.producer != "" {
+			producers[c.producer] = c
+		}
+	}
+	haveTorch := exec.Command("/usr/bin/python3", "-c", "import torch, torchvision").Run() == nil
+	for _, name := range []string{"tools", "python"} {
+		if err := os.Symlink(filepath.Join(repo, name), filepath.Join(work, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produced := map[string]bool{}
+	for _, c := range cmds {
+		if c.producer != "" {
+			continue
+		}
 		line := c.line
 		skip := ""
 		for _, n := range notRunHere {
@@ -325,6 +352,21 @@ func TestDocumentedCommands(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(work, "model.onnx")); err != nil && strings.Contains(line, "model.onnx") {
 				t.Skip("needs " + onnxFixture + " (apt-get install libonnx-testdata)")
+			}
+			for _, f := range strings.Fields(line) {
+				p, ok := producers[f]
+				if !ok || produced[f] {
+					continue
+				}
+				if !haveTorch {
+					t.Skipf("needs %s, which %s makes with PyTorch (not installed)", f, p.where)
+				}
+				run := exec.Command("bash", "-c", p.line)
+				run.Dir, run.Env = work, env
+				if out, err := run.CombinedOutput(); err != nil {
+					t.Fatalf("%s: %q (which makes %s) fails: %v\n%s", p.where, p.line, f, err, out)
+				}
+				produced[f] = true
 			}
 			shell := strings.NewReplacer("go run ./cmd/sim", "sim", "go run ./tools/fidelity", "fidelity").Replace(line)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

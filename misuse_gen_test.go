@@ -1449,6 +1449,8 @@ var misuseCases = []misuseCase{
 	{"alloc.Caching.Free", "zero", false, func() error { new(alloc.Caching).Free((alloc.Block)(0)); return nil }},
 	{"alloc.Caching.Free", "empty", false, func() error { new(alloc.Caching).Free((alloc.Block)(-1)); return nil }},
 	{"alloc.Caching.Name", "zero", false, func() error { _ = new(alloc.Caching).Name(); return nil }},
+	{"alloc.Caching.Reserve", "zero", false, func() error { new(alloc.Caching).Reserve((int)(0)); return nil }},
+	{"alloc.Caching.Reserve", "empty", false, func() error { new(alloc.Caching).Reserve((int)(-1)); return nil }},
 	{"alloc.Caching.Reserved", "zero", false, func() error { _ = new(alloc.Caching).Reserved(); return nil }},
 	{"alloc.Caching.Reset", "zero", false, func() error { new(alloc.Caching).Reset(); return nil }},
 	{"alloc.Caching.Size", "zero", false, func() error { _ = new(alloc.Caching).Size((alloc.Block)(0)); return nil }},
