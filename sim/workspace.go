@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/remat-dev/remat/graph"
 )
@@ -95,14 +96,30 @@ type convShapes struct {
 	elem        int64
 }
 
+// convTypes are the op types of the registry's convolution workspace class
+// (graph.WorkspaceConv: conv2d, and convolution as traced steps name it).
+var convTypes = sync.OnceValue(func() []string {
+	var ts []string
+	for _, e := range graph.OpTypes() {
+		if e.Workspace == graph.WorkspaceConv {
+			ts = append(ts, e.Name)
+		}
+	}
+	return ts
+})
+
 // isConvType reports whether typ names a 2-D convolution (forward) or one of
 // its gradients (a type starting with the forward name and "_").
 func isConvType(typ string) (fwd, any bool) {
-	switch typ {
-	case "conv2d", "convolution":
-		return true, true
+	for _, c := range convTypes() {
+		if typ == c {
+			return true, true
+		}
+		if strings.HasPrefix(typ, c) && strings.HasPrefix(typ[len(c):], "_") {
+			any = true
+		}
 	}
-	return false, strings.HasPrefix(typ, "conv2d_") || strings.HasPrefix(typ, "convolution_")
+	return false, any
 }
 
 // convDims extracts the shapes of op's convolution: its own for a forward
@@ -445,9 +462,7 @@ func CPUWorkspace(g *graph.Graph, op *graph.Op) int64 {
 	if f == nil || f == op {
 		return ws
 	}
-	switch f.Type {
-	case "conv2d", "convolution", graph.OpEmbedding:
-	default:
+	if fwd, _ := isConvType(f.Type); !fwd && f.Type != graph.OpEmbedding {
 		return ws
 	}
 	if len(f.Outputs) == 0 {
