@@ -331,6 +331,16 @@ class Runner:
         return t
 
     def _recompute(self, op, depth=0):
+        self._rerun_recipe(op, depth)
+        if op in self.recomputed:
+            self.stats["recomputes"] += 1
+
+    def _rerun_recipe(self, op, depth=0):
+        """Run op's recorded recipe again and hold its outputs, its
+        arguments resolved through self._resolve (recursively): the RNG state
+        of the first run, written arguments cloned unless they are this
+        runner's own recomputed tensors (batch-norm running statistics:
+        always cloned). Shared with the DTR runtime (dtr.py)."""
         r = self.st.recipes[op]
         own = set()
 
@@ -371,8 +381,6 @@ class Runner:
         outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
         for (tid, _, _, _), o in zip(self.ops[op].outputs, outs):
             self._hold(tid, o)
-        if op in self.recomputed:
-            self.stats["recomputes"] += 1
 
     # -- dispatch --
 

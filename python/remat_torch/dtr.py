@@ -58,7 +58,7 @@ import time
 import weakref
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+from torch.utils._pytree import tree_flatten
 
 from .apply import RANDOM_OPS, Runner, _detached, _Mode, _Ref
 
@@ -397,46 +397,9 @@ class Runtime(Runner):
                 self.stats["recompute_ns"] += time.perf_counter_ns() - t0
 
     def _rerun(self, op, depth):
-        """Run op's recipe again and hold its outputs: apply.Runner's
-        recompute as of a4e7a38 (kept here so that the runtime does not
-        follow the applier's plan bookkeeping): RNG state of the first run,
-        written arguments cloned unless they are the runtime's own
-        recomputed tensors (batch-norm running statistics: always cloned)."""
-        r = self.st.recipes[op]
-        own = set()
-
-        def arg(a):
-            if isinstance(a, _Ref):
-                t = self._resolve(a.tid, depth)
-                own.add(id(t))
-                return t
-            return a
-
-        args = tree_map(arg, r.args)
-        kwargs = tree_map(arg, r.kwargs)
-        if r.writes:
-            flat, spec = tree_flatten((args, kwargs))
-            for i in r.writes:
-                t = flat[i]
-                if isinstance(t, torch.Tensor) and (i in r.writes_only or id(t) not in own):
-                    flat[i] = t.clone()
-            args, kwargs = tree_unflatten(flat, spec)
-        self.internal += 1
-        try:
-            with torch.no_grad():
-                if r.rng is not None:
-                    with torch.random.fork_rng(devices=[self.device] if r.rng[1] is not None else []):
-                        torch.set_rng_state(r.rng[0])
-                        if r.rng[1] is not None:
-                            torch.cuda.set_rng_state(r.rng[1], self.device)
-                        out = r.func(*args, **kwargs)
-                else:
-                    out = r.func(*args, **kwargs)
-        finally:
-            self.internal -= 1
-        outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
-        for (tid, _, _, _), o in zip(self.ops[op].outputs, outs):
-            self._hold(tid, o)
+        """Run op's recipe again and hold its outputs (apply.Runner's
+        _rerun_recipe, with this runtime's _resolve for the arguments)."""
+        self._rerun_recipe(op, depth)
         self.stats["recomputes"] += 1
 
     def _resolve(self, tid, depth=0):
