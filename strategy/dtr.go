@@ -25,6 +25,10 @@ func planDTR(ctx context.Context, g *graph.Graph, o Options) (Result, error) {
 	}
 	cfg := o.DTR
 	cfg.Budget = o.Limit()
+	// The op sequence is known, so a storage an evicted dependent still
+	// needs stays an eviction candidate rather than being freed unseen
+	// (dtr.Config.KeepForRemat; it applies to the next-use heuristics).
+	cfg.KeepForRemat = true
 	if cfg.Budget <= 0 && cfg.Threshold <= 0 {
 		return Result{Status: StatusInfeasible, Reason: "needs a budget (--budget), a device with a capacity or MEGENGINE_DTR_EVICTION_THRESHOLD"}, nil
 	}
