@@ -60,7 +60,7 @@ import weakref
 import torch
 from torch.utils._pytree import tree_flatten
 
-from .apply import RANDOM_OPS, Runner, _detached, _Mode, _Ref
+from .apply import RANDOM_OPS, Applied, Runner, _detached, _Mode, _Ref
 
 HEURISTICS = ("dtr", "eq-class", "local", "msps", "lru", "size")
 _ALIASES = {
@@ -606,18 +606,13 @@ def _skey(t):
     return s.data_ptr(), s.nbytes()
 
 
-class DTR(torch.nn.Module):
-    """model with its saved activations managed by a DTR runtime (see dtr)."""
+class DTR(Applied):
+    """model with its saved activations managed by a DTR runtime (see dtr):
+    apply's module with the runtime in place of a plan's runner."""
 
-    def __init__(self, model, runtime):
-        super().__init__()
-        self.model = model
-        self.runtime = runtime
-
-    def forward(self, *inputs):
-        if not (self.training and torch.is_grad_enabled()):
-            return self.model(*inputs)
-        return self.runtime.forward(*inputs)
+    @property
+    def runtime(self):
+        return self.runner
 
     @property
     def stats(self):
