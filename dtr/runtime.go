@@ -218,34 +218,21 @@ type Runtime struct {
 
 const slabLen = 4096
 
-// alloc32 returns a zeroed slice of n int32 cut from a slab (its capacity
-// is n, so appending to it copies).
-func (r *Runtime) alloc32(n int) []int32 {
-	if cap(r.slab32)-len(r.slab32) < n {
-		r.slab32 = make([]int32, 0, max(slabLen, n))
+// cut returns a zeroed slice of n elements cut from *slab (its capacity is
+// n, so appending to it copies); a new slab of at least slabLen elements is
+// started when the current one is full.
+func cut[E any](slab *[]E, n int) []E {
+	if cap(*slab)-len(*slab) < n {
+		*slab = make([]E, 0, max(slabLen, n))
 	}
-	l := len(r.slab32)
-	r.slab32 = r.slab32[:l+n]
-	return r.slab32[l : l+n : l+n]
+	l := len(*slab)
+	*slab = (*slab)[:l+n]
+	return (*slab)[l : l+n : l+n]
 }
 
-func (r *Runtime) alloc64(n int) []int64 {
-	if cap(r.slab64)-len(r.slab64) < n {
-		r.slab64 = make([]int64, 0, max(slabLen, n))
-	}
-	l := len(r.slab64)
-	r.slab64 = r.slab64[:l+n]
-	return r.slab64[l : l+n : l+n]
-}
-
-func (r *Runtime) allocT(n int) []TensorID {
-	if cap(r.slabT)-len(r.slabT) < n {
-		r.slabT = make([]TensorID, 0, max(slabLen, n))
-	}
-	l := len(r.slabT)
-	r.slabT = r.slabT[:l+n]
-	return r.slabT[l : l+n : l+n]
-}
+func (r *Runtime) alloc32(n int) []int32   { return cut(&r.slab32, n) }
+func (r *Runtime) alloc64(n int) []int64   { return cut(&r.slab64, n) }
+func (r *Runtime) allocT(n int) []TensorID { return cut(&r.slabT, n) }
 
 // New returns a runtime. host may be nil for pure simulation.
 func New(cfg Config, host Host) (*Runtime, error) {
