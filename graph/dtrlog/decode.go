@@ -263,41 +263,50 @@ func (d *decoder) strValue(field string, f *strField) error {
 }
 
 func (d *decoder) strList(field string, out *[]string, set *bool) error {
+	return list(d, field, "strings", 4, out, set, func(k int) (string, error) {
+		switch c := d.peek(); c {
+		case '"':
+			b, err := d.str()
+			if err != nil {
+				return "", err
+			}
+			return d.name(b), nil
+		case 'n':
+			return "", d.literal("null") // "" as encoding/json
+		case 0:
+			return "", d.errf("unexpected end of line in %s, expected a string", field)
+		default:
+			return "", d.errf("%s[%d] is %s, expected a string", field, k, kindOfValue(c))
+		}
+	})
+}
+
+// list decodes a JSON array (or null) of what into *out, one element at a
+// time with elem, and sets *set when the field held an array.
+func list[E any](d *decoder, field, what string, capHint int, out *[]E, set *bool, elem func(k int) (E, error)) error {
 	switch c := d.peek(); c {
 	case '[':
 	case 'n':
 		*out, *set = nil, false
 		return d.literal("null")
 	case 0:
-		return d.errf("%s has no value, expected an array of strings", field)
+		return d.errf("%s has no value, expected an array of %s", field, what)
 	default:
-		return d.errf("%s is %s, expected an array of strings", field, kindOfValue(c))
+		return d.errf("%s is %s, expected an array of %s", field, kindOfValue(c), what)
 	}
 	d.i++
-	xs := make([]string, 0, 4)
+	xs := make([]E, 0, capHint)
 	if d.peek() == ']' {
 		d.i++
 		*out, *set = xs, true
 		return nil
 	}
 	for k := 0; ; k++ {
-		switch c := d.peek(); c {
-		case '"':
-			b, err := d.str()
-			if err != nil {
-				return err
-			}
-			xs = append(xs, d.name(b))
-		case 'n':
-			if err := d.literal("null"); err != nil {
-				return err
-			}
-			xs = append(xs, "") // as encoding/json
-		case 0:
-			return d.errf("unexpected end of line in %s, expected a string", field)
-		default:
-			return d.errf("%s[%d] is %s, expected a string", field, k, kindOfValue(c))
+		x, err := elem(k)
+		if err != nil {
+			return err
 		}
+		xs = append(xs, x)
 		switch d.peek() {
 		case ',':
 			d.i++
@@ -347,42 +356,11 @@ func (d *decoder) numValue(field string, n *num) error {
 }
 
 func (d *decoder) numList(field string, out *[]num, set *bool) error {
-	switch c := d.peek(); c {
-	case '[':
-	case 'n':
-		*out, *set = nil, false
-		return d.literal("null")
-	case 0:
-		return d.errf("%s has no value, expected an array of integers", field)
-	default:
-		return d.errf("%s is %s, expected an array of integers", field, kindOfValue(c))
-	}
-	d.i++
-	xs := make([]num, 0, 2)
-	if d.peek() == ']' {
-		d.i++
-		*out, *set = xs, true
-		return nil
-	}
-	for k := 0; ; k++ {
+	return list(d, field, "integers", 2, out, set, func(k int) (num, error) {
 		var n num
-		if err := d.numValue(fmt.Sprintf("%s[%d]", field, k), &n); err != nil {
-			return err
-		}
-		xs = append(xs, n)
-		switch d.peek() {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			*out, *set = xs, true
-			return nil
-		case 0:
-			return d.errf("unexpected end of line in %s, expected ',' or ']'", field)
-		default:
-			return d.errf("found %q in %s, expected ',' or ']'", d.b[d.i], field)
-		}
-	}
+		err := d.numValue(fmt.Sprintf("%s[%d]", field, k), &n)
+		return n, err
+	})
 }
 
 // parseInt parses an optionally signed decimal integer (as
