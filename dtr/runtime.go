@@ -507,10 +507,9 @@ func (r *Runtime) keeps() bool {
 	return r.cfg.KeepForRemat && r.cfg.Heuristic.NeedsOracle() && r.oracle != nil
 }
 
-// neededBy returns the earliest next use of a still referenced storage
-// reachable from s through evicted dependents (MaxInt64 if none; the walk
-// stops after 512 storages).
-func (r *Runtime) neededBy(s int32) int64 {
+// newMark starts a walk over storages: it returns a generation that no
+// storage's stMark holds yet (the marks cover every storage).
+func (r *Runtime) newMark() uint32 {
 	if len(r.stMark) < len(r.storages) {
 		r.stMark = append(r.stMark, make([]uint32, len(r.storages)-len(r.stMark))...)
 	}
@@ -519,7 +518,14 @@ func (r *Runtime) neededBy(s int32) int64 {
 		clear(r.stMark)
 		r.stGen = 1
 	}
-	g := r.stGen
+	return r.stGen
+}
+
+// neededBy returns the earliest next use of a still referenced storage
+// reachable from s through evicted dependents (MaxInt64 if none; the walk
+// stops after 512 storages).
+func (r *Runtime) neededBy(s int32) int64 {
+	g := r.newMark()
 	r.stMark[s] = g
 	best := int64(math.MaxInt64)
 	stack := []int32{s}
@@ -613,15 +619,7 @@ func (r *Runtime) fix(s int32) {
 // s is freed. A storage kept is tried again after each top-level op. It
 // reports whether s was freed.
 func (r *Runtime) releaseFixed(s int32) bool {
-	if len(r.stMark) < len(r.storages) {
-		r.stMark = append(r.stMark, make([]uint32, len(r.storages)-len(r.stMark))...)
-	}
-	r.stGen++
-	if r.stGen == 0 {
-		clear(r.stMark)
-		r.stGen = 1
-	}
-	g := r.stGen
+	g := r.newMark()
 	r.stMark[s] = g
 	stack := append(r.stack[:0], s)
 	base := len(r.scratch)
