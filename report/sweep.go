@@ -172,6 +172,16 @@ type DTRSweep struct {
 	Parity  bool               `json:"parity"`
 	Ratios  []float64          `json:"ratios"`
 	Runs    []*dtr.SweepResult `json:"runs"`
+	// Best is the portfolio's result per ratio (DTRSweepOptions.Portfolio:
+	// every heuristic with eager and lazy locking and the reference
+	// heuristics with the reference's semantics), with its winner; without
+	// it the best-of row is the best of Runs.
+	Best []dtr.BestResult `json:"best,omitempty"`
+	// LowerBoundRatio is the log's memory lower bound over its baseline
+	// peak (no eviction order runs below it); LowestRatio is the lowest
+	// ratio where the best-of row succeeds (0 if none does).
+	LowerBoundRatio float64 `json:"lower_bound_ratio"`
+	LowestRatio     float64 `json:"lowest_ratio"`
 }
 
 // SearchHeuristic is the name SweepDTRLog gives the offline search
@@ -189,6 +199,9 @@ type DTRSweepOptions struct {
 	SearchSeed uint64
 	Ratios     []float64 // default dtr.DefaultRatios
 	Parity     bool
+	// Portfolio computes the best-of row with dtr.SweepBest instead of as
+	// the best of the Heuristics' rows (not with Parity).
+	Portfolio bool
 }
 
 // SweepDTRLog runs the paper's protocol (budget = ratio x baseline peak,
@@ -234,7 +247,46 @@ func SweepDTRLog(ctx context.Context, name string, tr *dtrlog.Trace, o DTRSweepO
 		}
 		out.Runs = append(out.Runs, row)
 	}
+	if o.Portfolio {
+		if o.Parity {
+			return nil, fmt.Errorf("sweep: the portfolio best-of has no parity mode")
+		}
+		best, err := dtr.SweepBest(ctx, tr, ratios)
+		if err != nil {
+			return nil, fmt.Errorf("sweep best-of: %w", err)
+		}
+		out.Best = best
+	}
+	if len(out.Runs) > 0 && out.Runs[0].Baseline.PeakBytes > 0 {
+		out.LowerBoundRatio = float64(out.Runs[0].Bound.Bytes) / float64(out.Runs[0].Baseline.PeakBytes)
+	}
+	for i, r := range ratios {
+		if b, ok := out.best(i); ok && (out.LowestRatio == 0 || r < out.LowestRatio) && b >= 0 {
+			out.LowestRatio = r
+		}
+	}
 	return out, nil
+}
+
+// best returns the best-of overhead at ratio index i (-1 if no run
+// succeeds there) and whether there is a best-of row at all.
+func (d *DTRSweep) best(i int) (float64, bool) {
+	if len(d.Best) > 0 {
+		if i < len(d.Best) && d.Best[i].Status == "ok" {
+			return d.Best[i].Overhead, true
+		}
+		return -1, true
+	}
+	if len(d.Runs) < 2 {
+		return -1, false
+	}
+	best := -1.0
+	for _, run := range d.Runs {
+		if i < len(run.Results) && run.Results[i].Status == "ok" && (best < 0 || run.Results[i].Overhead < best) {
+			best = run.Results[i].Overhead
+		}
+	}
+	return best, true
 }
 
 // Table has one row per heuristic and one column per ratio: the overhead,
@@ -256,19 +308,17 @@ func (d *DTRSweep) Table() *Table {
 		}
 		t.AddRow(cells...)
 	}
-	// best of the rows per ratio (with several heuristics), and the log's
-	// memory lower bound as a ratio of the baseline peak: ratios below it
-	// are infeasible for any eviction order
-	if len(d.Runs) > 1 {
-		cells := []Cell{Text("best-of")}
+	// best of the rows (or the portfolio) per ratio, and the log's memory
+	// lower bound as a ratio of the baseline peak: ratios below it are
+	// infeasible for any eviction order
+	if _, ok := d.best(0); ok {
+		name := "best-of"
+		if len(d.Best) > 0 {
+			name = "best-of (portfolio)"
+		}
+		cells := []Cell{Text(name)}
 		for i := range d.Ratios {
-			best := -1.0
-			for _, run := range d.Runs {
-				if i < len(run.Results) && run.Results[i].Status == "ok" && (best < 0 || run.Results[i].Overhead < best) {
-					best = run.Results[i].Overhead
-				}
-			}
-			if best < 0 {
+			if best, _ := d.best(i); best < 0 {
 				cells = append(cells, Text("none"))
 			} else {
 				cells = append(cells, Cell{Human: strconv.FormatFloat(best, 'f', 3, 64), Exact: strconv.FormatFloat(best, 'f', 6, 64)})
@@ -277,10 +327,9 @@ func (d *DTRSweep) Table() *Table {
 		t.AddRow(cells...)
 	}
 	if len(d.Runs) > 0 && d.Runs[0].Baseline.PeakBytes > 0 {
-		lb := float64(d.Runs[0].Bound.Bytes) / float64(d.Runs[0].Baseline.PeakBytes)
-		cells := []Cell{Text("lower bound " + strconv.FormatFloat(lb, 'f', 3, 64))}
+		cells := []Cell{Text("lower bound " + strconv.FormatFloat(d.LowerBoundRatio, 'f', 3, 64))}
 		for _, r := range d.Ratios {
-			if r < lb {
+			if r < d.LowerBoundRatio {
 				cells = append(cells, Text("below"))
 			} else {
 				cells = append(cells, Text("-"))

@@ -732,7 +732,9 @@ func (a *app) sweepLog(ctx context.Context, path, heuristics string, ratios []fl
 	var hs []dtr.Heuristic
 	search := false
 	names := splitList(heuristics)
+	portfolio := false
 	if len(names) == 1 && names[0] == "all" {
+		portfolio = !parity
 		// With --parity only the reference simulator's heuristics have a
 		// reference to match, so "all" means those.
 		all := dtr.Heuristics
@@ -764,7 +766,7 @@ func (a *app) sweepLog(ctx context.Context, path, heuristics string, ratios []fl
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	sw, err := report.SweepDTRLog(ctx, path, tr, report.DTRSweepOptions{Heuristics: hs, Search: search, Ratios: ratios, Parity: parity, SearchSeed: seed})
+	sw, err := report.SweepDTRLog(ctx, path, tr, report.DTRSweepOptions{Heuristics: hs, Search: search, Ratios: ratios, Parity: parity, SearchSeed: seed, Portfolio: portfolio})
 	if err != nil {
 		return err
 	}
