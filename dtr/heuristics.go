@@ -265,6 +265,23 @@ func (r *Runtime) evaluate(s int32) score {
 // the reference, ties go to the later candidate in pool order and a zero
 // score stops the scan.
 func (r *Runtime) choose() int32 {
+	if r.idx != nil && r.cfg.Parity && !r.fragMode {
+		if !r.parityIndexable() {
+			return r.scan()
+		}
+		evals := r.stats.HeuristicEvals
+		s := r.chooseIndexed()
+		if s >= 0 {
+			r.stats.HeuristicEvals = evals + r.scanEvals(s)
+			if r.idxCheck {
+				if r.scan() != s {
+					r.idxMismatch++
+				}
+				r.stats.HeuristicEvals = evals + r.scanEvals(s)
+			}
+		}
+		return s
+	}
 	if r.idx != nil && !r.fragMode {
 		if s := r.chooseIndexed(); s >= 0 {
 			if r.idxCheck {

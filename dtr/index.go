@@ -53,9 +53,20 @@ import (
 // a subtree whose root comes later in pool order cannot win (ties between
 // zeros go to the earlier candidate), so it is skipped.
 //
-// megengine (its est and recompute penalty) keeps the scan, as do parity
-// mode (the reference's order of evaluation and its evaluation counts),
-// sqrt sampling and the host-retry scoring with adjacent free bytes.
+// Parity mode indexes the six reference heuristics too. The scan's rule is
+// the reference's (exact comparison, ties to the later candidate, stop at
+// the first zero score), so the index returns the reference's choice, and
+// choose reports the evaluations the reference's scan makes (the live pool
+// up to the first zero score, or all of it) instead of its own. The index
+// steps aside for the scan where the exact comparison is not a total
+// order or the keys' bounds may fail: a candidate whose score is 0/0 (no
+// cost, and no size or no staleness: it ties with every score), an LRU
+// candidate never accessed (a negative score after a zero one, which the
+// scan never reaches), or an eq-class value that dropped by more than its
+// eviction added (see compute).
+//
+// megengine (its est and recompute penalty) keeps the scan, as do sqrt
+// sampling and the host-retry scoring with adjacent free bytes.
 
 type idxKind uint8
 
@@ -107,6 +118,11 @@ type candIndex struct {
 	// never: storages never read again score 0 (lookahead-dtr): they go
 	// to the never-used bucket
 	never   bool
+	// parity mode: the pool's zero-cost storages (the only ones that can
+	// score 0/0; stale entries are skipped) and whether the last choice
+	// scored 0
+	zeroCost []int32
+	lastZero bool
 	drop    int64
 	allow   int64
 	dropped []int32
@@ -114,7 +130,7 @@ type candIndex struct {
 }
 
 func indexKind(cfg *Config) idxKind {
-	if cfg.Parity || cfg.SqrtSampling || cfg.Scan {
+	if cfg.SqrtSampling || cfg.Scan {
 		return idxNone
 	}
 	switch cfg.Heuristic {
@@ -501,7 +517,64 @@ func (r *Runtime) chooseIndexed() int32 {
 		}
 	}
 	x.refresh = x.refresh[:0]
+	x.lastZero = c.best >= 0 && c.bs.f == 0
 	return c.best
+}
+
+// parityIndexable reports whether, in parity mode, the index may choose now
+// (see the package comment on the index): no candidate scores 0/0, and no
+// LRU candidate has a negative last access. The zero-cost candidates are
+// the only ones that can score 0/0.
+func (r *Runtime) parityIndexable() bool {
+	if r.idxOff {
+		return false
+	}
+	x := r.idx
+	if x.kind == idxLRU {
+		h := x.heaps[0]
+		return len(h) == 0 || r.storages[h[0]].lastAccess >= 0
+	}
+	if r.cfg.Heuristic == Size {
+		return true // numerator 1
+	}
+	j := 0
+	for _, s := range x.zeroCost {
+		if st := &r.storages[s]; st.poolPos < 0 || st.compute != 0 {
+			st.inZero = false // makeEvictable lists it again if it returns
+			continue
+		}
+		x.zeroCost[j] = s
+		j++
+	}
+	x.zeroCost = x.zeroCost[:j]
+	for _, s := range x.zeroCost {
+		st := &r.storages[s]
+		if st.size == 0 || (r.cfg.Heuristic != MSPS && r.staleness(s) == 0) {
+			evals := r.stats.HeuristicEvals
+			num := r.evaluate(s).num
+			r.stats.HeuristicEvals = evals
+			if num == 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// scanEvals is the number of evaluations the reference's scan makes to
+// choose best: the live pool entries up to and including best when its
+// score is 0 (the scan stops there), else the whole live pool.
+func (r *Runtime) scanEvals(best int32) int64 {
+	if !r.idx.lastZero {
+		return int64(len(r.pool) - r.holes)
+	}
+	n := int64(0)
+	for _, s := range r.pool[:r.storages[best].poolPos+1] {
+		if s >= 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // idxChoice is the best candidate found so far.

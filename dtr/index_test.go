@@ -182,3 +182,71 @@ func TestCmpScoreExact(t *testing.T) {
 		require.Equal(t, x.Cmp(&y), cmp192(mul192(uint64(a.num), uint64(b.d1), uint64(b.d2)), mul192(uint64(b.num), uint64(a.d1), uint64(a.d2))), "%+v %+v", a, b)
 	}
 }
+
+// parityRun replays tr (or a random program when tr is nil) in parity mode
+// with heuristic h at the budget, with the index (checked against the scan
+// at every choice) or with Config.Scan; it returns the runtime and error.
+func parityRun(t *testing.T, run func(*Runtime) error, h Heuristic, budget, rematLimit int64, scan bool) (*Runtime, error) {
+	t.Helper()
+	cfg := ParityConfig(h)
+	cfg.Budget = budget
+	cfg.RematLimit = rematLimit
+	cfg.Scan = scan
+	rt, err := New(cfg, nil)
+	require.NoError(t, err)
+	if scan {
+		require.Nil(t, rt.idx)
+	} else {
+		require.NotNil(t, rt.idx, h.String())
+		rt.idxCheck = true
+	}
+	return rt, run(rt)
+}
+
+// TestParityIndexMatchesScan checks, in parity mode, that the index picks
+// the reference scan's candidate at every eviction and that whole runs,
+// evaluation counts included, equal the scan's: on both logs at every ratio
+// with the six reference heuristics, and on random programs (zero costs and
+// sizes, which make 0/0 scores, and views).
+func TestParityIndexMatchesScan(t *testing.T) {
+	same := func(name string, ri, rs *Runtime, errI, errS error) {
+		require.Zero(t, ri.idxMismatch, name)
+		require.Equal(t, errS == nil, errI == nil, name)
+		if errS != nil {
+			require.Equal(t, errors.Is(errS, ErrThrashing), errors.Is(errI, ErrThrashing), name)
+		}
+		require.Equal(t, rs.Stats(), ri.Stats(), name)
+	}
+	var idxEvals, evictions int64
+	for _, m := range []string{"resnet32", "unet"} {
+		tr := loadTrace(t, m)
+		base, err := MeasureBaseline(tr)
+		require.NoError(t, err)
+		replay := func(rt *Runtime) error { return rt.replay(context.Background(), tr) }
+		for _, h := range ReferenceHeuristics {
+			for _, ratio := range DefaultRatios {
+				b := int64(float64(base.PeakBytes) * ratio)
+				ri, errI := parityRun(t, replay, h, b, base.ComputeNs, false)
+				rs, errS := parityRun(t, replay, h, b, base.ComputeNs, true)
+				same(fmt.Sprintf("%s %s ratio %.1f", m, h, ratio), ri, rs, errI, errS)
+				evictions += ri.Stats().Evictions
+			}
+		}
+	}
+	for seed := uint64(1); seed <= 24; seed++ {
+		prog := func(rt *Runtime) error { return randomProgram(rt, rand.New(rand.NewPCG(seed, 11)), 400) }
+		for _, h := range ReferenceHeuristics {
+			b := 150_000 + int64(seed%12)*20_000
+			ri, errI := parityRun(t, prog, h, b, 0, false)
+			rs, errS := parityRun(t, prog, h, b, 0, true)
+			if errS != nil {
+				require.ErrorIs(t, errS, sim.ErrOutOfMemory)
+			}
+			same(fmt.Sprintf("seed %d %s", seed, h), ri, rs, errI, errS)
+			evictions += ri.Stats().Evictions
+			idxEvals += ri.Stats().HeuristicEvals
+		}
+	}
+	t.Logf("%d evictions checked", evictions)
+	require.Greater(t, evictions, int64(5000))
+}

@@ -124,6 +124,7 @@ type storage struct {
 	fixed       bool
 	pendingFree bool // unrecomputable, released, kept resident for dependents
 	kept        bool // released, kept resident for evicted dependents (KeepForRemat)
+	inZero      bool // listed in the index's zeroCost (parity mode)
 
 	// candidate index (index.go): heap key, bucket (-1 = not indexed),
 	// position in the bucket's heap, and pool sequence number (pool order).
@@ -169,8 +170,11 @@ type Runtime struct {
 	holes   int
 	poolSeq int64 // sequence numbers given to pool entries (pool order)
 
-	// idx is the candidate index of the default mode (nil: scan the pool).
+	// idx is the candidate index (nil: scan the pool).
 	idx *candIndex
+	// idxOff: parity mode met a case the index cannot follow exactly; the
+	// rest of the run scans.
+	idxOff bool
 	// idxCheck (tests) runs the scan after every indexed choice and counts
 	// disagreements in idxMismatch.
 	idxCheck    bool
@@ -703,6 +707,10 @@ func (r *Runtime) makeEvictable(s int32) {
 	r.poolSeq++
 	if r.idx != nil {
 		r.idxInsert(s)
+		if r.cfg.Parity && st.compute == 0 && !st.inZero {
+			st.inZero = true
+			r.idx.zeroCost = append(r.idx.zeroCost, s)
+		}
 	}
 }
 
@@ -1139,13 +1147,24 @@ func (r *Runtime) compute(t int32, remat bool) error {
 		}
 		if eq && st.ecn >= 0 {
 			dropped = true
+			dec := st.ecv
+			if r.cfg.Parity {
+				dec = r.hcost(s) // as the reference
+			}
 			if r.idx != nil && r.idx.eq {
 				r.idx.dropped = append(r.idx.dropped, s)
-				r.idx.drop += st.ecv
+				r.idx.drop += dec
 			}
 			root := r.ufFind(st.ecn)
 			if r.cfg.Parity {
-				r.ufValue[root] -= r.hcost(s) // as the reference
+				r.ufValue[root] -= dec
+				if r.idx != nil && r.ufValue[root] < 0 {
+					// the class lost more than its evictions added (a view
+					// op raised s's cost while it was evicted): a negative
+					// class breaks the keys' bounds, so the index steps
+					// aside for the rest of the run
+					r.idxOff = true
+				}
 			} else {
 				// what eviction added: a view op created on s while it was
 				// evicted has raised hcost(s) since, and subtracting the
