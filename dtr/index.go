@@ -117,16 +117,16 @@ type candIndex struct {
 	kept []int32
 	// never: storages never read again score 0 (lookahead-dtr): they go
 	// to the never-used bucket
-	never   bool
+	never bool
 	// parity mode: the pool's zero-cost storages (the only ones that can
 	// score 0/0; stale entries are skipped) and whether the last choice
 	// scored 0
 	zeroCost []int32
 	lastZero bool
-	drop    int64
-	allow   int64
-	dropped []int32
-	refresh []int32
+	drop     int64
+	allow    int64
+	dropped  []int32
+	refresh  []int32
 }
 
 func indexKind(cfg *Config) idxKind {
