@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -78,4 +79,22 @@ func TestCompareCanceled(t *testing.T) {
 	assert.ErrorIs(t, err, sim.ErrCanceled)
 	_, err = SweepBudgets(ctx, g, o, nil, []float64{0.5}, nil, nil)
 	assert.ErrorIs(t, err, sim.ErrCanceled)
+}
+
+// TestCompareNothingFits: when no strategy fits the budget, the report
+// names the smallest peak as such, not as the best.
+func TestCompareNothingFits(t *testing.T) {
+	g, err := models.Build("chain", models.Options{Depth: 8})
+	require.NoError(t, err)
+	o, err := strategy.OptionsFrom(nil)
+	require.NoError(t, err)
+	o.Budget = 1 // byte
+	sts, err := strategy.Resolve([]string{"chen-sqrt"})
+	require.NoError(t, err)
+	rep, err := Compare(context.Background(), g, o, sts, nil)
+	require.NoError(t, err)
+	var sb strings.Builder
+	require.NoError(t, rep.Write(&sb, FormatTable))
+	assert.Contains(t, sb.String(), "no strategy fits; smallest peak: "+rep.Best+";")
+	assert.NotContains(t, sb.String(), "best: ")
 }

@@ -76,7 +76,14 @@ func (r *Report) Write(w io.Writer, f Format) error {
 	if r.Best == "" {
 		return nil
 	}
-	if _, err := fmt.Fprintf(w, "\nbest: %s; tensors that dominate its peak:\n\n", r.Best); err != nil {
+	head := fmt.Sprintf("\nbest: %s; tensors that dominate its peak:\n\n", r.Best)
+	for _, row := range r.Rows {
+		if row.Strategy == r.Best && (row.Status != StatusOK || !row.FitsBudget) {
+			// Compare fell back to the smallest peak: say so
+			head = fmt.Sprintf("\nno strategy fits; smallest peak: %s; tensors that dominate it:\n\n", r.Best)
+		}
+	}
+	if _, err := io.WriteString(w, head); err != nil {
 		return err
 	}
 	t := &Table{Columns: []string{"tensor", "kind", "size"}, RightAlign: []bool{false, false, true}}
