@@ -250,3 +250,18 @@ func TestParityIndexMatchesScan(t *testing.T) {
 	t.Logf("%d evictions checked", evictions)
 	require.Greater(t, evictions, int64(5000))
 }
+
+// TestSweepWorkersDeterministic: the budgets of a sweep run concurrently,
+// and the result does not depend on how many at once.
+func TestSweepWorkersDeterministic(t *testing.T) {
+	tr := loadTrace(t, "unet")
+	for _, parity := range []bool{true, false} {
+		one, err := Sweep(context.Background(), tr, SweepOptions{Heuristic: MSPS, Parity: parity, Workers: 1})
+		require.NoError(t, err)
+		many, err := Sweep(context.Background(), tr, SweepOptions{Heuristic: MSPS, Parity: parity, Workers: 7})
+		require.NoError(t, err)
+		require.Equal(t, one, many)
+	}
+	_, err := Sweep(context.Background(), tr, SweepOptions{Workers: -1})
+	require.ErrorContains(t, err, "Workers -1")
+}

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sort"
+	"sync"
+	"sync/atomic"
 
 	"github.com/remat-dev/remat/graph/dtrlog"
 	"github.com/remat-dev/remat/sim"
@@ -245,6 +248,9 @@ type SweepOptions struct {
 	// OverheadLimit: a run thrashes once remat compute exceeds
 	// (OverheadLimit-1) x baseline compute. Default 2 (the paper's).
 	OverheadLimit float64
+	// Workers: budgets replayed at once (0: GOMAXPROCS). The results do
+	// not depend on it.
+	Workers int
 }
 
 // DefaultRatios are the paper's budget ratios, largest first.
@@ -274,15 +280,15 @@ func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResul
 	if lim < 1 {
 		return nil, fmt.Errorf("dtr sweep: OverheadLimit %v: expected >= 1", lim)
 	}
+	if opt.Workers < 0 {
+		return nil, fmt.Errorf("dtr sweep: Workers %d: expected >= 0 (0 = GOMAXPROCS)", opt.Workers)
+	}
 	base, err := MeasureBaseline(tr)
 	if err != nil {
 		return nil, fmt.Errorf("dtr sweep: %w", err)
 	}
 	res := &SweepResult{Heuristic: opt.Heuristic.String(), Parity: opt.Parity, Baseline: base, Bound: ComputeLowerBound(tr)}
-	for _, ratio := range ratios {
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
+	one := func(ratio float64) (RatioResult, error) {
 		var cfg Config
 		switch {
 		case opt.Parity:
@@ -316,9 +322,46 @@ func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResul
 		case errors.Is(err, ErrThrashing):
 			rr.Status = StatusThrash
 		default:
-			return res, err
+			return rr, err
 		}
-		res.Results = append(res.Results, rr)
+		return rr, nil
+	}
+	// The budgets are independent replays of the same (read-only) trace:
+	// they run on up to GOMAXPROCS goroutines, each result in its slot, so
+	// the output does not depend on the number of workers.
+	out := make([]RatioResult, len(ratios))
+	errs := make([]error, len(ratios))
+	done := make([]bool, len(ratios))
+	workers := min(runtime.GOMAXPROCS(0), len(ratios))
+	if opt.Workers > 0 {
+		workers = min(opt.Workers, len(ratios))
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(ratios) {
+					return
+				}
+				if err := ctx.Err(); err != nil {
+					errs[i] = err
+					continue
+				}
+				out[i], errs[i] = one(ratios[i])
+				done[i] = errs[i] == nil
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range ratios {
+		if !done[i] {
+			return res, errs[i]
+		}
+		res.Results = append(res.Results, out[i])
 	}
 	return res, nil
 }
