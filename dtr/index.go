@@ -123,10 +123,13 @@ type candIndex struct {
 	// scored 0
 	zeroCost []int32
 	lastZero bool
-	drop     int64
-	allow    int64
-	dropped  []int32
-	refresh  []int32
+	// deficit (parity mode, eq-class): the summed excess of class
+	// decreases over what evictions added (see eqKeyPart)
+	deficit int64
+	drop    int64
+	allow   int64
+	dropped []int32
+	refresh []int32
 }
 
 func indexKind(cfg *Config) idxKind {
@@ -238,13 +241,25 @@ func (r *Runtime) bucketOf(s int32) int {
 func (r *Runtime) keyNum(s int32) int64 {
 	c := r.storages[s].compute
 	if r.idx.eq {
-		c += r.eqKeyPart(r.eqNeighbours(s))
+		c = max(c+r.eqKeyPart(r.eqNeighbours(s)), 0)
 	}
 	return c
 }
 
 // eqKeyPart is the part of eq-class neighbour cost e a key may count.
+//
+// In parity mode a recomputation lowers its class by its current cost,
+// which exceeds what its eviction added when a view op raised that cost
+// meanwhile, so classes may go negative: the summed excess (deficit)
+// bounds the negative mass, and a class merging with a negative one loses
+// at most that. The excess is part of the epoch's drop too, so the deficit
+// grows by at most (allow - drop) within the epoch: with a deficit the key
+// counts e - 2(allow - drop) - deficit, and may be below the storage's own
+// cost (parityIndexable then checks that no exact score can be negative).
 func (r *Runtime) eqKeyPart(e int64) int64 {
+	if x := r.idx; x.deficit > 0 {
+		return e - 2*(x.allow-x.drop) - x.deficit
+	}
 	return max(e-(r.idx.allow-r.idx.drop), 0)
 }
 
@@ -526,10 +541,17 @@ func (r *Runtime) chooseIndexed() int32 {
 // LRU candidate has a negative last access. The zero-cost candidates are
 // the only ones that can score 0/0.
 func (r *Runtime) parityIndexable() bool {
-	if r.idxOff {
-		return false
-	}
 	x := r.idx
+	if x.deficit > 0 {
+		// an exact numerator is at least the cost less the deficit: a
+		// candidate costing less may score below zero, which the index's
+		// bounds do not allow for
+		for _, s := range r.pool {
+			if s >= 0 && r.storages[s].compute < x.deficit {
+				return false
+			}
+		}
+	}
 	if x.kind == idxLRU {
 		h := x.heaps[0]
 		return len(h) == 0 || r.storages[h[0]].lastAccess >= 0
@@ -610,7 +632,7 @@ func (r *Runtime) idxSearch(b int, c *idxChoice) {
 			continue // s itself cannot win (its subtree may)
 		}
 		sc := r.evaluate(s)
-		if st := &r.storages[s]; r.idx.eq && b != idxNever && st.compute+r.eqKeyPart(sc.num-st.compute) > st.knum {
+		if st := &r.storages[s]; r.idx.eq && b != idxNever && max(st.compute+r.eqKeyPart(sc.num-st.compute), 0) > st.knum {
 			r.idx.refresh = append(r.idx.refresh, s)
 		}
 		if seq := r.storages[s].seq; c.best < 0 || r.idxBetter(sc, seq, c.bs, c.bseq) {

@@ -217,7 +217,7 @@ func TestParityIndexMatchesScan(t *testing.T) {
 		}
 		require.Equal(t, rs.Stats(), ri.Stats(), name)
 	}
-	var idxEvals, evictions int64
+	var idxEvals, evictions, deficits int64
 	for _, m := range []string{"resnet32", "unet"} {
 		tr := loadTrace(t, m)
 		base, err := MeasureBaseline(tr)
@@ -230,6 +230,9 @@ func TestParityIndexMatchesScan(t *testing.T) {
 				rs, errS := parityRun(t, replay, h, b, base.ComputeNs, true)
 				same(fmt.Sprintf("%s %s ratio %.1f", m, h, ratio), ri, rs, errI, errS)
 				evictions += ri.Stats().Evictions
+				if ri.idx.deficit > 0 {
+					deficits++
+				}
 			}
 		}
 	}
@@ -244,11 +247,15 @@ func TestParityIndexMatchesScan(t *testing.T) {
 			}
 			same(fmt.Sprintf("seed %d %s", seed, h), ri, rs, errI, errS)
 			evictions += ri.Stats().Evictions
+			if ri.idx.deficit > 0 {
+				deficits++
+			}
 			idxEvals += ri.Stats().HeuristicEvals
 		}
 	}
-	t.Logf("%d evictions checked", evictions)
+	t.Logf("%d evictions checked; %d runs had eq-classes going negative", evictions, deficits)
 	require.Greater(t, evictions, int64(5000))
+	require.Positive(t, deficits, "the negative-class path is exercised")
 }
 
 // TestSweepWorkersDeterministic: the budgets of a sweep run concurrently,

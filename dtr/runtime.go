@@ -172,9 +172,6 @@ type Runtime struct {
 
 	// idx is the candidate index (nil: scan the pool).
 	idx *candIndex
-	// idxOff: parity mode met a case the index cannot follow exactly; the
-	// rest of the run scans.
-	idxOff bool
 	// idxCheck (tests) runs the scan after every indexed choice and counts
 	// disagreements in idxMismatch.
 	idxCheck    bool
@@ -1158,12 +1155,14 @@ func (r *Runtime) compute(t int32, remat bool) error {
 			root := r.ufFind(st.ecn)
 			if r.cfg.Parity {
 				r.ufValue[root] -= dec
-				if r.idx != nil && r.ufValue[root] < 0 {
-					// the class lost more than its evictions added (a view
-					// op raised s's cost while it was evicted): a negative
-					// class breaks the keys' bounds, so the index steps
-					// aside for the rest of the run
-					r.idxOff = true
+				if r.idx != nil && dec > st.ecv {
+					// the class loses more than s's eviction added (a view
+					// op raised s's cost while it was evicted): classes may
+					// go negative, by at most the summed excess
+					if r.idx.deficit == 0 {
+						r.idx.drop = r.idx.allow + 1 // keys made without a deficit: re-key all (idxDropped)
+					}
+					r.idx.deficit += dec - st.ecv
 				}
 			} else {
 				// what eviction added: a view op created on s while it was
