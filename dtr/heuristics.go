@@ -138,8 +138,10 @@ func (r *Runtime) eqNeighbours(s int32) int64 {
 }
 
 // region sums the costs of the evicted storages reachable from s through
-// evicted storages, following children (forward) or parents (reverse).
-func (r *Runtime) region(s int32, reverse bool) int64 {
+// evicted storages, following children (forward) or parents (reverse). It
+// stops as soon as the sum exceeds cut (the caller only needs to know that
+// it does), returning the partial sum.
+func (r *Runtime) region(s int32, reverse bool, cut int64) int64 {
 	if len(r.stMark) < len(r.storages) {
 		r.stMark = append(r.stMark, make([]uint32, len(r.storages)-len(r.stMark))...)
 	}
@@ -172,6 +174,10 @@ func (r *Runtime) region(s int32, reverse bool) int64 {
 				if r.stMark[us] != g {
 					r.stMark[us] = g
 					sum += r.storages[us].compute
+					if sum > cut {
+						r.stack = stack[:0]
+						return sum
+					}
 					stack = append(stack, us)
 				}
 			}
@@ -209,20 +215,48 @@ func (r *Runtime) sizeTerm(s int32) int64 {
 	return m
 }
 
-// evaluate scores candidate s.
+// withRegions returns s's cost plus the costs of its evicted ancestors (and,
+// with both, of its evicted descendants): the numerator of h_DTR and MSPS.
+// When the caller has a best score so far (evalBest), the walks stop once
+// the numerator puts the score over 1+1e-6 times it: the partial numerator
+// returned then still scores strictly above the best (so the candidate
+// loses exactly as it would with the whole sum), at a fraction of the
+// walk.
+func (r *Runtime) withRegions(s int32, both bool, m, d int64) int64 {
+	cut := int64(math.MaxInt64)
+	if b := r.evalBest; b > 0 && !math.IsInf(b, 1) && m > 0 && d > 0 {
+		if x := b * float64(m) * float64(d) * (1 + 1e-6); x < 1<<62 {
+			cut = int64(x) + 1
+		}
+	}
+	c := r.storages[s].compute
+	if c > cut {
+		return c
+	}
+	if both {
+		c += r.region(s, false, cut-c)
+		if c > cut {
+			return c
+		}
+	}
+	return c + r.region(s, true, cut-c)
+}
+
+// evaluate scores candidate s (see withRegions for evalBest).
 func (r *Runtime) evaluate(s int32) score {
 	r.stats.HeuristicEvals++
 	st := &r.storages[s]
 	switch r.cfg.Heuristic {
 	case HDTR:
-		c := st.compute + r.region(s, false) + r.region(s, true)
-		return mkScore(c, r.sizeTerm(s), r.staleness(s))
+		m, d := r.sizeTerm(s), r.staleness(s)
+		return mkScore(r.withRegions(s, true, m, d), m, d)
 	case HDTREqClass:
 		return mkScore(st.compute+r.eqNeighbours(s), r.sizeTerm(s), r.staleness(s))
 	case HDTRLocal:
 		return mkScore(st.compute, r.sizeTerm(s), r.staleness(s))
 	case MSPS:
-		return mkScore(st.compute+r.region(s, true), r.sizeTerm(s), 1)
+		m := r.sizeTerm(s)
+		return mkScore(r.withRegions(s, false, m, 1), m, 1)
 	case LRU:
 		return score{f: float64(st.lastAccess), num: st.lastAccess, d1: 1, d2: 1, mul: 1}
 	case Size:
@@ -250,13 +284,14 @@ func (r *Runtime) evaluate(s int32) score {
 			return mkScore(0, 1, 1)
 		}
 		d := max(n-r.step, 1)
-		return mkScore(st.compute+r.region(s, true), r.sizeTerm(s), d)
+		m := r.sizeTerm(s)
+		return mkScore(r.withRegions(s, false, m, d), m, d)
 	case LookaheadDTR:
 		if r.nextUse(s) == math.MaxInt64 {
 			return mkScore(0, 1, 1) // never read again: first to go
 		}
-		c := st.compute + r.region(s, false) + r.region(s, true)
-		return mkScore(c, r.sizeTerm(s), r.staleness(s))
+		m, d := r.sizeTerm(s), r.staleness(s)
+		return mkScore(r.withRegions(s, true, m, d), m, d)
 	}
 	return mkScore(0, 1, 1)
 }
@@ -309,7 +344,12 @@ func (r *Runtime) scan() int32 {
 		if !r.cfg.Parity && r.storages[s].size < r.cfg.EvicteeMinSize {
 			return false
 		}
+		r.evalBest = math.Inf(1)
+		if best >= 0 && r.noise == nil {
+			r.evalBest = bs.f
+		}
 		sc := r.evaluate(s)
+		r.evalBest = math.Inf(1)
 		if r.noise != nil && sc.f > 0 && !math.IsInf(sc.f, 1) {
 			// offline search: multiplicative log-normal perturbation
 			sc.mul *= math.Exp(r.noiseSigma * r.noise.NormFloat64())

@@ -631,7 +631,11 @@ func (r *Runtime) idxSearch(b int, c *idxChoice) {
 		if c.best >= 0 && r.nodeBound(b, s) > c.bs.f {
 			continue // s itself cannot win (its subtree may)
 		}
+		if c.best >= 0 {
+			r.evalBest = c.bs.f
+		}
 		sc := r.evaluate(s)
+		r.evalBest = math.Inf(1)
 		if st := &r.storages[s]; r.idx.eq && b != idxNever && max(st.compute+r.eqKeyPart(sc.num-st.compute), 0) > st.knum {
 			r.idx.refresh = append(r.idx.refresh, s)
 		}

@@ -177,6 +177,11 @@ type Runtime struct {
 	idxCheck    bool
 	idxMismatch int64
 
+	// evalBest: the best score of the choice in progress (+Inf: none);
+	// evaluate may stop summing a numerator that puts a candidate above it
+	// (withRegions).
+	evalBest float64
+
 	// noise (OfflineSearch) perturbs every score by exp(noiseSigma * N(0,1)).
 	noise      *rand.Rand
 	noiseSigma float64
