@@ -454,6 +454,9 @@ func (r *Runtime) bound(b int, s int32) float64 {
 		}
 		return r.idx.lo[b] / float64(d)
 	}
+	if math.IsInf(st.ikey, 0) {
+		return st.ikey // size 0 (Inf - Inf x slack would be NaN)
+	}
 	return st.ikey - math.Abs(st.ikey)*idxSlack
 }
 
