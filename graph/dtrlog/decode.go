@@ -48,6 +48,15 @@ type decoder struct {
 	i      int
 	buf    []byte            // scratch for unescaped strings
 	intern map[string]string // names seen (nil: no interning)
+	// xnames interns the names "x<n>" of the logs' tensors by number (the
+	// fast path; other names, and those outside its window, go to intern).
+	xnames window[string]
+	// reuse: the arrays of a line are decoded into the scratch slices below,
+	// valid until the next line, instead of new slices.
+	reuse         bool
+	args, results []string
+	mutate        []num
+	idx           []int
 }
 
 func kindOfValue(c byte) string {
@@ -88,6 +97,9 @@ func (d *decoder) ws() {
 
 // peek returns the next non-space byte (0 at the end).
 func (d *decoder) peek() byte {
+	if d.i < len(d.b) && d.b[d.i] > ' ' {
+		return d.b[d.i]
+	}
 	d.ws()
 	if d.i >= len(d.b) {
 		return 0
@@ -166,15 +178,60 @@ func (d *decoder) object(raw *rawLine) error {
 	}
 }
 
+// The keys a line may hold, as indexes into keyNames.
+const (
+	keyInstruction = iota
+	keyName
+	keyDst
+	keySrc
+	keyAnnotation
+	keyMemory
+	keyTime
+	keyAlias
+	keyArgs
+	keyResult
+	keyMutate
+	keyUnknown
+)
+
 // keyNames are the keys a line may hold.
 var keyNames = [...]string{"INSTRUCTION", "NAME", "DST", "SRC", "ANNOTATION", "MEMORY", "TIME", "ALIAS", "ARGS", "RESULT", "MUTATE"}
 
-// foldKey returns the known key matching key as encoding/json matches (under
-// Unicode case folding), or "". A key holding a non-ASCII rune is longer
-// than the ASCII name it may fold to, and an ASCII key folds only to a name
-// of its length.
-func foldKey(key []byte) string {
-	for _, name := range keyNames {
+// keyOf returns the key (keyUnknown for none) that key names as
+// encoding/json matches keys (exactly or else under Unicode case folding).
+func keyOf(key []byte) int {
+	switch string(key) {
+	case "INSTRUCTION":
+		return keyInstruction
+	case "NAME":
+		return keyName
+	case "DST":
+		return keyDst
+	case "SRC":
+		return keySrc
+	case "ANNOTATION":
+		return keyAnnotation
+	case "MEMORY":
+		return keyMemory
+	case "TIME":
+		return keyTime
+	case "ALIAS":
+		return keyAlias
+	case "ARGS":
+		return keyArgs
+	case "RESULT":
+		return keyResult
+	case "MUTATE":
+		return keyMutate
+	}
+	return foldKey(key)
+}
+
+// foldKey returns the known key matching key under Unicode case folding, or
+// keyUnknown. A key holding a non-ASCII rune is longer than the ASCII name
+// it may fold to, and an ASCII key folds only to a name of its length.
+func foldKey(key []byte) int {
+	for k, name := range keyNames {
 		switch {
 		case len(key) == len(name):
 			ok := true
@@ -186,44 +243,38 @@ func foldKey(key []byte) string {
 				ok = c == name[i]
 			}
 			if ok {
-				return name
+				return k
 			}
 		case len(key) > len(name) && strings.EqualFold(string(key), name):
-			return name
+			return k
 		}
 	}
-	return ""
+	return keyUnknown
 }
 
 func (d *decoder) field(key []byte, raw *rawLine) error {
-	k := string(key)
-	switch k {
-	case "INSTRUCTION", "NAME", "DST", "SRC", "ANNOTATION", "MEMORY", "TIME", "ALIAS", "ARGS", "RESULT", "MUTATE":
-	default:
-		k = foldKey(key)
-	}
-	switch k {
-	case "INSTRUCTION":
-		return d.strValue("INSTRUCTION", &raw.Instruction)
-	case "NAME":
-		return d.strValue("NAME", &raw.Name)
-	case "DST":
-		return d.strValue("DST", &raw.Dst)
-	case "SRC":
-		return d.strValue("SRC", &raw.Src)
-	case "ANNOTATION":
-		return d.strValue("ANNOTATION", &raw.Annotation)
-	case "MEMORY":
-		return d.numValue("MEMORY", &raw.Memory)
-	case "TIME":
-		return d.numValue("TIME", &raw.Time)
-	case "ALIAS":
-		return d.numValue("ALIAS", &raw.Alias)
-	case "ARGS":
-		return d.strList("ARGS", &raw.Args, &raw.ArgsSet)
-	case "RESULT":
-		return d.strList("RESULT", &raw.Result, &raw.ResultSet)
-	case "MUTATE":
+	switch keyOf(key) {
+	case keyInstruction:
+		return d.strValue("INSTRUCTION", &raw.Instruction, true)
+	case keyName:
+		return d.strValue("NAME", &raw.Name, false)
+	case keyDst:
+		return d.strValue("DST", &raw.Dst, false)
+	case keySrc:
+		return d.strValue("SRC", &raw.Src, false)
+	case keyAnnotation:
+		return d.strValue("ANNOTATION", &raw.Annotation, false)
+	case keyMemory:
+		return d.numValue("MEMORY", -1, &raw.Memory)
+	case keyTime:
+		return d.numValue("TIME", -1, &raw.Time)
+	case keyAlias:
+		return d.numValue("ALIAS", -1, &raw.Alias)
+	case keyArgs:
+		return d.strList("ARGS", &raw.Args, &raw.ArgsSet, &d.args)
+	case keyResult:
+		return d.strList("RESULT", &raw.Result, &raw.ResultSet, &d.results)
+	case keyMutate:
 		return d.numList("MUTATE", &raw.Mutate, &raw.MutateSet)
 	}
 	return d.skip(0)
@@ -235,6 +286,16 @@ func (d *decoder) name(b []byte) string {
 	if d.intern == nil {
 		return string(b)
 	}
+	if n, ok := xnumber(b); ok {
+		if s, ok := d.xnames.get(n); ok {
+			return s
+		}
+		if d.xnames.fits(n) {
+			s := string(b)
+			d.xnames.set(n, s)
+			return s
+		}
+	}
 	if s, ok := d.intern[string(b)]; ok {
 		return s
 	}
@@ -243,14 +304,46 @@ func (d *decoder) name(b []byte) string {
 	return s
 }
 
-func (d *decoder) strValue(field string, f *strField) error {
+// keyword returns the INSTRUCTION b as a constant string when it is one of
+// the instructions, else as name does.
+func (d *decoder) keyword(b []byte) string {
+	switch string(b) {
+	case "ANNOTATE":
+		return "ANNOTATE"
+	case "CONSTANT":
+		return "CONSTANT"
+	case "MEMORY":
+		return "MEMORY"
+	case "CALL":
+		return "CALL"
+	case "ALIAS":
+		return "ALIAS"
+	case "COPY":
+		return "COPY"
+	case "COPY_FROM":
+		return "COPY_FROM"
+	case "RELEASE":
+		return "RELEASE"
+	case "MUTATE":
+		return "MUTATE"
+	}
+	return d.name(b)
+}
+
+// strValue decodes a string-valued key (keyword: an INSTRUCTION).
+func (d *decoder) strValue(field string, f *strField, keyword bool) error {
 	switch c := d.peek(); c {
 	case '"':
 		b, err := d.str()
 		if err != nil {
 			return err
 		}
-		f.v, f.set = d.name(b), true
+		if keyword {
+			f.v = d.keyword(b)
+		} else {
+			f.v = d.name(b)
+		}
+		f.set = true
 		return nil
 	case 'n':
 		f.v, f.set = "", false
@@ -262,8 +355,10 @@ func (d *decoder) strValue(field string, f *strField) error {
 	}
 }
 
-func (d *decoder) strList(field string, out *[]string, set *bool) error {
-	return list(d, field, "strings", 4, out, set, func(k int) (string, error) {
+// strList decodes an array of strings into *out (a new slice, or in reuse
+// mode the scratch *scratch).
+func (d *decoder) strList(field string, out *[]string, set *bool, scratch *[]string) error {
+	return list(d, field, "strings", 4, out, set, scratchFor(d, scratch), func(k int) (string, error) {
 		switch c := d.peek(); c {
 		case '"':
 			b, err := d.str()
@@ -282,8 +377,10 @@ func (d *decoder) strList(field string, out *[]string, set *bool) error {
 }
 
 // list decodes a JSON array (or null) of what into *out, one element at a
-// time with elem, and sets *set when the field held an array.
-func list[E any](d *decoder, field, what string, capHint int, out *[]E, set *bool, elem func(k int) (E, error)) error {
+// time with elem, and sets *set when the field held an array. The elements
+// go into a new slice, or into *scratch (kept for the next line) when
+// scratch is not nil.
+func list[E any](d *decoder, field, what string, capHint int, out *[]E, set *bool, scratch *[]E, elem func(k int) (E, error)) error {
 	switch c := d.peek(); c {
 	case '[':
 	case 'n':
@@ -295,34 +392,51 @@ func list[E any](d *decoder, field, what string, capHint int, out *[]E, set *boo
 		return d.errf("%s is %s, expected an array of %s", field, kindOfValue(c), what)
 	}
 	d.i++
-	xs := make([]E, 0, capHint)
-	if d.peek() == ']' {
-		d.i++
-		*out, *set = xs, true
-		return nil
+	var xs []E
+	if scratch != nil && *scratch != nil {
+		xs = (*scratch)[:0]
+	} else {
+		xs = make([]E, 0, capHint)
 	}
-	for k := 0; ; k++ {
-		x, err := elem(k)
-		if err != nil {
-			return err
-		}
-		xs = append(xs, x)
-		switch d.peek() {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			*out, *set = xs, true
-			return nil
-		case 0:
-			return d.errf("unexpected end of line in %s, expected ',' or ']'", field)
-		default:
-			return d.errf("found %q in %s, expected ',' or ']'", d.b[d.i], field)
+	if d.peek() != ']' {
+		for k := 0; ; k++ {
+			x, err := elem(k)
+			if err != nil {
+				return err
+			}
+			xs = append(xs, x)
+			c := d.peek()
+			if c == ']' {
+				break
+			}
+			switch c {
+			case ',':
+				d.i++
+			case 0:
+				return d.errf("unexpected end of line in %s, expected ',' or ']'", field)
+			default:
+				return d.errf("found %q in %s, expected ',' or ']'", c, field)
+			}
 		}
 	}
+	d.i++ // ']'
+	if scratch != nil {
+		*scratch = xs
+	}
+	*out, *set = xs, true
+	return nil
 }
 
-func (d *decoder) numValue(field string, n *num) error {
+// scratchFor returns scratch in reuse mode, else nil (new slices).
+func scratchFor[E any](d *decoder, scratch *[]E) *[]E {
+	if d.reuse {
+		return scratch
+	}
+	return nil
+}
+
+// numValue decodes an integer-valued key, or element k of one when k >= 0.
+func (d *decoder) numValue(key string, k int, n *num) error {
 	switch c := d.peek(); {
 	case c == '"':
 		b, err := d.str()
@@ -331,7 +445,7 @@ func (d *decoder) numValue(field string, n *num) error {
 		}
 		v, ok := parseInt(b)
 		if !ok {
-			return d.errf("%s %q: expected a decimal integer in int64 range", field, b)
+			return d.errf("%s %q: expected a decimal integer in int64 range", elemName(key, k), b)
 		}
 		n.v, n.set = v, true
 		return nil
@@ -342,23 +456,31 @@ func (d *decoder) numValue(field string, n *num) error {
 		}
 		v, ok := parseInt(b)
 		if !ok {
-			return d.errf("%s %s: expected a decimal integer in int64 range", field, b)
+			return d.errf("%s %s: expected a decimal integer in int64 range", elemName(key, k), b)
 		}
 		n.v, n.set = v, true
 		return nil
 	case c == 'n':
 		return d.literal("null") // leaves the field as it was
 	case c == 0:
-		return d.errf("%s has no value, expected an integer", field)
+		return d.errf("%s has no value, expected an integer", elemName(key, k))
 	default:
-		return d.errf("%s is %s, expected an integer (a decimal string or number)", field, kindOfValue(c))
+		return d.errf("%s is %s, expected an integer (a decimal string or number)", elemName(key, k), kindOfValue(c))
 	}
 }
 
+// elemName names key, or its element k when k >= 0 ("MUTATE[2]").
+func elemName(key string, k int) string {
+	if k < 0 {
+		return key
+	}
+	return fmt.Sprintf("%s[%d]", key, k)
+}
+
 func (d *decoder) numList(field string, out *[]num, set *bool) error {
-	return list(d, field, "integers", 2, out, set, func(k int) (num, error) {
+	return list(d, field, "integers", 2, out, set, scratchFor(d, &d.mutate), func(k int) (num, error) {
 		var n num
-		err := d.numValue(fmt.Sprintf("%s[%d]", field, k), &n)
+		err := d.numValue(field, k, &n)
 		return n, err
 	})
 }
@@ -453,6 +575,15 @@ func (d *decoder) number() ([]byte, error) {
 	return b[start:i], nil
 }
 
+// plain marks the bytes a string holds as they are: not the quote, the
+// backslash, a control character or part of a non-ASCII rune.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // str consumes a JSON string and returns its contents: a slice of the line
 // when it has no escapes and is valid UTF-8, else the decoded bytes in the
 // decoder's scratch buffer (valid until the next call).
@@ -460,24 +591,25 @@ func (d *decoder) str() ([]byte, error) {
 	d.i++ // opening quote
 	start := d.i
 	b := d.b
-	simple := true
-	for i := start; i < len(b); i++ {
+	n := 0 // plain bytes from start
+	for rest := b[start:]; n < len(rest) && plain[rest[n]]; n++ {
+	}
+	i := start + n
+	if i < len(b) && b[i] == '"' {
+		d.i = i + 1
+		return b[start:i], nil
+	}
+	for ; i < len(b); i++ {
 		c := b[i]
 		switch {
 		case c == '"':
 			d.i = i + 1
-			if simple {
-				return b[start:i], nil
-			}
 			return d.unescape(b[start:i])
 		case c == '\\':
-			simple = false
 			i++ // skip the escaped byte (checked by unescape)
 		case c < 0x20:
 			d.i = i
 			return nil, d.errf("control character %q in a string", c)
-		case c >= utf8.RuneSelf:
-			simple = false
 		}
 	}
 	d.i = len(b)

@@ -98,15 +98,24 @@ func NewReader(r io.Reader) *Reader {
 		r = bytes.NewReader(nil)
 	}
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), MaxLineBytes)
+	sc.Buffer(make([]byte, 0, 16<<10), MaxLineBytes)
 	return &Reader{sc: sc, dec: decoder{intern: map[string]string{}}}
 }
 
 // Next returns the next instruction, skipping blank lines, or io.EOF at the
 // end. A malformed line gives a *LineError wrapping ErrSyntax.
 func (r *Reader) Next() (Instr, error) {
+	var in Instr
+	if err := r.next(&in); err != nil {
+		return Instr{}, err
+	}
+	return in, nil
+}
+
+// next is Next decoding into *in.
+func (r *Reader) next(in *Instr) error {
 	if r == nil || r.sc == nil {
-		return Instr{}, ErrNoReader
+		return ErrNoReader
 	}
 	for r.sc.Scan() {
 		r.line++
@@ -116,27 +125,26 @@ func (r *Reader) Next() (Instr, error) {
 			case bytes.HasPrefix(b, utf8BOM):
 				b = b[len(utf8BOM):] // a UTF-8 byte order mark is accepted
 			case bytes.HasPrefix(b, []byte{0xff, 0xfe}), bytes.HasPrefix(b, []byte{0xfe, 0xff}):
-				return Instr{}, &LineError{Line: 1, Err: fmt.Errorf("%w: the file is UTF-16 (it starts with a UTF-16 byte order mark): expected UTF-8 JSON lines", ErrSyntax)}
+				return &LineError{Line: 1, Err: fmt.Errorf("%w: the file is UTF-16 (it starts with a UTF-16 byte order mark): expected UTF-8 JSON lines", ErrSyntax)}
 			}
 		}
 		b = bytes.TrimSpace(b)
 		if len(b) == 0 {
 			continue
 		}
-		in, err := r.dec.parseLine(b)
-		if err != nil {
-			return Instr{}, &LineError{Line: r.line, Err: err}
+		if err := r.dec.parseLine(b, in); err != nil {
+			return &LineError{Line: r.line, Err: err}
 		}
 		in.Line = r.line
-		return in, nil
+		return nil
 	}
 	if err := r.sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return Instr{}, &LineError{Line: r.line + 1, Err: fmt.Errorf("%w: the line is longer than %d bytes (MaxLineBytes)", ErrSyntax, MaxLineBytes)}
+			return &LineError{Line: r.line + 1, Err: fmt.Errorf("%w: the line is longer than %d bytes (MaxLineBytes)", ErrSyntax, MaxLineBytes)}
 		}
-		return Instr{}, &LineError{Line: r.line + 1, Err: fmt.Errorf("%w: %w", ErrSyntax, err)}
+		return &LineError{Line: r.line + 1, Err: fmt.Errorf("%w: %w", ErrSyntax, err)}
 	}
-	return Instr{}, io.EOF
+	return io.EOF
 }
 
 func need(field string, p strField, k string) (string, error) {
@@ -149,18 +157,23 @@ func need(field string, p strField, k string) (string, error) {
 // ParseLine decodes one log line (without its line number).
 func ParseLine(b []byte) (Instr, error) {
 	var d decoder
-	return d.parseLine(b)
-}
-
-func (d *decoder) parseLine(b []byte) (Instr, error) {
-	var raw rawLine
-	if err := d.decodeLine(b, &raw); err != nil {
+	var in Instr
+	if err := d.parseLine(b, &in); err != nil {
 		return Instr{}, err
 	}
-	if !raw.Instruction.set {
-		return Instr{}, fmt.Errorf("%w: no INSTRUCTION key", ErrSyntax)
+	return in, nil
+}
+
+// parseLine decodes line b into *in (which it zeroes first).
+func (d *decoder) parseLine(b []byte, in *Instr) error {
+	*in = Instr{}
+	var raw rawLine
+	if err := d.decodeLine(b, &raw); err != nil {
+		return err
 	}
-	var in Instr
+	if !raw.Instruction.set {
+		return fmt.Errorf("%w: no INSTRUCTION key", ErrSyntax)
+	}
 	var err error
 	k := raw.Instruction.v
 	switch k {
@@ -179,10 +192,10 @@ func (d *decoder) parseLine(b []byte) (Instr, error) {
 			break
 		}
 		if !raw.Memory.set {
-			return Instr{}, fmt.Errorf("%w: MEMORY line has no MEMORY", ErrSyntax)
+			return fmt.Errorf("%w: MEMORY line has no MEMORY", ErrSyntax)
 		}
 		if raw.Memory.v < 0 {
-			return Instr{}, fmt.Errorf("%w: MEMORY of %q is %d, expected >= 0", ErrSyntax, in.Name, raw.Memory.v)
+			return fmt.Errorf("%w: MEMORY of %q is %d, expected >= 0", ErrSyntax, in.Name, raw.Memory.v)
 		}
 		in.Memory = raw.Memory.v
 	case "ALIAS":
@@ -191,10 +204,10 @@ func (d *decoder) parseLine(b []byte) (Instr, error) {
 			break
 		}
 		if !raw.Alias.set {
-			return Instr{}, fmt.Errorf("%w: ALIAS line has no ALIAS", ErrSyntax)
+			return fmt.Errorf("%w: ALIAS line has no ALIAS", ErrSyntax)
 		}
 		if raw.Alias.v < -1 || raw.Alias.v > 1<<30 {
-			return Instr{}, fmt.Errorf("%w: ALIAS of %q is %d, expected -1 or an argument index", ErrSyntax, in.Name, raw.Alias.v)
+			return fmt.Errorf("%w: ALIAS of %q is %d, expected -1 or an argument index", ErrSyntax, in.Name, raw.Alias.v)
 		}
 		in.Alias = int(raw.Alias.v)
 	case "COPY", "COPY_FROM":
@@ -215,37 +228,46 @@ func (d *decoder) parseLine(b []byte) (Instr, error) {
 			break
 		}
 		if !raw.Time.set {
-			return Instr{}, fmt.Errorf("%w: %s line has no TIME", ErrSyntax, k)
+			return fmt.Errorf("%w: %s line has no TIME", ErrSyntax, k)
 		}
 		if raw.Time.v < 0 {
-			return Instr{}, fmt.Errorf("%w: TIME of %s %q is %d, expected >= 0", ErrSyntax, k, in.Name, raw.Time.v)
+			return fmt.Errorf("%w: TIME of %s %q is %d, expected >= 0", ErrSyntax, k, in.Name, raw.Time.v)
 		}
 		in.Time = raw.Time.v
 		in.Args = raw.Args
 		if in.Kind == Call {
 			if !raw.ResultSet {
-				return Instr{}, fmt.Errorf("%w: CALL line has no RESULT", ErrSyntax)
+				return fmt.Errorf("%w: CALL line has no RESULT", ErrSyntax)
 			}
 			in.Results = raw.Result
 		} else {
 			if !raw.MutateSet {
-				return Instr{}, fmt.Errorf("%w: MUTATE line has no MUTATE", ErrSyntax)
+				return fmt.Errorf("%w: MUTATE line has no MUTATE", ErrSyntax)
 			}
-			in.Mutate = make([]int, len(raw.Mutate))
+			in.Mutate = d.ints(len(raw.Mutate))
 			for i, m := range raw.Mutate {
 				if !m.set || m.v < 0 || m.v >= int64(len(in.Args)) {
-					return Instr{}, fmt.Errorf("%w: MUTATE[%d] of %q is %d, expected an index into its %d ARGS", ErrSyntax, i, in.Name, m.v, len(in.Args))
+					return fmt.Errorf("%w: MUTATE[%d] of %q is %d, expected an index into its %d ARGS", ErrSyntax, i, in.Name, m.v, len(in.Args))
 				}
 				in.Mutate[i] = int(m.v)
 			}
 		}
 	default:
-		return Instr{}, fmt.Errorf("%w: INSTRUCTION %q: expected one of ANNOTATE, CONSTANT, MEMORY, CALL, ALIAS, COPY, COPY_FROM, RELEASE, MUTATE", ErrSyntax, k)
+		return fmt.Errorf("%w: INSTRUCTION %q: expected one of ANNOTATE, CONSTANT, MEMORY, CALL, ALIAS, COPY, COPY_FROM, RELEASE, MUTATE", ErrSyntax, k)
 	}
-	if err != nil {
-		return Instr{}, err
+	return err
+}
+
+// ints returns a slice of n ints for an instruction's MUTATE: a new one, or
+// in reuse mode the decoder's scratch.
+func (d *decoder) ints(n int) []int {
+	if !d.reuse {
+		return make([]int, n)
 	}
-	return in, nil
+	if cap(d.idx) < n {
+		d.idx = make([]int, n)
+	}
+	return d.idx[:n]
 }
 
 // ReadAll reads every instruction of a log.

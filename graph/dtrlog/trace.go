@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // ErrInvalid is wrapped by every error about a log that is well-formed line
@@ -95,8 +96,9 @@ func Compile(r io.Reader) (*Trace, error) {
 	rd := NewReader(r)
 	var pending []Instr // instructions before START, dropped if START comes
 	started := false
+	var in Instr
 	for {
-		in, err := rd.Next()
+		err := rd.next(&in)
 		if err == io.EOF {
 			break
 		}
@@ -107,18 +109,21 @@ func Compile(r io.Reader) (*Trace, error) {
 			if in.Kind == Annotate && in.Annotation == AnnotationStart {
 				started = true
 				pending = nil
+				// the compiler keeps nothing of an instruction's slices:
+				// the reader may decode each line into the same ones
+				rd.dec.reuse = true
 				continue
 			}
 			pending = append(pending, in)
 			continue
 		}
-		if err := c.feed(in); err != nil {
+		if err := c.feed(&in); err != nil {
 			return nil, err
 		}
 	}
 	if !started {
-		for _, in := range pending {
-			if err := c.feed(in); err != nil {
+		for i := range pending {
+			if err := c.feed(&pending[i]); err != nil {
 				return nil, err
 			}
 		}
@@ -130,8 +135,8 @@ func Compile(r io.Reader) (*Trace, error) {
 // the caller drops lines before START if it wants to).
 func CompileInstrs(ins []Instr) (*Trace, error) {
 	c := newCompiler()
-	for _, in := range ins {
-		if err := c.feed(in); err != nil {
+	for i := range ins {
+		if err := c.feed(&ins[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -139,40 +144,99 @@ func CompileInstrs(ins []Instr) (*Trace, error) {
 }
 
 type compiler struct {
-	t       Trace
-	names   map[string]int32 // name -> index in order
-	order   []string
+	t Trace
+	// A name's index (into binding) is in xnames (plus one) for the names
+	// "x<n>" within its window, else in names.
+	xnames  window[int32]
+	names   map[string]int32
 	binding []int32 // per name index: tensor
 	ref     []int32 // per tensor: references by name
 	inBwd   bool
-	// expect holds a CALL/CONSTANT waiting for its MEMORY/ALIAS lines.
-	want    *Instr
-	mems    []Instr
-	aliases []Instr
+	// want is a CALL/CONSTANT waiting for its MEMORY/ALIAS lines (when
+	// waiting), with copies of its Args and Results (the reader reuses the
+	// instruction's) in wantArgs and wantResults.
+	want                  wantedOp
+	waiting               bool
+	wantArgs, wantResults []string
+	mems                  []int64     // MEMORY of each result so far
+	aliases               []aliasLine // ALIAS line of each result so far
+	// ids and sizes hold the ops' Args, Results, Aliases and Sizes.
+	ids   slab[int32]
+	sizes slab[int64]
+}
+
+// wantedOp is what the compiler keeps of a CALL or CONSTANT line until its
+// MEMORY and ALIAS lines.
+type wantedOp struct {
+	Kind Kind
+	Line int
+	Name string
+	Time int64
+}
+
+// aliasLine is what the compiler keeps of an ALIAS line.
+type aliasLine struct {
+	line, alias int
 }
 
 func newCompiler() *compiler {
-	return &compiler{names: map[string]int32{}}
+	return &compiler{}
 }
 
 func lineErr(line int, format string, a ...any) error {
 	return &LineError{Line: line, Err: fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))}
 }
 
-func (c *compiler) lookup(line int, field, name string) (int32, error) {
+// index returns the index of a defined name.
+func (c *compiler) index(name string) (int32, bool) {
+	if n, ok := xnumber(name); ok {
+		if i, ok := c.xnames.get(n); ok {
+			return i - 1, true
+		}
+	}
 	i, ok := c.names[name]
+	return i, ok
+}
+
+// unknown is the error for an argument naming no tensor.
+func unknown(line int, field, name string) error {
+	return lineErr(line, "%s %q: unknown tensor (not created by an earlier CONSTANT, CALL, MUTATE or COPY)", field, name)
+}
+
+func (c *compiler) lookup(line int, field, name string) (int32, error) {
+	i, ok := c.index(name)
 	if !ok {
-		return -1, lineErr(line, "%s %q: unknown tensor (not created by an earlier CONSTANT, CALL, MUTATE or COPY)", field, name)
+		return -1, unknown(line, field, name)
 	}
 	return c.binding[i], nil
 }
 
+// lookupArgs returns the tensors of the arguments of op name (of kind k).
+func (c *compiler) lookupArgs(line int, k, name string, names []string) ([]int32, error) {
+	args := c.ids.cut(len(names))
+	for j, a := range names {
+		i, ok := c.index(a)
+		if !ok {
+			return nil, unknown(line, fmt.Sprintf("%s %q ARGS[%d]", k, name, j), a)
+		}
+		args[j] = c.binding[i]
+	}
+	return args, nil
+}
+
 func (c *compiler) bind(line int, name string, t int32) error {
-	if _, ok := c.names[name]; ok {
+	if _, ok := c.index(name); ok {
 		return lineErr(line, "tensor name %q is defined twice", name)
 	}
-	c.names[name] = int32(len(c.order))
-	c.order = append(c.order, name)
+	i := int32(len(c.binding))
+	if n, ok := xnumber(name); ok && c.xnames.fits(n) {
+		c.xnames.set(n, i+1)
+	} else {
+		if c.names == nil {
+			c.names = map[string]int32{}
+		}
+		c.names[name] = i
+	}
 	c.binding = append(c.binding, t)
 	c.ref[t]++
 	return nil
@@ -185,7 +249,8 @@ func (c *compiler) newTensor(name string, op, index int32) int32 {
 	return id
 }
 
-func (c *compiler) feed(in Instr) error {
+// feed compiles one instruction (keeping none of its slices).
+func (c *compiler) feed(in *Instr) error {
 	// Instructions built in code (CompileInstrs) get the same range checks
 	// as parsed lines.
 	if in.Memory < 0 {
@@ -194,7 +259,7 @@ func (c *compiler) feed(in Instr) error {
 	if in.Time < 0 {
 		return lineErr(in.Line, "TIME of %s %q is %d, expected >= 0", in.Kind, in.Name, in.Time)
 	}
-	if c.want != nil {
+	if c.waiting {
 		return c.feedPending(in)
 	}
 	switch in.Kind {
@@ -203,8 +268,9 @@ func (c *compiler) feed(in Instr) error {
 			c.inBwd = true
 		}
 	case Constant, Call:
-		w := in
-		c.want = &w
+		c.want, c.waiting = wantedOp{Kind: in.Kind, Line: in.Line, Name: in.Name, Time: in.Time}, true
+		c.wantArgs = append(c.wantArgs[:0], in.Args...)
+		c.wantResults = append(c.wantResults[:0], in.Results...)
 		c.mems, c.aliases = c.mems[:0], c.aliases[:0]
 		if in.Kind == Call && len(in.Results) == 0 {
 			return c.finishCall()
@@ -223,7 +289,7 @@ func (c *compiler) feed(in Instr) error {
 		}
 		c.t.Cmds = append(c.t.Cmds, Cmd{CmdGet, src})
 	case CopyFrom:
-		i, ok := c.names[in.Dst]
+		i, ok := c.index(in.Dst)
 		if !ok {
 			return lineErr(in.Line, "COPY_FROM DST %q: unknown tensor", in.Dst)
 		}
@@ -237,7 +303,7 @@ func (c *compiler) feed(in Instr) error {
 		c.ref[src]++
 		c.t.Cmds = append(c.t.Cmds, Cmd{CmdRelease, old}, Cmd{CmdGet, src})
 	case Release:
-		i, ok := c.names[in.Name]
+		i, ok := c.index(in.Name)
 		if !ok {
 			return nil // unknown names are ignored, as by the reference
 		}
@@ -255,17 +321,19 @@ func (c *compiler) feed(in Instr) error {
 	return nil
 }
 
-func (c *compiler) feedPending(in Instr) error {
-	w := c.want
+func (c *compiler) feedPending(in *Instr) error {
+	w := &c.want
 	if w.Kind == Constant {
 		if in.Kind != Memory || in.Name != w.Name {
 			return lineErr(in.Line, "CONSTANT %q (line %d) must be followed by its MEMORY line, got %s", w.Name, w.Line, describe(in))
 		}
-		c.want = nil
+		c.waiting = false
 		op := int32(len(c.t.Ops))
 		t := c.newTensor(w.Name, op, 0)
 		c.t.Tensors[t].StorageSize = in.Memory
-		c.t.Ops = append(c.t.Ops, Op{Name: "constant", Line: w.Line, Results: []int32{t}, Sizes: []int64{in.Memory}, Aliases: []int32{-1}, Constant: true, Backward: c.inBwd})
+		o := Op{Name: "constant", Line: w.Line, Results: c.ids.cut(1), Sizes: c.sizes.cut(1), Aliases: c.ids.cut(1), Constant: true, Backward: c.inBwd}
+		o.Results[0], o.Sizes[0], o.Aliases[0] = t, in.Memory, -1
+		c.t.Ops = append(c.t.Ops, o)
 		if err := c.bind(in.Line, w.Name, t); err != nil {
 			return err
 		}
@@ -274,18 +342,19 @@ func (c *compiler) feedPending(in Instr) error {
 	}
 	// CALL: MEMORY, ALIAS pairs per result, in order.
 	i := len(c.aliases)
+	res := c.wantResults
 	if len(c.mems) == i {
-		if in.Kind != Memory || in.Name != w.Results[i] {
-			return lineErr(in.Line, "CALL %q (line %d): result %d %q needs a MEMORY line here, got %s", w.Name, w.Line, i, w.Results[i], describe(in))
+		if in.Kind != Memory || in.Name != res[i] {
+			return lineErr(in.Line, "CALL %q (line %d): result %d %q needs a MEMORY line here, got %s", w.Name, w.Line, i, res[i], describe(in))
 		}
-		c.mems = append(c.mems, in)
+		c.mems = append(c.mems, in.Memory)
 		return nil
 	}
-	if in.Kind != Alias || in.Name != w.Results[i] {
-		return lineErr(in.Line, "CALL %q (line %d): result %d %q needs an ALIAS line here, got %s", w.Name, w.Line, i, w.Results[i], describe(in))
+	if in.Kind != Alias || in.Name != res[i] {
+		return lineErr(in.Line, "CALL %q (line %d): result %d %q needs an ALIAS line here, got %s", w.Name, w.Line, i, res[i], describe(in))
 	}
-	c.aliases = append(c.aliases, in)
-	if len(c.aliases) == len(w.Results) {
+	c.aliases = append(c.aliases, aliasLine{line: in.Line, alias: in.Alias})
+	if len(c.aliases) == len(res) {
 		return c.finishCall()
 	}
 	return nil
@@ -302,7 +371,7 @@ func opKind(o *Op) string {
 	return "CALL"
 }
 
-func describe(in Instr) string {
+func describe(in *Instr) string {
 	if in.Name != "" {
 		return fmt.Sprintf("%s %q", in.Kind, in.Name)
 	}
@@ -310,28 +379,25 @@ func describe(in Instr) string {
 }
 
 func (c *compiler) finishCall() error {
-	w := c.want
-	c.want = nil
-	args := make([]int32, len(w.Args))
-	for j, a := range w.Args {
-		t, err := c.lookup(w.Line, fmt.Sprintf("CALL %q ARGS[%d]", w.Name, j), a)
-		if err != nil {
-			return err
-		}
-		args[j] = t
+	w := &c.want
+	c.waiting = false
+	args, err := c.lookupArgs(w.Line, "CALL", w.Name, c.wantArgs)
+	if err != nil {
+		return err
 	}
-	if contains(w.Name, "backward") {
+	if strings.Contains(w.Name, "backward") {
 		c.inBwd = true
 	}
 	op := int32(len(c.t.Ops))
-	n := len(w.Results)
-	o := Op{Name: w.Name, Line: w.Line, Time: w.Time, Args: args, Results: make([]int32, n), Sizes: make([]int64, n), Aliases: make([]int32, n), Backward: c.inBwd}
+	res := c.wantResults
+	n := len(res)
+	o := Op{Name: w.Name, Line: w.Line, Time: w.Time, Args: args, Results: c.ids.cut(n), Sizes: c.sizes.cut(n), Aliases: c.ids.cut(n), Backward: c.inBwd}
 	for i := 0; i < n; i++ {
-		al := c.aliases[i].Alias
+		al := c.aliases[i].alias
 		if al >= len(args) {
-			return lineErr(c.aliases[i].Line, "ALIAS of %q is %d, expected -1 or an index into the %d ARGS of CALL %q", w.Results[i], al, len(args), w.Name)
+			return lineErr(c.aliases[i].line, "ALIAS of %q is %d, expected -1 or an index into the %d ARGS of CALL %q", res[i], al, len(args), w.Name)
 		}
-		t := c.newTensor(w.Results[i], op, int32(i))
+		t := c.newTensor(res[i], op, int32(i))
 		o.Results[i] = t
 		o.Aliases[i] = int32(al)
 		if al >= 0 {
@@ -339,13 +405,13 @@ func (c *compiler) finishCall() error {
 			c.t.Tensors[t].Storage = base
 			c.t.Tensors[t].StorageSize = c.t.Tensors[base].StorageSize
 		} else {
-			o.Sizes[i] = c.mems[i].Memory
+			o.Sizes[i] = c.mems[i]
 			c.t.Tensors[t].StorageSize = o.Sizes[i]
 		}
 	}
 	c.t.Ops = append(c.t.Ops, o)
 	for i := 0; i < n; i++ {
-		if err := c.bind(w.Line, w.Results[i], o.Results[i]); err != nil {
+		if err := c.bind(w.Line, res[i], o.Results[i]); err != nil {
 			return err
 		}
 	}
@@ -353,30 +419,17 @@ func (c *compiler) finishCall() error {
 	return nil
 }
 
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
+func (c *compiler) mutate(in *Instr) error {
+	args, err := c.lookupArgs(in.Line, "MUTATE", in.Name, in.Args)
+	if err != nil {
+		return err
 	}
-	return false
-}
-
-func (c *compiler) mutate(in Instr) error {
-	args := make([]int32, len(in.Args))
-	for j, a := range in.Args {
-		t, err := c.lookup(in.Line, fmt.Sprintf("MUTATE %q ARGS[%d]", in.Name, j), a)
-		if err != nil {
-			return err
-		}
-		args[j] = t
-	}
-	if contains(in.Name, "backward") {
+	if strings.Contains(in.Name, "backward") {
 		c.inBwd = true
 	}
 	op := int32(len(c.t.Ops))
 	n := len(in.Mutate)
-	o := Op{Name: in.Name, Line: in.Line, Time: in.Time, Args: args, Results: make([]int32, n), Sizes: make([]int64, n), Aliases: make([]int32, n), Mutate: true, Backward: c.inBwd}
+	o := Op{Name: in.Name, Line: in.Line, Time: in.Time, Args: args, Results: c.ids.cut(n), Sizes: c.sizes.cut(n), Aliases: c.ids.cut(n), Mutate: true, Backward: c.inBwd}
 	for i, m := range in.Mutate {
 		if m < 0 || m >= len(args) {
 			return lineErr(in.Line, "MUTATE[%d] of %q is %d, expected an index into its %d ARGS", i, in.Name, m, len(args))
@@ -391,7 +444,7 @@ func (c *compiler) mutate(in Instr) error {
 	c.t.Ops = append(c.t.Ops, o)
 	c.t.Cmds = append(c.t.Cmds, Cmd{CmdCompute, op})
 	for i, m := range in.Mutate {
-		idx := c.names[in.Args[m]]
+		idx, _ := c.index(in.Args[m])
 		old := c.binding[idx]
 		c.binding[idx] = o.Results[i]
 		c.ref[o.Results[i]] = 1
@@ -401,14 +454,35 @@ func (c *compiler) mutate(in Instr) error {
 	return nil
 }
 
+// slabChunk is the longest chunk a slab allocates for small slices.
+const slabChunk = 1024
+
+// slab cuts the small slices of ops from shared chunks: one allocation per
+// chunk instead of one per slice.
+type slab[E any] struct {
+	free  []E
+	chunk int // length of the last chunk
+}
+
+// cut returns a new zeroed slice (not nil) of length and capacity n.
+func (s *slab[E]) cut(n int) []E {
+	if n > len(s.free) || s.free == nil {
+		s.chunk = min(max(2*s.chunk, 64), slabChunk)
+		s.free = make([]E, max(n, s.chunk))
+	}
+	x := s.free[:n:n]
+	s.free = s.free[n:]
+	return x
+}
+
 // MaxTotal is the largest sum of the TIMEs (ns) and of the MEMORYs (bytes)
 // of one log: 2^60, so that the runtime's clocks, budgets and costs, which
 // add and multiply these sums, cannot overflow int64.
 const MaxTotal = int64(1) << 60
 
 func (c *compiler) finish() (*Trace, error) {
-	if c.want != nil {
-		w := c.want
+	if c.waiting {
+		w := &c.want
 		return nil, lineErr(w.Line, "%s %q: the log ends before its MEMORY/ALIAS lines", w.Kind, w.Name)
 	}
 	calls := 0
@@ -435,8 +509,7 @@ func (c *compiler) finish() (*Trace, error) {
 	// Outputs: tensors still referenced, in order of their names' first
 	// definition (each name once; a tensor pinned twice is pinned once).
 	seen := make([]bool, len(c.t.Tensors))
-	for i := range c.order {
-		t := c.binding[i]
+	for _, t := range c.binding {
 		if c.ref[t] > 0 {
 			c.t.Cmds = append(c.t.Cmds, Cmd{CmdPin, t})
 			if !seen[t] {
