@@ -154,14 +154,18 @@ func (d *decoder) object(raw *rawLine) error {
 			}
 			return d.errf("found %q, expected a key (a string)", c)
 		}
-		key, err := d.str()
-		if err != nil {
-			return err
+		k := d.quotedKey()
+		if k == keyUnknown {
+			key, err := d.str()
+			if err != nil {
+				return err
+			}
+			if err := d.expect(':', "':' after a key"); err != nil {
+				return err
+			}
+			k = keyOf(key)
 		}
-		if err := d.expect(':', "':' after a key"); err != nil {
-			return err
-		}
-		if err := d.field(key, raw); err != nil {
+		if err := d.field(k, raw); err != nil {
 			return err
 		}
 		switch d.peek() {
@@ -252,8 +256,64 @@ func foldKey(key []byte) int {
 	return keyUnknown
 }
 
-func (d *decoder) field(key []byte, raw *rawLine) error {
-	switch keyOf(key) {
+// quotedKeys are the keys as the logs write them: `"NAME":`.
+var quotedKeys = func() (q [keyUnknown]string) {
+	for k, name := range keyNames {
+		q[k] = `"` + name + `":`
+	}
+	return q
+}()
+
+// quotedKey returns the key at d.i, after its colon, when it is written as
+// in quotedKeys (the common case, checked without scanning a string), else
+// keyUnknown, leaving d.i as it was.
+func (d *decoder) quotedKey() int {
+	rest := d.b[d.i:]
+	if len(rest) < 3 {
+		return keyUnknown
+	}
+	var k int
+	switch rest[1] {
+	case 'I':
+		k = keyInstruction
+	case 'N':
+		k = keyName
+	case 'D':
+		k = keyDst
+	case 'S':
+		k = keySrc
+	case 'T':
+		k = keyTime
+	case 'R':
+		k = keyResult
+	case 'M':
+		k = keyMemory
+		if rest[2] == 'U' {
+			k = keyMutate
+		}
+	case 'A':
+		switch rest[2] {
+		case 'N':
+			k = keyAnnotation
+		case 'L':
+			k = keyAlias
+		default:
+			k = keyArgs
+		}
+	default:
+		return keyUnknown
+	}
+	q := quotedKeys[k]
+	if len(rest) < len(q) || string(rest[:len(q)]) != q {
+		return keyUnknown
+	}
+	d.i += len(q)
+	return k
+}
+
+// field decodes the value of key k (keyUnknown: skips it).
+func (d *decoder) field(k int, raw *rawLine) error {
+	switch k {
 	case keyInstruction:
 		return d.strValue("INSTRUCTION", &raw.Instruction, true)
 	case keyName:

@@ -122,6 +122,10 @@ func TestDecodeMatchesJSON(t *testing.T) {
 		`null`,
 		` { } `,
 		`{"TIME":"9223372036854775807","MEMORY":"-9223372036854775808"}`,
+		// keys like the known ones (the decoder matches `"NAME":` directly)
+		`{"NAME" : "a", "ARG":1, "ARGSX":[1], "MEMORYY":"x", "A":1, "M":2, "ALIASES":3, "INSTRUCTIONS":"CALL", "MUTATEX":[[]]}`,
+		`{"NAM":1,"N":2,"":3,"I":4,"AN":5,"AL":6,"AR":7,"MU":8,"ME":9,"DSTX":[],"SRC\u0000":0,"TIMe":"5","Result":["a"]}`,
+		`{"NAME":"a","NAME\"":"b","NA\u004dE":"c"}`,
 		// rejected
 		`{"TIME":"9223372036854775808"}`, `{"TIME":1.5}`, `{"TIME":1e3}`, `{"TIME":"0x10"}`, `{"TIME":true}`,
 		`{"NAME":1}`, `{"ARGS":"a"}`, `{"ARGS":[1]}`, `{"MUTATE":[[0]]}`, `[]`, `"x"`, `{`, `{"a":01}`, `{"a":.5}`,
