@@ -24,12 +24,32 @@ type BestResult struct {
 // ratio, the lowest overhead. Because the parity runs are the reference's
 // own, the portfolio is never worse than the best reference heuristic at a
 // ratio where one fits.
-func SweepBest(ctx context.Context, tr *dtrlog.Trace, ratios []float64) ([]BestResult, error) {
+//
+// done may hold sweeps of tr already run by Sweep at the same ratios, as a
+// caller that shows them has: those run with Sweep's default configuration
+// (no Base, no Parity) stand in for the portfolio's lazy-locking runs of
+// their heuristics, which are the same runs; the others are ignored.
+func SweepBest(ctx context.Context, tr *dtrlog.Trace, ratios []float64, done ...*SweepResult) ([]BestResult, error) {
 	if err := checkTrace(tr); err != nil {
 		return nil, fmt.Errorf("dtr sweep best: %w", err)
 	}
 	if len(ratios) == 0 {
 		ratios = DefaultRatios
+	}
+	reuse := func(h Heuristic) *SweepResult {
+		for _, d := range done {
+			if d == nil || !d.byDefault || d.Heuristic != h.String() || len(d.Results) != len(ratios) {
+				continue
+			}
+			same := true
+			for i, rr := range d.Results {
+				same = same && rr.Ratio == ratios[i]
+			}
+			if same {
+				return d
+			}
+		}
+		return nil
 	}
 	best := make([]BestResult, len(ratios))
 	keep := func(res *SweepResult, name string) {
@@ -46,9 +66,12 @@ func SweepBest(ctx context.Context, tr *dtrlog.Trace, ratios []float64) ([]BestR
 			base.EvicteeMinSize = 0
 			base.LazyLock = lazy
 			base.KeepForRemat = true
-			res, err := Sweep(ctx, tr, SweepOptions{Heuristic: h, Ratios: ratios, Base: &base})
-			if err != nil {
-				return nil, err
+			res := reuse(h)
+			if !lazy || res == nil {
+				var err error
+				if res, err = Sweep(ctx, tr, SweepOptions{Heuristic: h, Ratios: ratios, Base: &base}); err != nil {
+					return nil, err
+				}
 			}
 			name := h.String()
 			if lazy {

@@ -272,3 +272,25 @@ func TestSweepWorkersDeterministic(t *testing.T) {
 	_, err := Sweep(context.Background(), tr, SweepOptions{Workers: -1})
 	require.ErrorContains(t, err, "Workers -1")
 }
+
+// TestSweepBestReusesDefaultRuns: SweepBest given the default-mode sweeps
+// a caller already has returns what it computes alone, and ignores sweeps
+// of other configurations.
+func TestSweepBestReusesDefaultRuns(t *testing.T) {
+	tr := loadTrace(t, "unet")
+	alone, err := SweepBest(context.Background(), tr, nil)
+	require.NoError(t, err)
+	var done []*SweepResult
+	for _, h := range Heuristics {
+		res, err := Sweep(context.Background(), tr, SweepOptions{Heuristic: h})
+		require.NoError(t, err)
+		done = append(done, res)
+	}
+	eager := DefaultConfig()
+	eager.EvicteeMinSize, eager.LazyLock = 0, false
+	other, err := Sweep(context.Background(), tr, SweepOptions{Heuristic: Size, Base: &eager, OverheadLimit: 1.01})
+	require.NoError(t, err)
+	with, err := SweepBest(context.Background(), tr, nil, append([]*SweepResult{other}, done...)...)
+	require.NoError(t, err)
+	require.Equal(t, alone, with)
+}

@@ -234,6 +234,9 @@ type SweepResult struct {
 	Baseline  Baseline      `json:"baseline"`
 	Bound     LowerBound    `json:"lower_bound"`
 	Results   []RatioResult `json:"results"`
+	// byDefault: run with Sweep's default configuration (no Base, no
+	// Parity), which SweepBest may reuse
+	byDefault bool
 }
 
 // SweepOptions configure Sweep.
@@ -287,7 +290,7 @@ func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResul
 	if err != nil {
 		return nil, fmt.Errorf("dtr sweep: %w", err)
 	}
-	res := &SweepResult{Heuristic: opt.Heuristic.String(), Parity: opt.Parity, Baseline: base, Bound: ComputeLowerBound(tr)}
+	res := &SweepResult{Heuristic: opt.Heuristic.String(), Parity: opt.Parity, Baseline: base, Bound: ComputeLowerBound(tr), byDefault: !opt.Parity && opt.Base == nil}
 	one := func(ratio float64) (RatioResult, error) {
 		var cfg Config
 		switch {

@@ -251,7 +251,11 @@ func SweepDTRLog(ctx context.Context, name string, tr *dtrlog.Trace, o DTRSweepO
 		if o.Parity {
 			return nil, fmt.Errorf("sweep: the portfolio best-of has no parity mode")
 		}
-		best, err := dtr.SweepBest(ctx, tr, ratios)
+		var done []*dtr.SweepResult
+		if !o.Parity {
+			done = out.Runs // the default-mode rows are the portfolio's lazy runs
+		}
+		best, err := dtr.SweepBest(ctx, tr, ratios, done...)
 		if err != nil {
 			return nil, fmt.Errorf("sweep best-of: %w", err)
 		}
