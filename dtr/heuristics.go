@@ -142,17 +142,7 @@ func (r *Runtime) eqNeighbours(s int32) int64 {
 // stops as soon as the sum exceeds cut (the caller only needs to know that
 // it does), returning the partial sum.
 func (r *Runtime) region(s int32, reverse bool, cut int64) int64 {
-	if len(r.stMark) < len(r.storages) {
-		r.stMark = append(r.stMark, make([]uint32, len(r.storages)-len(r.stMark))...)
-	}
-	r.stGen++
-	if r.stGen == 0 {
-		for i := range r.stMark {
-			r.stMark[i] = 0
-		}
-		r.stGen = 1
-	}
-	g := r.stGen
+	g := r.newMark()
 	var sum int64
 	stack := append(r.stack[:0], s)
 	for len(stack) > 0 {
@@ -300,31 +290,19 @@ func (r *Runtime) evaluate(s int32) score {
 // the reference, ties go to the later candidate in pool order and a zero
 // score stops the scan.
 func (r *Runtime) choose() int32 {
-	if r.idx != nil && r.cfg.Parity && !r.fragMode {
-		if !r.parityIndexable() {
-			return r.scan()
-		}
+	if r.idx != nil && !r.fragMode && (!r.cfg.Parity || r.parityIndexable()) {
 		evals := r.stats.HeuristicEvals
-		s := r.chooseIndexed()
-		if s >= 0 {
-			r.stats.HeuristicEvals = evals + r.scanEvals(s)
-			if r.idxCheck {
-				if r.scan() != s {
-					r.idxMismatch++
-				}
+		if s := r.chooseIndexed(); s >= 0 {
+			if r.cfg.Parity {
+				// the reference's count, not the index's
 				r.stats.HeuristicEvals = evals + r.scanEvals(s)
 			}
-		}
-		return s
-	}
-	if r.idx != nil && !r.fragMode {
-		if s := r.chooseIndexed(); s >= 0 {
 			if r.idxCheck {
-				evals := r.stats.HeuristicEvals
+				counted := r.stats.HeuristicEvals
 				if r.scan() != s {
 					r.idxMismatch++
 				}
-				r.stats.HeuristicEvals = evals
+				r.stats.HeuristicEvals = counted
 			}
 			return s
 		}

@@ -21,13 +21,21 @@ var update = flag.Bool("update", false, "rewrite golden files")
 // skipping the test when absent.
 func logsDir(t testing.TB) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	repoRoot := filepath.Dir(filepath.Dir(file))
-	d := filepath.Join(repoRoot, "..", "shared", "data", "dtr-logs")
-	if _, err := os.Stat(filepath.Join(d, "resnet32.log")); err != nil {
+	d, ok := logsPresent()
+	if !ok {
 		t.Skipf("DTR logs not available at %s", d)
 	}
 	return d
+}
+
+// logsPresent returns ../shared/data/dtr-logs relative to the repository
+// root and whether the logs are there.
+func logsPresent() (string, bool) {
+	_, file, _, _ := runtime.Caller(0)
+	repoRoot := filepath.Dir(filepath.Dir(file))
+	d := filepath.Join(repoRoot, "..", "shared", "data", "dtr-logs")
+	_, err := os.Stat(filepath.Join(d, "resnet32.log"))
+	return d, err == nil
 }
 
 func loadTrace(t testing.TB, name string) *dtrlog.Trace {

@@ -334,7 +334,6 @@ func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResul
 	// the output does not depend on the number of workers.
 	out := make([]RatioResult, len(ratios))
 	errs := make([]error, len(ratios))
-	done := make([]bool, len(ratios))
 	workers := min(runtime.GOMAXPROCS(0), len(ratios))
 	if opt.Workers > 0 {
 		workers = min(opt.Workers, len(ratios))
@@ -355,13 +354,12 @@ func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResul
 					continue
 				}
 				out[i], errs[i] = one(ratios[i])
-				done[i] = errs[i] == nil
 			}
 		}()
 	}
 	wg.Wait()
 	for i := range ratios {
-		if !done[i] {
+		if errs[i] != nil {
 			return res, errs[i]
 		}
 		res.Results = append(res.Results, out[i])

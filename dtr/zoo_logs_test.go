@@ -93,7 +93,7 @@ func frontier(t *testing.T) string {
 		desc string
 	}
 	var logs []entry
-	if _, err := os.Stat(filepath.Join(logsDirPath(), "resnet32.log")); err == nil {
+	if _, ok := logsPresent(); ok {
 		for _, m := range []string{"resnet32", "unet"} {
 			logs = append(logs, entry{loadTrace(t, m), m + ".log (DTR artifact)"})
 		}
@@ -182,12 +182,6 @@ func frontier(t *testing.T) string {
 	return sb.String()
 }
 
-// logsDirPath is ../shared/data/dtr-logs from the repository root (it may
-// not exist).
-func logsDirPath() string {
-	return filepath.Join("..", "..", "shared", "data", "dtr-logs")
-}
-
 // TestFrontier checks the portfolio against the reference heuristics on the
 // artifact's logs (when present) and on DTR logs made from zoo graphs, and
 // keeps the table of docs/dtr.md ("Other logs") between its frontier
@@ -199,7 +193,7 @@ func TestFrontier(t *testing.T) {
 	}
 	got := frontier(t)
 	t.Log("\n" + got)
-	if _, err := os.Stat(filepath.Join(logsDirPath(), "resnet32.log")); err != nil {
+	if _, ok := logsPresent(); !ok {
 		return
 	}
 	docPath := filepath.Join("..", "docs", "dtr.md")
