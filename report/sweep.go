@@ -251,11 +251,8 @@ func SweepDTRLog(ctx context.Context, name string, tr *dtrlog.Trace, o DTRSweepO
 		if o.Parity {
 			return nil, fmt.Errorf("sweep: the portfolio best-of has no parity mode")
 		}
-		var done []*dtr.SweepResult
-		if !o.Parity {
-			done = out.Runs // the default-mode rows are the portfolio's lazy runs
-		}
-		best, err := dtr.SweepBest(ctx, tr, ratios, done...)
+		// the default-mode rows are the portfolio's lazy runs
+		best, err := dtr.SweepBest(ctx, tr, ratios, out.Runs...)
 		if err != nil {
 			return nil, fmt.Errorf("sweep best-of: %w", err)
 		}
@@ -265,7 +262,7 @@ func SweepDTRLog(ctx context.Context, name string, tr *dtrlog.Trace, o DTRSweepO
 		out.LowerBoundRatio = float64(out.Runs[0].Bound.Bytes) / float64(out.Runs[0].Baseline.PeakBytes)
 	}
 	for i, r := range ratios {
-		if b, ok := out.best(i); ok && (out.LowestRatio == 0 || r < out.LowestRatio) && b >= 0 {
+		if b, _ := out.best(i); b >= 0 && (out.LowestRatio == 0 || r < out.LowestRatio) {
 			out.LowestRatio = r
 		}
 	}
