@@ -196,41 +196,75 @@ func summarize(g *graph.Graph) graphSummary {
 }
 
 func (a *app) convertCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "convert IN OUT",
-		Short: "Convert a DTR log, ONNX model or remat JSON graph to remat's JSON format",
-		Long: `convert reads IN by its extension (.json remat graph, .log/.jsonl DTR log, .onnx) and
-writes OUT in remat's native JSON format (docs/format.md). Use '-' as OUT for stdout.`,
-		Example: "  sim convert resnet32.log resnet32.json\n  sim convert model.onnx -",
-		Args:    cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if args[1] != "-" {
-				if err := checkOutput("OUT", args[1], ".json"); err != nil {
-					return err
-				}
-			}
-			s, err := a.settings(nil)
-			if err != nil {
-				return err
-			}
-			g, err := readAny(args[0], s)
-			if err != nil {
-				return err
-			}
-			o, err := render("OUT", args[1], func(w io.Writer) error { return graph.Encode(w, g) })
-			if err != nil {
-				return err
-			}
-			if args[1] == "-" {
-				if err := sim.Canceled(cmd.Context(), "sim convert"); err != nil {
-					return err
-				}
-				_, err := a.stdout.Write(o.data)
-				return err
-			}
-			return commit(cmd.Context(), o)
-		},
+	var in inputFlags
+	var devName string
+	cmd := &cobra.Command{
+		Use:   "convert [IN] OUT",
+		Short: "Convert a DTR log, ONNX model, remat JSON graph or zoo model to remat's JSON format or a DTR log",
+		Long: `convert reads IN by its extension (.json remat graph, .log/.jsonl DTR log, .onnx), or the
+input given by --model, --graph, --dtr-log or --onnx instead of IN, and writes OUT by its
+extension: .json in remat's native JSON format (docs/format.md; '-' for stdout), .log or
+.jsonl as a DTR log of the graph's schedule (each op a CALL whose TIME is the --device cost
+model's, a RELEASE after each tensor's last reader), which 'sim sweep --dtr-log' replays.`,
+		Example: "  sim convert resnet32.log resnet32.json\n  sim convert model.onnx -\n  sim convert --model resnet32 --batch 64 resnet32-b64.log",
+		Args:    cobra.RangeArgs(1, 2),
 	}
+	in.register(cmd)
+	cmd.Flags().StringVarP(&devName, "device", "d", defaultDevice, "device profile whose cost model gives a DTR log's op TIMEs")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		out := args[len(args)-1]
+		toLog := strings.HasSuffix(out, ".log") || strings.HasSuffix(out, ".jsonl")
+		if out != "-" {
+			if err := checkOutput("OUT", out, ".json", ".log", ".jsonl"); err != nil {
+				return err
+			}
+		}
+		if len(args) == 2 && in.given() > 0 {
+			return usagef("give the input as IN or as --model, --graph, --dtr-log or --onnx, not both")
+		}
+		s, err := a.settings(nil)
+		if err != nil {
+			return err
+		}
+		var g *graph.Graph
+		if len(args) == 2 {
+			g, err = readAny(args[0], s)
+		} else {
+			g, err = in.load(s)
+		}
+		if err != nil {
+			return err
+		}
+		write := func(w io.Writer) error { return graph.Encode(w, g) }
+		if toLog {
+			dev, err := device(devName)
+			if err != nil {
+				return err
+			}
+			m, err := sim.NewMachine(g, sim.Options{Device: dev, Capacity: -1})
+			if err != nil {
+				return err
+			}
+			ins, err := dtrlog.FromGraph(g, m.OpTime)
+			if err != nil {
+				return err
+			}
+			write = func(w io.Writer) error { return dtrlog.WriteAll(w, ins) }
+		}
+		o, err := render("OUT", out, write)
+		if err != nil {
+			return err
+		}
+		if out == "-" {
+			if err := sim.Canceled(cmd.Context(), "sim convert"); err != nil {
+				return err
+			}
+			_, err := a.stdout.Write(o.data)
+			return err
+		}
+		return commit(cmd.Context(), o)
+	}
+	return cmd
 }
 
 func (a *app) envCmd() *cobra.Command {

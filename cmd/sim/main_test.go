@@ -264,3 +264,54 @@ func TestConvertRoundTripAndDTRLogSweep(t *testing.T) {
 	assert.Equal(t, exitError, code)
 	assert.Contains(t, errOut, "parity")
 }
+
+// TestConvertToDTRLog: a zoo model or a graph file converts to a DTR log
+// (op times from the device's cost model) that sweeps, and the log
+// converts back to a graph with the same ops.
+func TestConvertToDTRLog(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "chain.log")
+	_, errOut, code := run(t, fixedEnv, "convert", "--model", "chain", "--depth", "6", p)
+	require.Equal(t, 0, code, errOut)
+	first, err := os.ReadFile(p)
+	require.NoError(t, err)
+	require.Contains(t, string(first), `"INSTRUCTION":"CALL"`)
+	require.Contains(t, string(first), `"INSTRUCTION":"RELEASE"`)
+	out, errOut, code := run(t, fixedEnv, "sweep", "--dtr-log", p, "--strategies", "dtr", "--heuristic", "eq-class", "--parity", "--ratios", "1,0.5", "--format", "json")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, `"kind": "dtr-sweep"`)
+
+	// the same graph from a file gives the same log; back to a graph, the
+	// log has the chain's 13 ops
+	g := filepath.Join(dir, "chain.json")
+	_, errOut, code = run(t, fixedEnv, "convert", "--model", "chain", "--depth", "6", g)
+	require.Equal(t, 0, code, errOut)
+	p2 := filepath.Join(dir, "again.jsonl")
+	_, errOut, code = run(t, fixedEnv, "convert", g, p2)
+	require.Equal(t, 0, code, errOut)
+	again, err := os.ReadFile(p2)
+	require.NoError(t, err)
+	assert.Equal(t, string(first), string(again))
+	out, errOut, code = run(t, fixedEnv, "validate", p2, "--format", "json")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, `"ops": 13`)
+
+	// op times follow --device (the chain's are fixed; an MLP's are not)
+	var logs [2]string
+	for i, dev := range []string{"a100-40gb", "t4"} {
+		p := filepath.Join(dir, dev+".log")
+		_, errOut, code = run(t, fixedEnv, "convert", "--model", "mlp", "--depth", "1", "--width", "16", "--batch", "2", "--device", dev, p)
+		require.Equal(t, 0, code, errOut)
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		logs[i] = string(b)
+	}
+	assert.NotEqual(t, logs[0], logs[1])
+
+	// input given twice, unknown device
+	_, errOut, code = run(t, fixedEnv, "convert", g, "--model", "chain", p)
+	assert.Equal(t, exitUsage, code, errOut)
+	_, errOut, code = run(t, fixedEnv, "convert", "--model", "chain", "--device", "nope", p)
+	assert.NotEqual(t, 0, code)
+	assert.Contains(t, errOut, "nope")
+}
