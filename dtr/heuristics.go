@@ -177,13 +177,32 @@ func (r *Runtime) region(s int32, reverse bool, cut int64) int64 {
 	return sum
 }
 
+// nextUse is the step at which s is next needed: by the program (the
+// oracle's next read of one of its tensors) or, sooner, to rematerialize a
+// still referenced evicted dependent (neededBy): a storage that a pending
+// rematerialization chain will read is as good as read by that chain's
+// consumer, whatever the program does with it later. Without the second
+// term a next-use heuristic evicts, in the middle of rematerializing a
+// chain, the link it has just recomputed (its own next read is far away, in
+// the backward pass) and recomputes it again for the next link: quadratic
+// rematerialization on recurrent chains. Index keys use progNextUse, which
+// is never earlier, so their bounds stay lower bounds of this score.
 func (r *Runtime) nextUse(s int32) int64 {
-	if r.oracle == nil {
-		return math.MaxInt64
+	best := r.progNextUse(s)
+	if best == math.MaxInt64 && r.oracle == nil {
+		return best
 	}
+	if best > r.step {
+		best = min(best, r.neededBy(s))
+	}
+	return best
+}
+
+// progNextUse is the step of s's next use by the program (the oracle's).
+func (r *Runtime) progNextUse(s int32) int64 {
 	best := int64(math.MaxInt64)
-	if r.storages[s].kept {
-		best = r.neededBy(s) // released: next used to rematerialize a dependent
+	if r.oracle == nil {
+		return best
 	}
 	for _, t := range r.storages[s].tensors {
 		if n := r.oracle.NextUse(TensorID(t), r.step); n < best {
@@ -290,6 +309,7 @@ func (r *Runtime) evaluate(s int32) score {
 // the reference, ties go to the later candidate in pool order and a zero
 // score stops the scan.
 func (r *Runtime) choose() int32 {
+	r.resetNeed()
 	if r.idx != nil && !r.fragMode && (!r.cfg.Parity || r.parityIndexable()) {
 		evals := r.stats.HeuristicEvals
 		if s := r.chooseIndexed(); s >= 0 {

@@ -181,7 +181,7 @@ func (r *Runtime) bucketOf(s int32) int {
 	st := &r.storages[s]
 	switch r.idx.kind {
 	case idxStale:
-		if r.idx.never && r.nextUse(s) == math.MaxInt64 {
+		if r.idx.never && r.progNextUse(s) == math.MaxInt64 {
 			st.ikey = float64(st.seq)
 			return idxNever
 		}
@@ -197,7 +197,7 @@ func (r *Runtime) bucketOf(s int32) int {
 		}
 		return logBucket(kn, st.size)
 	case idxAhead:
-		n := r.nextUse(s)
+		n := r.progNextUse(s)
 		st.inext = n
 		st.ikey = -float64(n)
 		switch {

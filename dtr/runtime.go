@@ -193,10 +193,16 @@ type Runtime struct {
 	markGen  uint32
 
 	// traversal marks for e*
-	stMark  []uint32
-	stGen   uint32
-	stack   []int32
-	scratch []int32
+	stMark []uint32
+	stGen  uint32
+	// need's memo (see need): needStamp[s] == needGen while s is on the
+	// search stack, needGen+1 once needVal[s] is final for this state.
+	needStamp []uint32
+	needVal   []int64
+	needGen   uint32
+	needStack []needFrame
+	stack     []int32
+	scratch   []int32
 
 	// fragMode: scoring for a host allocation failure (size term + the
 	// free bytes adjacent to the candidate's block).
@@ -487,6 +493,9 @@ func (r *Runtime) Release(t TensorID) error {
 			if s.refInt != 0 {
 				return fmt.Errorf("dtr: release tensor %d: storage is locked by a running op", t)
 			}
+			if r.keeps() {
+				r.resetNeed() // residency changed since the last choice
+			}
 			if r.keeps() && r.neededBy(tt.st) < math.MaxInt64 {
 				// a referenced evicted dependent needs it to be
 				// rematerialized: it stays a candidate (its next use is
@@ -528,36 +537,110 @@ func (r *Runtime) newMark() uint32 {
 }
 
 // neededBy returns the earliest next use of a still referenced storage
-// reachable from s through evicted dependents (MaxInt64 if none; the walk
-// stops after 512 storages).
+// reachable from s through evicted dependents (MaxInt64 if none).
 func (r *Runtime) neededBy(s int32) int64 {
-	g := r.newMark()
-	r.stMark[s] = g
 	best := int64(math.MaxInt64)
-	stack := []int32{s}
-	for n := 0; len(stack) > 0 && n < 512; n++ {
-		x := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		for _, t := range r.storages[x].tensors {
-			for _, c := range r.tensors[t].children {
-				cs := r.tensors[c].st
-				if r.stMark[cs] == g {
-					continue
+	for _, t := range r.storages[s].tensors {
+		for _, c := range r.tensors[t].children {
+			if cs := r.tensors[c].st; cs != s && r.dropped(cs) {
+				if best = min(best, r.need(cs)); best <= r.step {
+					return best // needed now: nothing is earlier
 				}
-				r.stMark[cs] = g
-				cst := &r.storages[cs]
-				if cst.material || cst.swapped || cst.banished {
-					continue
-				}
-				if cst.refExt > 0 {
-					best = min(best, r.nextUse(cs))
-				}
-				stack = append(stack, cs)
 			}
 		}
 	}
 	return best
 }
+
+// dropped reports whether s is neither resident, swapped out nor banished:
+// a storage that rematerialization would recompute.
+func (r *Runtime) dropped(s int32) bool {
+	st := &r.storages[s]
+	return !st.material && !st.swapped && !st.banished
+}
+
+// need returns, for a dropped storage e, the earliest next use of e (if the
+// program still references it) or of a still referenced dropped storage
+// reachable from e through dropped dependents. Values are memoized for the
+// current state (needGen, advanced by resetNeed whenever storages may have
+// changed residency), so the candidates of one choice share their walks: the
+// memo turns a walk per candidate into one pass over the dropped region. The
+// walk is an iterative depth-first search (chains are thousands deep); a
+// dependent still on the search stack (a cycle through views of an earlier
+// storage) contributes nothing, and a value at the current step stops the
+// search of its storage early (nothing is earlier).
+func (r *Runtime) need(e int32) int64 {
+	if len(r.needStamp) < len(r.storages) {
+		r.needStamp = append(r.needStamp, make([]uint32, len(r.storages)-len(r.needStamp))...)
+		r.needVal = append(r.needVal, make([]int64, len(r.storages)-len(r.needVal))...)
+	}
+	if r.needGen == 0 {
+		r.resetNeed()
+	}
+	g := r.needGen
+	if r.needStamp[e] == g+1 {
+		return r.needVal[e]
+	}
+	push := func(x int32) {
+		r.needStamp[x] = g // on the stack
+		v := int64(math.MaxInt64)
+		if r.storages[x].refExt > 0 {
+			v = r.progNextUse(x)
+		}
+		r.needVal[x] = v
+		r.needStack = append(r.needStack, needFrame{st: x})
+	}
+	push(e)
+	for len(r.needStack) > 0 {
+		f := &r.needStack[len(r.needStack)-1]
+		x := f.st
+		ts := r.storages[x].tensors
+		next := int32(-1)
+		for next < 0 && f.ti < int32(len(ts)) && r.needVal[x] > r.step {
+			ch := r.tensors[ts[f.ti]].children
+			if f.ci >= int32(len(ch)) {
+				f.ti, f.ci = f.ti+1, 0
+				continue
+			}
+			cs := r.tensors[ch[f.ci]].st
+			f.ci++
+			if cs == x || !r.dropped(cs) {
+				continue
+			}
+			switch r.needStamp[cs] {
+			case g + 1:
+				r.needVal[x] = min(r.needVal[x], r.needVal[cs])
+			case g:
+				// on the stack: a cycle through views
+			default:
+				next = cs
+			}
+		}
+		if next >= 0 {
+			push(next)
+			continue
+		}
+		r.needStamp[x] = g + 1 // done
+		r.needStack = r.needStack[:len(r.needStack)-1]
+		if n := len(r.needStack); n > 0 {
+			p := r.needStack[n-1].st
+			r.needVal[p] = min(r.needVal[p], r.needVal[x])
+		}
+	}
+	return r.needVal[e]
+}
+
+// resetNeed invalidates need's memo (two generations per state: on the
+// stack and done).
+func (r *Runtime) resetNeed() {
+	r.needGen += 2
+	if r.needGen == 0 || r.needGen == math.MaxUint32 {
+		clear(r.needStamp)
+		r.needGen = 2
+	}
+}
+
+type needFrame struct{ st, ti, ci int32 }
 
 // Pin rematerializes t if needed and keeps its storage resident for good.
 func (r *Runtime) Pin(t TensorID) error {

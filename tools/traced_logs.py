@@ -1,0 +1,165 @@
+"""Write DTR logs of training steps traced from PyTorch.
+
+  /usr/bin/python3 tools/traced_logs.py --out DIR [--models treelstm,lstm,transformer,densenet-bc] [--small]
+
+For each model, builds it with a fixed seed, traces one SGD training step
+with remat_torch.trace (real autograd: the tensors each op saves, views,
+in-place ops), writes the graph as DIR/MODEL.json and converts it with
+`sim convert DIR/MODEL.json DIR/MODEL.log` into a DTR log (op TIMEs from
+sim's a100-40gb cost model, so the log does not depend on this machine's
+speed). The models stand in for the kinds of network of the DTR artifact's
+logs that are not in this repository:
+
+  treelstm     child-sum TreeLSTM over a fixed random binary tree of 32
+               leaves, batch 64, embedding 300, hidden 150
+  lstm         2-layer LSTM language model unrolled over 50 steps
+               (LSTMCell), batch 32, embedding 256, hidden 512, vocab 2000
+  transformer  4-layer pre-built nn.TransformerEncoder language model,
+               batch 16, sequence 128, d 256, 8 heads, vocab 4000
+  densenet-bc  DenseNet-BC 100 (growth 12, 3 x 16 bottleneck layers) on
+               CIFAR-sized input, batch 32
+
+--small shrinks every model (for tests). sim is --sim PATH, else $REMAT_SIM,
+else `sim` on PATH, else built once with `go build`. Then, e.g.:
+
+  sim sweep --dtr-log DIR/lstm.log --strategies dtr --heuristic all
+"""
+
+import argparse
+import os
+import random
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+
+MODELS = ("treelstm", "lstm", "transformer", "densenet-bc")
+
+
+def build(name, small):
+    """Return (model, inputs, labels) for one model, seeded."""
+    import torch
+    import torch.nn as nn
+    import torchvision
+
+    torch.manual_seed(0)
+    rng = random.Random(0)
+
+    class TreeLSTM(nn.Module):
+        def __init__(self, vocab, d, h, leaves, classes=5):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, d)
+            self.ioux, self.iouh = nn.Linear(d, 3 * h), nn.Linear(h, 3 * h)
+            self.fx, self.fh = nn.Linear(d, h), nn.Linear(h, h)
+            self.out, self.h = nn.Linear(h, classes), h
+            nodes, self.merges, nid = list(range(leaves)), [], leaves
+            while len(nodes) > 1:  # merge random neighbours up to the root
+                i = rng.randrange(len(nodes) - 1)
+                self.merges.append((nodes[i], nodes[i + 1], nid))
+                nodes[i:i + 2] = [nid]
+                nid += 1
+
+        def cell(self, x, c, h):
+            i, o, u = (self.ioux(x) + self.iouh(h.sum(0))).chunk(3, -1)
+            i, o, u = torch.sigmoid(i), torch.sigmoid(o), torch.tanh(u)
+            f = torch.sigmoid(self.fh(h) + self.fx(x).unsqueeze(0))
+            c = i * u + (f * c).sum(0)
+            return c, o * torch.tanh(c)
+
+        def forward(self, tok):
+            b = tok.shape[0]
+            z = self.emb.weight.new_zeros(1, b, self.h)
+            st = {l: self.cell(self.emb(tok[:, l]), z, z) for l in range(tok.shape[1])}
+            x0 = self.emb.weight.new_zeros(b, self.emb.weight.shape[1])
+            for a, c, n in self.merges:
+                st[n] = self.cell(x0, torch.stack([st[a][0], st[c][0]]), torch.stack([st[a][1], st[c][1]]))
+            return self.out(st[self.merges[-1][2]][1])
+
+    class LSTMLM(nn.Module):
+        def __init__(self, vocab, d, h, layers):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, d)
+            self.cells = nn.ModuleList([nn.LSTMCell(d if i == 0 else h, h) for i in range(layers)])
+            self.dec = nn.Linear(h, vocab)
+
+        def forward(self, tok):
+            b, t = tok.shape
+            x = self.emb(tok)
+            hs = [(x.new_zeros(b, c.hidden_size), x.new_zeros(b, c.hidden_size)) for c in self.cells]
+            outs = []
+            for s in range(t):
+                inp = x[:, s]
+                for i, c in enumerate(self.cells):
+                    hs[i] = c(inp, hs[i])
+                    inp = hs[i][0]
+                outs.append(inp)
+            return self.dec(torch.stack(outs, 1)).reshape(b * t, -1)
+
+    class TransformerLM(nn.Module):
+        def __init__(self, vocab, d, heads, layers, t):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, d)
+            self.pos = nn.Parameter(torch.zeros(t, d))
+            layer = nn.TransformerEncoderLayer(d, heads, 4 * d, dropout=0.1, batch_first=True)
+            self.enc = nn.TransformerEncoder(layer, layers)
+            self.dec = nn.Linear(d, vocab)
+
+        def forward(self, tok):
+            b, t = tok.shape
+            return self.dec(self.enc(self.emb(tok) + self.pos[:t])).reshape(b * t, -1)
+
+    if name == "treelstm":
+        b, leaves = (4, 6) if small else (64, 32)
+        m = TreeLSTM(2000, 32 if small else 300, 16 if small else 150, leaves)
+        return m, torch.randint(0, 2000, (b, leaves)), torch.randint(0, 5, (b,))
+    if name == "lstm":
+        b, t, v = (4, 6, 50) if small else (32, 50, 2000)
+        m = LSTMLM(v, 16 if small else 256, 32 if small else 512, 2)
+        return m, torch.randint(0, v, (b, t)), torch.randint(0, v, (b * t,))
+    if name == "transformer":
+        b, t, v = (2, 16, 100) if small else (16, 128, 4000)
+        m = TransformerLM(v, 32 if small else 256, 4 if small else 8, 2 if small else 4, t)
+        return m, torch.randint(0, v, (b, t)), torch.randint(0, v, (b * t,))
+    if name == "densenet-bc":
+        blocks = (2, 2, 2) if small else (16, 16, 16)
+        m = torchvision.models.DenseNet(growth_rate=12, block_config=blocks, num_init_features=24, bn_size=4, num_classes=10)
+        b = 2 if small else 32
+        return m, torch.randn(b, 3, 32, 32), torch.randint(0, 10, (b,))
+    raise ValueError("model %r: expected one of %s" % (name, ", ".join(MODELS)))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, help="directory for MODEL.json and MODEL.log")
+    p.add_argument("--models", default=",".join(MODELS), help="comma-separated: " + ", ".join(MODELS))
+    p.add_argument("--small", action="store_true", help="tiny sizes (tests)")
+    p.add_argument("--sim", default=None, help="sim binary")
+    a = p.parse_args(argv)
+    names = [n for n in a.models.split(",") if n]
+    for n in names:
+        if n not in MODELS:
+            p.error("--models: %r: expected one of %s" % (n, ", ".join(MODELS)))
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("traced_logs: PyTorch is not installed (apt-get install python3-torch python3-torchvision)", file=sys.stderr)
+        return 2
+    from remat_torch.measure import Sim
+    from remat_torch.trace import trace, write_graph
+
+    sim = Sim(a.sim)
+    try:
+        os.makedirs(a.out, exist_ok=True)
+        for n in names:
+            model, x, y = build(n, a.small)
+            g = trace(model, x, y, name=n)
+            gj, lg = os.path.join(a.out, n + ".json"), os.path.join(a.out, n + ".log")
+            write_graph(g, gj)
+            sim._run(["convert", "-q", gj, lg])
+            print("%s: %d ops -> %s" % (n, len(g["ops"]), lg))
+    finally:
+        sim.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
