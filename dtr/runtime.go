@@ -200,6 +200,7 @@ type Runtime struct {
 	needStamp []uint32
 	needVal   []int64
 	needGen   uint32
+	needLeft  int // storages need may still visit in this choice
 	needStack []needFrame
 	stack     []int32
 	scratch   []int32
@@ -582,6 +583,7 @@ func (r *Runtime) need(e int32) int64 {
 		return r.needVal[e]
 	}
 	push := func(x int32) {
+		r.needLeft--
 		r.needStamp[x] = g // on the stack
 		v := int64(math.MaxInt64)
 		if r.storages[x].refExt > 0 {
@@ -613,7 +615,9 @@ func (r *Runtime) need(e int32) int64 {
 			case g:
 				// on the stack: a cycle through views
 			default:
-				next = cs
+				if r.needLeft > 0 {
+					next = cs
+				}
 			}
 		}
 		if next >= 0 {
@@ -633,6 +637,7 @@ func (r *Runtime) need(e int32) int64 {
 // resetNeed invalidates need's memo (two generations per state: on the
 // stack and done).
 func (r *Runtime) resetNeed() {
+	r.needLeft = needWalk
 	r.needGen += 2
 	if r.needGen == 0 || r.needGen == math.MaxUint32 {
 		clear(r.needStamp)
@@ -641,6 +646,12 @@ func (r *Runtime) resetNeed() {
 }
 
 type needFrame struct{ st, ti, ci int32 }
+
+// needWalk caps the storages need visits per choice: on a long log the
+// dropped region (evicted and released storages) grows with the trace, and
+// an uncapped pass over it at every choice is quadratic. The rematerialization
+// chains the next-use term is for are short walks from the candidates.
+const needWalk = 4096
 
 // Pin rematerializes t if needed and keeps its storage resident for good.
 func (r *Runtime) Pin(t TensorID) error {
