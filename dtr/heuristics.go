@@ -188,10 +188,10 @@ func (r *Runtime) region(s int32, reverse bool, cut int64) int64 {
 // rematerialization on recurrent chains. Index keys use progNextUse, which
 // is never earlier, so their bounds stay lower bounds of this score.
 func (r *Runtime) nextUse(s int32) int64 {
-	best := r.progNextUse(s)
-	if best == math.MaxInt64 && r.oracle == nil {
-		return best
+	if r.oracle == nil {
+		return math.MaxInt64
 	}
+	best := r.progNextUse(s)
 	if best > r.step {
 		best = min(best, r.neededBy(s))
 	}

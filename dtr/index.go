@@ -44,7 +44,9 @@ import (
 //     step moves every distance but not the order within a bucket; a
 //     candidate's next use changes only when the step passes it, that is
 //     after the top-level op that reads it, whose inputs are then re-keyed
-//     (the Oracle contract). Candidates never used again score exactly 0
+//     (the Oracle contract). Keys use the program's next use (progNextUse);
+//     the score's next use can only be earlier (a pending rematerialization
+//     needs the storage sooner), which raises the score above the bound. Candidates never used again score exactly 0
 //     and go to a bucket ordered by pool sequence. lookahead-dtr is of the
 //     staleness family but sends its never-used candidates there too.
 //

@@ -494,10 +494,7 @@ func (r *Runtime) Release(t TensorID) error {
 			if s.refInt != 0 {
 				return fmt.Errorf("dtr: release tensor %d: storage is locked by a running op", t)
 			}
-			if r.keeps() {
-				r.resetNeed() // residency changed since the last choice
-			}
-			if r.keeps() && r.neededBy(tt.st) < math.MaxInt64 {
+			if r.keeps() && r.neededByNow(tt.st) < math.MaxInt64 {
 				// a referenced evicted dependent needs it to be
 				// rematerialized: it stays a candidate (its next use is
 				// that dependent's) instead of lengthening that
@@ -553,6 +550,13 @@ func (r *Runtime) neededBy(s int32) int64 {
 	return best
 }
 
+// neededByNow is neededBy outside a choice: residency may have changed
+// since the memo was filled.
+func (r *Runtime) neededByNow(s int32) int64 {
+	r.resetNeed()
+	return r.neededBy(s)
+}
+
 // dropped reports whether s is neither resident, swapped out nor banished:
 // a storage that rematerialization would recompute.
 func (r *Runtime) dropped(s int32) bool {
@@ -568,8 +572,9 @@ func (r *Runtime) dropped(s int32) bool {
 // memo turns a walk per candidate into one pass over the dropped region. The
 // walk is an iterative depth-first search (chains are thousands deep); a
 // dependent still on the search stack (a cycle through views of an earlier
-// storage) contributes nothing, and a value at the current step stops the
-// search of its storage early (nothing is earlier).
+// storage) contributes nothing, a value at the current step stops the
+// search of its storage early (nothing is earlier), and once the choice has
+// visited needWalk storages the unvisited dependents count as not needed.
 func (r *Runtime) need(e int32) int64 {
 	if len(r.needStamp) < len(r.storages) {
 		r.needStamp = append(r.needStamp, make([]uint32, len(r.storages)-len(r.needStamp))...)
