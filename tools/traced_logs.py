@@ -19,7 +19,9 @@ logs that are not in this repository:
   densenet-bc  DenseNet-BC 100 (growth 12, 3 x 16 bottleneck layers) on
                CIFAR-sized input, batch 32
 
---small shrinks every model (for tests). sim is --sim PATH, else $REMAT_SIM,
+--small shrinks every model (for tests). --measure keeps the op times
+measured on this machine (sim convert then writes them instead of the cost
+model's), so the logs vary by machine. sim is --sim PATH, else $REMAT_SIM,
 else `sim` on PATH, else built once with `go build`. Then, e.g.:
 
   sim sweep --dtr-log DIR/lstm.log --strategies dtr --heuristic all
@@ -132,6 +134,7 @@ def main(argv=None):
     p.add_argument("--out", required=True, help="directory for MODEL.json and MODEL.log")
     p.add_argument("--models", default=",".join(MODELS), help="comma-separated: " + ", ".join(MODELS))
     p.add_argument("--small", action="store_true", help="tiny sizes (tests)")
+    p.add_argument("--measure", action="store_true", help="op times measured on this machine (median of 3 traced steps) instead of the cost model's; the logs then vary by machine")
     p.add_argument("--sim", default=None, help="sim binary")
     a = p.parse_args(argv)
     names = [n for n in a.models.split(",") if n]
@@ -151,7 +154,7 @@ def main(argv=None):
         os.makedirs(a.out, exist_ok=True)
         for n in names:
             model, x, y = build(n, a.small)
-            g = trace(model, x, y, name=n)
+            g = trace(model, x, y, measure=a.measure, name=n)
             gj, lg = os.path.join(a.out, n + ".json"), os.path.join(a.out, n + ".log")
             write_graph(g, gj)
             sim._run(["convert", "-q", gj, lg])
