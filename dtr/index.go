@@ -160,6 +160,17 @@ func newCandIndex(k idxKind) *candIndex {
 	return x
 }
 
+// reset empties x for a new run with index kind k, keeping its buffers.
+func (x *candIndex) reset(k idxKind) {
+	heaps, lo, full := x.heaps, x.lo, x.full
+	for b := range heaps {
+		heaps[b] = heaps[b][:0]
+	}
+	clear(full)
+	*x = candIndex{kind: k, heaps: heaps, lo: lo, full: full, stack: x.stack[:0], kept: x.kept[:0],
+		zeroCost: x.zeroCost[:0], dropped: x.dropped[:0], refresh: x.refresh[:0]}
+}
+
 // seqKeyed reports whether bucket b's heap is ordered by pool sequence (the
 // zero-cost and never-used buckets of the staleness and lookahead kinds).
 func (x *candIndex) seqKeyed(b int) bool {
@@ -167,16 +178,39 @@ func (x *candIndex) seqKeyed(b int) bool {
 }
 
 // logBucket returns the bucket of c/m for c > 0, m > 0.
+//
+// It is floor(16 log2(c/m)) without a logarithm: the binary exponent of c/m
+// gives the octave, the mantissa's place among the octave's 16 steps
+// (octaveSteps, the same powers of two the buckets' bounds lo use) the
+// step, so c/m >= lo of its bucket holds exactly.
 func logBucket(c, m int64) int {
-	j := math.Floor(math.Log2(float64(c)/float64(m)) * idxPerOctave)
+	x := float64(c) / float64(m)
+	bits := math.Float64bits(x)
+	e := int((bits>>52)&0x7ff) - 1023
+	mant := math.Float64frombits(bits&(1<<52-1) | 1023<<52) // in [1, 2)
+	k := 0                                                  // binary search (idxPerOctave is a power of two)
+	for step := idxPerOctave / 2; step > 0; step /= 2 {
+		if mant >= octaveSteps[k+step] {
+			k += step
+		}
+	}
+	j := e*idxPerOctave + k
 	switch {
-	case j < -idxOctaves*idxPerOctave:
+	case (bits>>52)&0x7ff == 0 || j < -idxOctaves*idxPerOctave:
 		return idxLow
 	case j >= idxOctaves*idxPerOctave:
 		return idxInfB - 1
 	}
-	return idxFirst + idxOctaves*idxPerOctave + int(j)
+	return idxFirst + idxOctaves*idxPerOctave + j
 }
+
+// octaveSteps[k] = 2^(k/idxPerOctave): the steps of logBucket's octaves.
+var octaveSteps = func() (s [idxPerOctave]float64) {
+	for k := range s {
+		s[k] = math.Exp2(float64(k) / idxPerOctave)
+	}
+	return s
+}()
 
 // bucketOf returns the bucket of storage s and sets its heap key.
 func (r *Runtime) bucketOf(s int32) int {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"math/rand/v2"
 	"testing"
@@ -293,4 +294,32 @@ func TestSweepBestReusesDefaultRuns(t *testing.T) {
 	with, err := SweepBest(context.Background(), tr, nil, append([]*SweepResult{other}, done...)...)
 	require.NoError(t, err)
 	require.Equal(t, alone, with)
+}
+
+// TestLogBucket checks logBucket against floor(16 log2(c/m)) and against
+// the buckets' bounds: c/m is at least its bucket's lower bound and below
+// the next bucket's (the index's pruning relies on the first).
+func TestLogBucket(t *testing.T) {
+	x := newCandIndex(idxStale)
+	rng := rand.New(rand.NewPCG(3, 4))
+	vals := []int64{1, 2, 3, 7, 1 << 20, 1<<62 + 12345, math.MaxInt64}
+	for i := 0; i < 20000; i++ {
+		vals = append(vals, rng.Int64N(1<<uint(1+rng.IntN(62)))+1)
+	}
+	for _, c := range vals {
+		for _, m := range vals[:200] {
+			b := logBucket(c, m)
+			q := float64(c) / float64(m)
+			if b < idxFirst || b >= idxInfB {
+				t.Fatalf("logBucket(%d, %d) = %d: outside the finite buckets", c, m, b)
+			}
+			if q < x.lo[b] || (b+1 < idxInfB && q >= x.lo[b+1]/(1-idxSlack)) {
+				t.Fatalf("logBucket(%d, %d) = %d: c/m = %v outside [%v, %v)", c, m, b, q, x.lo[b], x.lo[b+1])
+			}
+			want := idxFirst + idxOctaves*idxPerOctave + int(math.Floor(math.Log2(q)*idxPerOctave))
+			if d := b - want; d < -1 || d > 1 {
+				t.Fatalf("logBucket(%d, %d) = %d, floor(16 log2) gives %d", c, m, b, want)
+			}
+		}
+	}
 }

@@ -252,7 +252,16 @@ func New(cfg Config, host Host) (*Runtime, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Runtime{cfg: cfg, host: host, rng: rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))}
+	r := &Runtime{}
+	r.init(cfg, host)
+	return r, nil
+}
+
+// init sets up a fresh runtime for a valid cfg (r's fields are zero, except
+// the buffers recycle hands over).
+func (r *Runtime) init(cfg Config, host Host) {
+	r.cfg, r.host = cfg, host
+	r.rng = rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))
 	if a, ok := host.(AdjacencyHost); ok {
 		r.adj = a
 	}
@@ -266,11 +275,82 @@ func New(cfg Config, host Host) (*Runtime, error) {
 	}
 	r.stats.Clock = 1
 	if k := indexKind(&cfg); k != idxNone {
-		r.idx = newCandIndex(k)
+		if r.idx != nil {
+			r.idx.reset(k)
+		} else {
+			r.idx = newCandIndex(k)
+		}
 		r.idx.eq = cfg.Heuristic == HDTREqClass || cfg.Heuristic == Lookahead
 		r.idx.never = cfg.Heuristic == LookaheadDTR
+	} else {
+		r.idx = nil
 	}
-	return r, nil
+}
+
+// recycle readies r, whose run is over (its stats read), for a new run with
+// cfg, as New would, but keeping the capacity of its buffers: a sweep's
+// worker replays budget after budget without allocating (and faulting in)
+// the same arrays again. Nothing of the old run survives: the mark arrays
+// are cleared with their generations, and the storages' and tensors' inner
+// lists are reused only through newStorage/newTensor, which truncate them.
+func (r *Runtime) recycle(cfg Config, host Host) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	old := *r
+	*r = Runtime{
+		ops:       old.ops[:0],
+		tensors:   old.tensors[:0],
+		storages:  old.storages[:0],
+		pool:      old.pool[:0],
+		ufParent:  old.ufParent[:0],
+		ufValue:   old.ufValue[:0],
+		ufMark:    old.ufMark[:0],
+		stMark:    old.stMark,
+		needStamp: old.needStamp,
+		needVal:   old.needVal,
+		needStack: old.needStack[:0],
+		stack:     old.stack[:0],
+		scratch:   old.scratch[:0],
+		pending:   old.pending[:0],
+		slab32:    old.slab32[:0],
+		slab64:    old.slab64[:0],
+		slabT:     old.slabT[:0],
+		idx:       old.idx,
+	}
+	clear(r.stMark)
+	clear(r.needStamp)
+	r.init(cfg, host)
+	return nil
+}
+
+// slot extends *s by one element and returns it. Within capacity the
+// element is the old one left there (by a recycled runtime), for the caller
+// to reuse its inner slices.
+func slot[E any](s *[]E) *E {
+	n := len(*s)
+	if n < cap(*s) {
+		*s = (*s)[:n+1]
+	} else {
+		var zero E
+		*s = append(*s, zero)
+	}
+	return &(*s)[n]
+}
+
+// newStorage appends a storage, reusing the tensor list of a recycled slot.
+func (r *Runtime) newStorage(s storage) int32 {
+	p := slot(&r.storages)
+	s.tensors = p.tensors[:0]
+	*p = s
+	return int32(len(r.storages) - 1)
+}
+
+// newTensor appends a tensor, reusing the children list of a recycled slot.
+func (r *Runtime) newTensor(t tensor) {
+	p := slot(&r.tensors)
+	t.children = p.children[:0]
+	*p = t
 }
 
 // SetOracle sets the next-use oracle used by the Lookahead heuristic.
@@ -382,10 +462,9 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 		} else {
 			o.sizes[i] = out.Bytes
 			o.total += out.Bytes
-			st = int32(len(r.storages))
-			r.storages = append(r.storages, storage{size: out.Bytes, root: t, lastAccess: negInf, poolPos: -1, ecn: -1, ibucket: -1, ipos: -1})
+			st = r.newStorage(storage{size: out.Bytes, root: t, lastAccess: negInf, poolPos: -1, ecn: -1, ibucket: -1, ipos: -1})
 		}
-		r.tensors = append(r.tensors, tensor{op: id, index: int32(i), st: st, refExt: 1})
+		r.newTensor(tensor{op: id, index: int32(i), st: st, refExt: 1})
 	}
 	o.est += o.total
 	r.ops = append(r.ops, o)

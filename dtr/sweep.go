@@ -61,6 +61,41 @@ func (o *traceOracle) NextUse(t TensorID, now int64) int64 {
 	return u[p]
 }
 
+// reset rewinds the oracle's cursors for a new replay of its trace.
+func (o *traceOracle) reset() { clear(o.pos) }
+
+// replayer replays one trace budget after budget on a recycled runtime (a
+// sweep worker's): the runtime's arrays and the next-use oracle are built
+// once per worker, not once per budget.
+type replayer struct {
+	tr     *dtrlog.Trace
+	rt     *Runtime
+	oracle *traceOracle
+}
+
+// run replays the trace with cfg (no host) and returns the runtime, valid
+// until the next run.
+func (p *replayer) run(ctx context.Context, cfg Config) (*Runtime, error) {
+	if p.rt == nil {
+		rt, err := New(cfg, nil)
+		if err != nil {
+			return nil, err
+		}
+		p.rt = rt
+	} else if err := p.rt.recycle(cfg, nil); err != nil {
+		return nil, err
+	}
+	if cfg.Heuristic.NeedsOracle() {
+		if p.oracle == nil {
+			p.oracle = newTraceOracle(p.tr)
+		} else {
+			p.oracle.reset()
+		}
+		p.rt.SetOracle(p.oracle)
+	}
+	return p.rt, p.rt.replay(ctx, p.tr)
+}
+
 // Replay runs a trace on a new runtime with cfg and host (nil for pure
 // simulation). It returns the runtime (for its Stats) and the first error
 // (sim.ErrOutOfMemory, ErrThrashing or a host error).
@@ -137,9 +172,16 @@ func (rt *Runtime) replay(ctx context.Context, tr *dtrlog.Trace) error {
 		return err
 	}
 	if len(rt.ops) == 0 {
-		rt.ops = make([]op, 0, len(tr.Ops))
-		rt.tensors = make([]tensor, 0, len(tr.Tensors))
-		rt.storages = make([]storage, 0, len(tr.Tensors))
+		// sized once (a recycled runtime has the capacity already)
+		if cap(rt.ops) < len(tr.Ops) {
+			rt.ops = make([]op, 0, len(tr.Ops))
+		}
+		if cap(rt.tensors) < len(tr.Tensors) {
+			rt.tensors = make([]tensor, 0, len(tr.Tensors))
+		}
+		if cap(rt.storages) < len(tr.Tensors) {
+			rt.storages = make([]storage, 0, len(tr.Tensors))
+		}
 	}
 	var outs []Output
 	var ins []TensorID
@@ -186,16 +228,23 @@ func (rt *Runtime) replay(ctx context.Context, tr *dtrlog.Trace) error {
 
 // MeasureBaseline replays tr with unlimited memory.
 func MeasureBaseline(tr *dtrlog.Trace) (Baseline, error) {
+	b, _, err := measureBaseline(tr)
+	return b, err
+}
+
+// measureBaseline is MeasureBaseline, also returning its runtime (for a
+// sweep worker to recycle).
+func measureBaseline(tr *dtrlog.Trace) (Baseline, *Runtime, error) {
 	if err := checkTrace(tr); err != nil {
-		return Baseline{}, err
+		return Baseline{}, nil, err
 	}
 	rt, err := New(ParityConfig(HDTRLocal), nil)
 	if err != nil {
-		return Baseline{}, err
+		return Baseline{}, nil, err
 	}
 	rt.v1Baseline = true
 	if err := rt.replay(context.Background(), tr); err != nil {
-		return Baseline{}, fmt.Errorf("dtr baseline: %w", err)
+		return Baseline{}, nil, fmt.Errorf("dtr baseline: %w", err)
 	}
 	b := Baseline{PeakBytes: rt.stats.PeakMemory, ComputeNs: rt.stats.ModelCompute}
 	for i := range tr.Ops {
@@ -203,7 +252,7 @@ func MeasureBaseline(tr *dtrlog.Trace) (Baseline, error) {
 			b.ConstantBytes += tr.Ops[i].TotalSize()
 		}
 	}
-	return b, nil
+	return b, rt, nil
 }
 
 // Status of one budget of a sweep.
@@ -286,12 +335,12 @@ func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResul
 	if opt.Workers < 0 {
 		return nil, fmt.Errorf("dtr sweep: Workers %d: expected >= 0 (0 = GOMAXPROCS)", opt.Workers)
 	}
-	base, err := MeasureBaseline(tr)
+	base, baseRT, err := measureBaseline(tr)
 	if err != nil {
 		return nil, fmt.Errorf("dtr sweep: %w", err)
 	}
 	res := &SweepResult{Heuristic: opt.Heuristic.String(), Parity: opt.Parity, Baseline: base, Bound: ComputeLowerBound(tr), byDefault: !opt.Parity && opt.Base == nil}
-	one := func(ratio float64) (RatioResult, error) {
+	one := func(p *replayer, ratio float64) (RatioResult, error) {
 		var cfg Config
 		switch {
 		case opt.Parity:
@@ -310,7 +359,7 @@ func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResul
 		if cfg.RematLimit == 0 {
 			cfg.RematLimit = 1 // a limit of 0 means none; 1 ns keeps "no remat allowed"
 		}
-		rt, err := Replay(ctx, tr, cfg, nil)
+		rt, err := p.run(ctx, cfg)
 		rr := RatioResult{Ratio: ratio, BudgetBytes: cfg.Budget, Status: StatusOK}
 		if rt != nil {
 			st := rt.Stats()
@@ -344,6 +393,10 @@ func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResul
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			p := &replayer{tr: tr}
+			if w == 0 {
+				p.rt = baseRT // done with: its buffers are recycled
+			}
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(ratios) {
@@ -353,7 +406,7 @@ func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResul
 					errs[i] = err
 					continue
 				}
-				out[i], errs[i] = one(ratios[i])
+				out[i], errs[i] = one(p, ratios[i])
 			}
 		}()
 	}
