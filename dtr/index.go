@@ -496,6 +496,52 @@ func (r *Runtime) bound(b int, s int32) float64 {
 	return st.ikey - math.Abs(st.ikey)*idxSlack
 }
 
+// startBurst begins an eviction burst: the choices of one free call, between
+// which only evictions happen. The clock, the step, the pinned and
+// referenced sets and every storage's size and own cost stay put, and an
+// eviction only adds to the evicted regions, eq-classes and dropped
+// dependents the scores sum or look up: so within a burst a candidate's
+// score never falls, and the score a choice computed bounds it from below
+// for the rest of the burst (lbSkip). That holds for the heuristics whose
+// numerators count evicted neighbourhoods and whose next-use terms only get
+// sooner, and not with a host's adjacent free bytes in the size term, swaps
+// (their transfer advances the clock), search noise, classes below zero
+// (parity mode's eq-class deficit, checked per use) or need's walk cap (a
+// capped walk may find a later next use: the burst stops using bounds).
+func (r *Runtime) startBurst() {
+	r.burst++
+	if r.burst == 0 {
+		for i := range r.storages {
+			r.storages[i].lbBurst = 0
+		}
+		r.burst = 1
+	}
+	r.lbOn = false
+	if r.idx == nil || r.adj != nil || r.cfg.Swap || r.noise != nil || r.noBurstBounds {
+		return
+	}
+	switch r.cfg.Heuristic {
+	case HDTR, HDTREqClass, MSPS, Lookahead, LookaheadMSPS, LookaheadDTR:
+		r.lbOn = true
+	}
+}
+
+// lbSkip reports whether s's bound from an earlier choice of this burst puts
+// it strictly above best (it cannot win or tie).
+func (r *Runtime) lbSkip(s int32, best float64) bool {
+	st := &r.storages[s]
+	return r.lbOn && st.lbBurst == r.burst && r.idx.deficit == 0 && st.lb > best+math.Abs(best)*1e-9
+}
+
+// lbStore records s's score in this burst (an early-stopped walk's partial
+// score is below the exact one, so still a lower bound).
+func (r *Runtime) lbStore(s int32, sc score) {
+	if r.lbOn {
+		st := &r.storages[s]
+		st.lb, st.lbBurst = sc.f, r.burst
+	}
+}
+
 // nodeBound is a lower bound of s's own exact score from its key's
 // numerator (tighter than its bucket's, which holds for the subtree).
 func (r *Runtime) nodeBound(b int, s int32) float64 {
@@ -558,7 +604,11 @@ func (r *Runtime) chooseIndexed() int32 {
 		}
 	}
 	for _, s := range x.kept {
+		if c.best >= 0 && r.lbSkip(s, c.bs.f) {
+			continue
+		}
 		sc := r.evaluate(s)
+		r.lbStore(s, sc)
 		if seq := r.storages[s].seq; c.best < 0 || r.idxBetter(sc, seq, c.bs, c.bseq) {
 			c.best, c.bs, c.bseq = s, sc, seq
 		}
@@ -667,7 +717,7 @@ func (r *Runtime) idxSearch(b int, c *idxChoice) {
 				stack = append(stack, l+1)
 			}
 		}
-		if c.best >= 0 && r.nodeBound(b, s) > c.bs.f {
+		if c.best >= 0 && (r.nodeBound(b, s) > c.bs.f || r.lbSkip(s, c.bs.f)) {
 			continue // s itself cannot win (its subtree may)
 		}
 		if c.best >= 0 {
@@ -675,6 +725,7 @@ func (r *Runtime) idxSearch(b int, c *idxChoice) {
 		}
 		sc := r.evaluate(s)
 		r.evalBest = math.Inf(1)
+		r.lbStore(s, sc)
 		if st := &r.storages[s]; r.idx.eq && b != idxNever && max(st.compute+r.eqKeyPart(sc.num-st.compute), 0) > st.knum {
 			r.idx.refresh = append(r.idx.refresh, s)
 		}

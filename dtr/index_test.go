@@ -323,3 +323,42 @@ func TestLogBucket(t *testing.T) {
 		}
 	}
 }
+
+// TestBurstBounds checks the burst's score bounds (startBurst): replays with
+// and without them make the same choices (same evictions, clock and
+// rematerializations), and with them the region heuristics evaluate fewer
+// candidates.
+func TestBurstBounds(t *testing.T) {
+	var with, without int64
+	for seed := uint64(1); seed <= 8; seed++ {
+		for _, h := range []Heuristic{HDTR, HDTREqClass, MSPS, Lookahead, LookaheadMSPS, LookaheadDTR} {
+			var st [2]Stats
+			var errs [2]error
+			for i, off := range []bool{false, true} {
+				cfg := DefaultConfig()
+				cfg.Heuristic = h
+				cfg.EvicteeMinSize = 0
+				cfg.LazyLock = seed%2 == 0
+				cfg.Budget = 150_000 + int64(seed%12)*20_000
+				rt, err := New(cfg, nil)
+				require.NoError(t, err)
+				rt.noBurstBounds = off
+				errs[i] = randomProgram(rt, rand.New(rand.NewPCG(seed, 7)), 400)
+				st[i] = rt.Stats()
+			}
+			name := fmt.Sprintf("seed %d %s", seed, h)
+			require.Equal(t, errs[1] == nil, errs[0] == nil, name)
+			require.Equal(t, st[1].Evictions, st[0].Evictions, name)
+			require.Equal(t, st[1].Remats, st[0].Remats, name)
+			require.Equal(t, st[1].Clock, st[0].Clock, name)
+			require.Equal(t, st[1].PeakMemory, st[0].PeakMemory, name)
+			require.LessOrEqual(t, st[0].HeuristicEvals, st[1].HeuristicEvals, name)
+			if h == HDTR || h == MSPS {
+				with += st[0].HeuristicEvals
+				without += st[1].HeuristicEvals
+			}
+		}
+	}
+	t.Logf("h_DTR and MSPS evaluations: %d with the bounds, %d without", with, without)
+	require.Less(t, with, without)
+}

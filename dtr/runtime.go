@@ -134,6 +134,10 @@ type storage struct {
 	seq     int64
 	inext   int64 // lookahead index: next use when keyed
 	knum    int64 // the score numerator the key was computed with
+	// lb is a lower bound of the storage's score for the rest of eviction
+	// burst lbBurst (see startBurst).
+	lb      float64
+	lbBurst uint32
 }
 
 type tensor struct {
@@ -210,6 +214,13 @@ type Runtime struct {
 	fragMode bool
 
 	pending []int32 // storages kept by releaseFixed
+
+	// burst: the number of the current free call; lbOn: its scores are
+	// monotone (see startBurst).
+	burst uint32
+	lbOn  bool
+	// noBurstBounds (tests) turns the burst's bounds off.
+	noBurstBounds bool
 
 	limit int64 // effective limit for eviction (budget or threshold)
 	hard  bool  // limit is a hard budget
@@ -701,6 +712,8 @@ func (r *Runtime) need(e int32) int64 {
 			default:
 				if r.needLeft > 0 {
 					next = cs
+				} else {
+					r.lbOn = false // capped: later values may be lower
 				}
 			}
 		}
@@ -1086,6 +1099,9 @@ func (r *Runtime) swapOut(s int32) error {
 
 // free makes room for need more bytes.
 func (r *Runtime) free(need int64) error {
+	if r.stats.Memory+need > r.limit {
+		r.startBurst()
+	}
 	for r.stats.Memory+need > r.limit {
 		if !r.cfg.AutoDrop {
 			if r.hard {
