@@ -342,16 +342,28 @@ func (r *Runtime) scan() int32 {
 		if !r.cfg.Parity && r.storages[s].size < r.cfg.EvicteeMinSize {
 			return false
 		}
+		// offline search: a multiplicative log-normal perturbation of every
+		// positive finite score. The factor is drawn before the evaluation
+		// (kept for the next one if this score is 0 or infinite, so the
+		// draws go to the same scores as drawing after), so the region
+		// walks can stop once the perturbed score is above the best.
+		mul := 1.0
+		if r.noise != nil {
+			if !r.noiseDrawn {
+				r.noiseZ, r.noiseDrawn = r.noise.NormFloat64(), true
+			}
+			mul = math.Exp(r.noiseSigma * r.noiseZ)
+		}
 		r.evalBest = math.Inf(1)
-		if best >= 0 && r.noise == nil {
-			r.evalBest = bs.f
+		if best >= 0 && !r.noScanCut {
+			r.evalBest = bs.f / mul
 		}
 		sc := r.evaluate(s)
 		r.evalBest = math.Inf(1)
 		if r.noise != nil && sc.f > 0 && !math.IsInf(sc.f, 1) {
-			// offline search: multiplicative log-normal perturbation
-			sc.mul *= math.Exp(r.noiseSigma * r.noise.NormFloat64())
-			sc.f *= sc.mul
+			sc.mul *= mul
+			sc.f *= mul
+			r.noiseDrawn = false
 		}
 		if best < 0 || r.cmp(sc, bs) <= 0 {
 			best, bs = s, sc

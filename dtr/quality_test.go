@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,8 +88,8 @@ func tables(t *testing.T) string {
 				if m == "resnet32" {
 					res, err := OfflineSearch(context.Background(), tr, resnet32Search)
 					require.NoError(t, err)
-					fmt.Fprintf(&sb, "\nOffline search at 0.1 (OfflineSearch: lookahead with log-normal score noise, %d runs, seed %d): %d runs completed, best %s overhead %.3f (remat %.3f x baseline compute; lazy %v, sigma %.2f).\n",
-						res.Runs, resnet32Search.Seed, res.Completed, res.Best.Status, res.Best.Overhead, res.BestRematRatio, res.BestLazy, res.BestSigma)
+					fmt.Fprintf(&sb, "\nOffline search at 0.1 (OfflineSearch: lookahead with log-normal score noise, %d runs, seed %d): %d runs completed, %d stopped once past the best so far, %d past 1x the baseline compute, %d out of memory; best %s overhead %.3f (remat %.3f x baseline compute; lazy %v, sigma %.2f).\n",
+						res.Runs, resnet32Search.Seed, res.Completed, res.Pruned, res.Thrashed, res.OOM, res.Best.Status, res.Best.Overhead, res.BestRematRatio, res.BestLazy, res.BestSigma)
 				}
 			}
 			sb.WriteString("\n")
@@ -149,8 +150,8 @@ func TestResNet32Ratio01(t *testing.T) {
 	tr := loadTrace(t, "resnet32")
 	res, err := OfflineSearch(context.Background(), tr, resnet32Search)
 	require.NoError(t, err)
-	t.Logf("resnet32 0.1: %d runs, %d completed, %d OOM; best %s overhead %.4f, remat %.3f x baseline compute (%s, lazy %v, sigma %.2f)",
-		res.Runs, res.Completed, res.OOM, res.Best.Status, res.Best.Overhead, res.BestRematRatio, res.BestHeuristic, res.BestLazy, res.BestSigma)
+	t.Logf("resnet32 0.1: %d runs, %d completed, %d pruned, %d OOM; best %s overhead %.4f, remat %.3f x baseline compute (%s, lazy %v, sigma %.2f)",
+		res.Runs, res.Completed, res.Pruned, res.OOM, res.Best.Status, res.Best.Overhead, res.BestRematRatio, res.BestHeuristic, res.BestLazy, res.BestSigma)
 	require.Equal(t, StatusOK, res.Best.Status)
 	require.Less(t, res.Best.Overhead, 2.0)
 	require.LessOrEqual(t, res.Best.RematComputeNs, res.Baseline.ComputeNs)
@@ -214,4 +215,58 @@ func sweepTable(ctx context.Context, tr *dtrlog.Trace, hs []Heuristic, parity bo
 		b.WriteString("\n")
 	}
 	return b.String(), all, nil
+}
+
+// TestOfflineSearchPruning checks that pruning (runs stopped once past the
+// best of the earlier batches) and the number of workers change neither
+// the result nor, for a given batch size, the counts: the best run is the
+// one a search without pruning (one batch) finds.
+func TestOfflineSearchPruning(t *testing.T) {
+	tr := loadTrace(t, "resnet32")
+	opt := SearchOptions{Ratio: 0.2, Runs: 24, Seed: 5, Heuristics: []Heuristic{Lookahead, HDTREqClass}}
+	ctx := context.Background()
+	whole, err := offlineSearch(ctx, tr, opt, opt.Runs, 2)
+	require.NoError(t, err)
+	require.Zero(t, whole.Pruned)
+	one, err := offlineSearch(ctx, tr, opt, searchBatch, 1)
+	require.NoError(t, err)
+	many, err := offlineSearch(ctx, tr, opt, searchBatch, 5)
+	require.NoError(t, err)
+	require.Equal(t, one, many)
+	require.Positive(t, one.Pruned)
+	require.Equal(t, whole.Best, one.Best)
+	require.Equal(t, whole.BestHeuristic, one.BestHeuristic)
+	require.Equal(t, whole.BestSigma, one.BestSigma)
+	require.Equal(t, opt.Runs, one.Completed+one.OOM+one.Pruned+one.Thrashed)
+	require.Equal(t, opt.Runs, whole.Completed+whole.OOM+whole.Thrashed)
+}
+
+// TestNoisyScanCut checks that the scan's early-stopped region walks under
+// search noise (the factor drawn before the evaluation) make the same
+// choices as full walks: same evictions, rematerializations and clock.
+func TestNoisyScanCut(t *testing.T) {
+	for seed := uint64(1); seed <= 6; seed++ {
+		for _, h := range []Heuristic{HDTR, MSPS, LookaheadMSPS, LookaheadDTR} {
+			var st [2]Stats
+			var errs [2]error
+			for i, full := range []bool{false, true} {
+				cfg := DefaultConfig()
+				cfg.Heuristic = h
+				cfg.EvicteeMinSize = 0
+				cfg.Scan = true
+				cfg.Budget = 150_000 + int64(seed%12)*20_000
+				rt, err := New(cfg, nil)
+				require.NoError(t, err)
+				rt.noise = rand.New(rand.NewPCG(seed, 11))
+				rt.noiseSigma = 0.8
+				rt.noScanCut = full
+				errs[i] = randomProgram(rt, rand.New(rand.NewPCG(seed, 7)), 400)
+				st[i] = rt.Stats()
+			}
+			name := fmt.Sprintf("seed %d %s", seed, h)
+			require.Equal(t, errs[1] == nil, errs[0] == nil, name)
+			require.Equal(t, st[1], st[0], name)
+			require.Positive(t, st[0].Evictions, name)
+		}
+	}
 }

@@ -189,6 +189,8 @@ type Runtime struct {
 	// noise (OfflineSearch) perturbs every score by exp(noiseSigma * N(0,1)).
 	noise      *rand.Rand
 	noiseSigma float64
+	noiseZ     float64 // the next score's N(0,1) draw, if noiseDrawn
+	noiseDrawn bool
 
 	// union-find for eq-class (value = summed cost of the class)
 	ufParent []int32
@@ -219,8 +221,10 @@ type Runtime struct {
 	// monotone (see startBurst).
 	burst uint32
 	lbOn  bool
-	// noBurstBounds (tests) turns the burst's bounds off.
+	// noBurstBounds (tests) turns the burst's bounds off; noScanCut (tests)
+	// makes the scan's region walks run to the end.
 	noBurstBounds bool
+	noScanCut     bool
 
 	limit int64 // effective limit for eviction (budget or threshold)
 	hard  bool  // limit is a hard budget

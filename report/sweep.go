@@ -240,8 +240,8 @@ func SweepDTRLog(ctx context.Context, name string, tr *dtrlog.Trace, o DTRSweepO
 			}
 			row.Baseline = sr.Baseline
 			best := sr.Best
-			if sr.Completed == 0 {
-				best = dtr.RatioResult{Ratio: r, BudgetBytes: sr.BudgetBytes, Status: "oom"}
+			if best.Status == "" { // every run ran out of memory
+				best = dtr.RatioResult{Ratio: r, BudgetBytes: sr.BudgetBytes, Status: dtr.StatusOOM}
 			}
 			row.Results = append(row.Results, best)
 		}
