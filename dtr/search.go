@@ -7,8 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"github.com/remat-dev/remat/graph/dtrlog"
 	"github.com/remat-dev/remat/sim"
@@ -174,32 +172,17 @@ func offlineSearch(ctx context.Context, tr *dtrlog.Trace, opt SearchOptions, bat
 		r.st = rt.Stats()
 	}
 	for lo := 0; lo < len(runs); lo += batch {
-		batch := runs[lo:min(lo+batch, len(runs))]
+		group := runs[lo:min(lo+batch, len(runs))]
 		limit, prune := remCap, false
 		if res.Completed > 0 && res.Best.RematComputeNs < remCap {
 			limit, prune = max(res.Best.RematComputeNs, 1), true
 		}
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for w := 0; w < min(workers, len(batch)); w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					k := int(next.Add(1) - 1)
-					if k >= len(batch) {
-						return
-					}
-					one(&batch[k], limit)
-				}
-			}()
-		}
-		wg.Wait()
+		forEach(len(group), workers, func(k, _ int) { one(&group[k], limit) })
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		for k := range batch {
-			r := &batch[k]
+		for k := range group {
+			r := &group[k]
 			res.Runs++
 			switch {
 			case r.err == nil:

@@ -387,30 +387,18 @@ func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResul
 	if opt.Workers > 0 {
 		workers = min(opt.Workers, len(ratios))
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p := &replayer{tr: tr}
-			if w == 0 {
-				p.rt = baseRT // done with: its buffers are recycled
-			}
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(ratios) {
-					return
-				}
-				if err := ctx.Err(); err != nil {
-					errs[i] = err
-					continue
-				}
-				out[i], errs[i] = one(p, ratios[i])
-			}
-		}()
+	ps := make([]*replayer, workers)
+	for w := range ps {
+		ps[w] = &replayer{tr: tr}
 	}
-	wg.Wait()
+	ps[0].rt = baseRT // done with: its buffers are recycled
+	forEach(len(ratios), workers, func(i, w int) {
+		if err := ctx.Err(); err != nil {
+			errs[i] = err
+			return
+		}
+		out[i], errs[i] = one(ps[w], ratios[i])
+	})
 	for i := range ratios {
 		if errs[i] != nil {
 			return res, errs[i]
@@ -477,4 +465,27 @@ func ComputeLowerBound(tr *dtrlog.Trace) LowerBound {
 		}
 	}
 	return lb
+}
+
+// forEach calls f(i, w) once for every i in [0, n), on up to workers
+// goroutines (at least one); w < workers numbers the goroutine making the
+// call, so f may keep per-goroutine state in a slice indexed by w.
+func forEach(n, workers int, f func(i, w int)) {
+	workers = max(min(workers, n), 1)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				f(i, w)
+			}
+		}()
+	}
+	wg.Wait()
 }
