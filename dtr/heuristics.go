@@ -110,28 +110,25 @@ func (r *Runtime) eqNeighbours(s int32) int64 {
 	}
 	g := r.markGen
 	var sum int64
-	st := &r.storages[s]
-	visit := func(ns int32) {
-		if ns == s || !r.evicted(ns) {
-			return
-		}
-		e := r.storages[ns].ecn
-		if e < 0 {
-			return
-		}
-		root := r.ufFind(e)
-		if r.ufMark[root] != g {
-			r.ufMark[root] = g
-			sum += r.ufValue[root]
-		}
-	}
-	for _, t := range st.tensors {
-		tt := &r.tensors[t]
-		for _, p := range r.ops[tt.op].args {
-			visit(r.tensors[p].st)
-		}
-		for _, c := range tt.children {
-			visit(r.tensors[c].st)
+	for _, d := range [2]int{parsList, kidsList} {
+		for ns, c := r.neighbours(s, d); ; ns, c = r.chunk(c) {
+			for _, n := range ns {
+				if !r.walk[n].evicted {
+					continue
+				}
+				e := r.storages[n].ecn
+				if e < 0 {
+					continue
+				}
+				root := r.ufFind(e)
+				if r.ufMark[root] != g {
+					r.ufMark[root] = g
+					sum += r.ufValue[root]
+				}
+			}
+			if c < 0 {
+				break
+			}
 		}
 	}
 	return sum
@@ -143,33 +140,31 @@ func (r *Runtime) eqNeighbours(s int32) int64 {
 // it does), returning the partial sum.
 func (r *Runtime) region(s int32, reverse bool, cut int64) int64 {
 	g := r.newMark()
+	w := r.walk
+	w[s].mark = g // s itself is not part of its regions
 	var sum int64
 	stack := append(r.stack[:0], s)
 	for len(stack) > 0 {
 		x := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		for _, t := range r.storages[x].tensors {
-			tt := &r.tensors[t]
-			var next []int32
-			if reverse {
-				next = r.ops[tt.op].args
-			} else {
-				next = tt.children
-			}
-			for _, u := range next {
-				us := r.tensors[u].st
-				if !r.evicted(us) || us == s {
-					continue
-				}
-				if r.stMark[us] != g {
-					r.stMark[us] = g
-					sum += r.storages[us].compute
+		d := kidsList
+		if reverse {
+			d = parsList
+		}
+		for next, c := r.neighbours(x, d); ; next, c = r.chunk(c) {
+			for _, us := range next {
+				if n := &w[us]; n.evicted && n.mark != g {
+					n.mark = g
+					sum += n.compute
 					if sum > cut {
 						r.stack = stack[:0]
 						return sum
 					}
 					stack = append(stack, us)
 				}
+			}
+			if c < 0 {
+				break
 			}
 		}
 	}

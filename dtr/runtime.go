@@ -198,9 +198,12 @@ type Runtime struct {
 	ufMark   []uint32
 	markGen  uint32
 
-	// traversal marks for e*
-	stMark []uint32
-	stGen  uint32
+	// walk holds the storages' walk nodes (same index), edges their
+	// neighbour lists (walk.go); stGen is the current walk's mark
+	// (newMark)
+	walk  []walkNode
+	edges []int32
+	stGen uint32
 	// need's memo (see need): needStamp[s] == needGen while s is on the
 	// search stack, needGen+1 once needVal[s] is final for this state.
 	needStamp []uint32
@@ -321,7 +324,8 @@ func (r *Runtime) recycle(cfg Config, host Host) error {
 		ufParent:  old.ufParent[:0],
 		ufValue:   old.ufValue[:0],
 		ufMark:    old.ufMark[:0],
-		stMark:    old.stMark,
+		walk:      old.walk[:0],
+		edges:     old.edges[:0],
 		needStamp: old.needStamp,
 		needVal:   old.needVal,
 		needStack: old.needStack[:0],
@@ -333,7 +337,6 @@ func (r *Runtime) recycle(cfg Config, host Host) error {
 		slabT:     old.slabT[:0],
 		idx:       old.idx,
 	}
-	clear(r.stMark)
 	clear(r.needStamp)
 	r.init(cfg, host)
 	return nil
@@ -353,12 +356,22 @@ func slot[E any](s *[]E) *E {
 	return &(*s)[n]
 }
 
-// newStorage appends a storage, reusing the tensor list of a recycled slot.
+// newStorage appends a storage (not yet computed) and its walk node,
+// reusing the tensor list of a recycled slot.
 func (r *Runtime) newStorage(s storage) int32 {
 	p := slot(&r.storages)
 	s.tensors = p.tensors[:0]
 	*p = s
+	r.walk = append(r.walk, newWalkNode())
 	return int32(len(r.storages) - 1)
+}
+
+// setResidency sets whether storage s is resident and whether it is swapped
+// out (keeping its walk node's evicted flag in step).
+func (r *Runtime) setResidency(s int32, material, swapped bool) {
+	st := &r.storages[s]
+	st.material, st.swapped = material, swapped
+	r.walk[s].evicted = !material && !swapped
 }
 
 // newTensor appends a tensor, reusing the children list of a recycled slot.
@@ -497,6 +510,7 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 		s.refExt++
 		if !seen {
 			s.compute += cost
+			r.walk[r.tensors[t].st].compute = s.compute
 			s.est += o.est
 			if cost != 0 && s.ibucket >= 0 {
 				r.idxRekey(r.tensors[t].st) // a view op added to its cost
@@ -505,6 +519,9 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 	}
 	for _, p := range o.args {
 		r.tensors[p].children = append(r.tensors[p].children, o.results...)
+		for _, t := range o.results {
+			r.link(r.tensors[p].st, r.tensors[t].st)
+		}
 	}
 	if r.rec != nil {
 		r.rec.top = true
@@ -615,14 +632,13 @@ func (r *Runtime) keeps() bool {
 }
 
 // newMark starts a walk over storages: it returns a generation that no
-// storage's stMark holds yet (the marks cover every storage).
+// walk node's mark holds yet.
 func (r *Runtime) newMark() uint32 {
-	if len(r.stMark) < len(r.storages) {
-		r.stMark = append(r.stMark, make([]uint32, len(r.storages)-len(r.stMark))...)
-	}
 	r.stGen++
 	if r.stGen == 0 {
-		clear(r.stMark)
+		for i := range r.walk {
+			r.walk[i].mark = 0
+		}
 		r.stGen = 1
 	}
 	return r.stGen
@@ -689,23 +705,25 @@ func (r *Runtime) need(e int32) int64 {
 			v = r.progNextUse(x)
 		}
 		r.needVal[x] = v
-		r.needStack = append(r.needStack, needFrame{st: x})
+		ns, c := r.neighbours(x, kidsList)
+		r.needStack = append(r.needStack, needFrame{st: x, c: c, left: ns})
 	}
 	push(e)
 	for len(r.needStack) > 0 {
 		f := &r.needStack[len(r.needStack)-1]
 		x := f.st
-		ts := r.storages[x].tensors
 		next := int32(-1)
-		for next < 0 && f.ti < int32(len(ts)) && r.needVal[x] > r.step {
-			ch := r.tensors[ts[f.ti]].children
-			if f.ci >= int32(len(ch)) {
-				f.ti, f.ci = f.ti+1, 0
+		for next < 0 && r.needVal[x] > r.step {
+			if len(f.left) == 0 {
+				if f.c < 0 {
+					break
+				}
+				f.left, f.c = r.chunk(f.c)
 				continue
 			}
-			cs := r.tensors[ch[f.ci]].st
-			f.ci++
-			if cs == x || !r.dropped(cs) {
+			cs := f.left[0]
+			f.left = f.left[1:]
+			if w := &r.walk[cs]; !w.evicted || w.banished {
 				continue
 			}
 			switch r.needStamp[cs] {
@@ -746,7 +764,13 @@ func (r *Runtime) resetNeed() {
 	}
 }
 
-type needFrame struct{ st, ti, ci int32 }
+// needFrame is a storage on need's search stack: the rest of its current
+// run of dependents (left, in its walk node or a chunk) and the chunk that
+// follows (-1: none).
+type needFrame struct {
+	left  []int32
+	st, c int32
+}
 
 // needWalk caps the storages need visits per choice: on a long log the
 // dropped region (evicted and released storages) grows with the trace, and
@@ -821,7 +845,7 @@ func (r *Runtime) fix(s int32) {
 // reports whether s was freed.
 func (r *Runtime) releaseFixed(s int32) bool {
 	g := r.newMark()
-	r.stMark[s] = g
+	r.walk[s].mark = g
 	stack := append(r.stack[:0], s)
 	base := len(r.scratch)
 	var fixBytes int64
@@ -830,13 +854,12 @@ walk:
 	for len(stack) > 0 {
 		x := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		for _, t := range r.storages[x].tensors {
-			for _, c := range r.tensors[t].children {
-				cs := r.tensors[c].st
-				if r.stMark[cs] == g {
+		for ns, c := r.neighbours(x, kidsList); ; ns, c = r.chunk(c) {
+			for _, cs := range ns {
+				if r.walk[cs].mark == g {
 					continue
 				}
-				r.stMark[cs] = g
+				r.walk[cs].mark = g
 				cst := &r.storages[cs]
 				switch {
 				case cst.pinned || cst.fixed:
@@ -849,6 +872,9 @@ walk:
 				default:
 					stack = append(stack, cs)
 				}
+			}
+			if c < 0 {
+				break
 			}
 		}
 	}
@@ -979,7 +1005,7 @@ func (r *Runtime) hcost(s int32) int64 {
 // evict drops storage s (byHeuristic: chosen to make room).
 func (r *Runtime) evict(s int32, byHeuristic bool) {
 	st := &r.storages[s]
-	st.material = false
+	r.setResidency(s, false, false)
 	st.kept = false
 	r.stats.Memory -= st.size
 	r.makeUnevictable(s)
@@ -1002,18 +1028,15 @@ func (r *Runtime) evict(s int32, byHeuristic bool) {
 		r.ufValue = append(r.ufValue, st.ecv)
 		r.ufMark = append(r.ufMark, 0)
 		st.ecn = n
-		for _, t := range st.tensors {
-			tt := &r.tensors[t]
-			for _, p := range r.ops[tt.op].args {
-				ps := r.tensors[p].st
-				if ps != s && r.evicted(ps) && r.storages[ps].ecn >= 0 {
-					r.ufMerge(r.storages[ps].ecn, n)
+		for _, d := range [2]int{parsList, kidsList} {
+			for ns, c := r.neighbours(s, d); ; ns, c = r.chunk(c) {
+				for _, x := range ns {
+					if r.walk[x].evicted && r.storages[x].ecn >= 0 {
+						r.ufMerge(r.storages[x].ecn, n)
+					}
 				}
-			}
-			for _, c := range tt.children {
-				cs := r.tensors[c].st
-				if cs != s && r.evicted(cs) && r.storages[cs].ecn >= 0 {
-					r.ufMerge(r.storages[cs].ecn, n)
+				if c < 0 {
+					break
 				}
 			}
 		}
@@ -1070,7 +1093,7 @@ func (r *Runtime) swapIn(s int32) error {
 	r.stats.Clock += dt
 	r.stats.SwapTime += dt
 	r.stats.SwapIns++
-	st.material, st.swapped = true, false
+	r.setResidency(s, true, false)
 	r.stats.Memory += st.size
 	if r.stats.Memory > r.stats.PeakMemory {
 		r.stats.PeakMemory = r.stats.Memory
@@ -1095,7 +1118,7 @@ func (r *Runtime) swapOut(s int32) error {
 	r.stats.Clock += dt
 	r.stats.SwapTime += dt
 	r.stats.SwapOuts++
-	st.material, st.swapped = false, true
+	r.setResidency(s, false, true)
 	r.stats.Memory -= st.size
 	r.makeUnevictable(s)
 	return nil
@@ -1320,8 +1343,7 @@ func (r *Runtime) compute(t int32, remat bool) error {
 	if r.stats.Memory > r.stats.PeakMemory {
 		r.stats.PeakMemory = r.stats.Memory
 	}
-	r.storages[tt.st].material = true
-	r.storages[tt.st].swapped = false
+	r.setResidency(tt.st, true, false)
 	tt.defined = true
 	if remat {
 		r.stats.RematCompute += o.cost
@@ -1331,8 +1353,7 @@ func (r *Runtime) compute(t int32, remat bool) error {
 	}
 	for _, u := range r.scratch[mid:rs] {
 		ut := &r.tensors[u]
-		r.storages[ut.st].material = true
-		r.storages[ut.st].swapped = false
+		r.setResidency(ut.st, true, false)
 		ut.defined = true
 	}
 	for _, u := range r.scratch[base:mid] {
@@ -1410,6 +1431,7 @@ func (r *Runtime) tryBanish(s int32) {
 	}
 	st = &r.storages[s]
 	st.banished = true
+	r.walk[s].banished = true
 	r.stats.Banished++
 	for _, t := range st.tensors {
 		for _, c := range r.tensors[t].children {

@@ -30,6 +30,8 @@ func newDriver(g *graph.Graph, rt *Runtime) *graphDriver {
 		rt.ops = make([]op, 0, len(g.Ops)+len(g.Tensors)/4)
 		rt.tensors = make([]tensor, 0, len(g.Tensors))
 		rt.storages = make([]storage, 0, len(g.Tensors))
+		rt.walk = make([]walkNode, 0, len(g.Tensors))
+		rt.edges = make([]int32, 0, edgesPerStorage*len(g.Tensors))
 		d.rec.opMap = make([]graph.OpID, 0, cap(rt.ops))
 		d.rec.tenMap = make([]graph.TensorID, 0, len(g.Tensors))
 	}

@@ -181,6 +181,8 @@ func (rt *Runtime) replay(ctx context.Context, tr *dtrlog.Trace) error {
 		}
 		if cap(rt.storages) < len(tr.Tensors) {
 			rt.storages = make([]storage, 0, len(tr.Tensors))
+			rt.walk = make([]walkNode, 0, len(tr.Tensors))
+			rt.edges = make([]int32, 0, edgesPerStorage*len(tr.Tensors))
 		}
 	}
 	var outs []Output
