@@ -1,11 +1,11 @@
 package dtr
 
 // walkNode is the part of a storage that the walks over evicted storages
-// (region, eqNeighbours, eviction's class merges, releaseFixed) read: its
-// cost, a walk mark, whether it is evicted (neither resident nor swapped
-// out) or banished, and its two neighbour lists, kids (the storages that consumers of
-// its tensors produce) and pars (the storages its tensors' producers read),
-// each in creation order. The first walkInline entries of a list are kept
+// (region, eqNeighbours, eviction's class merges, need, releaseFixed) read:
+// its cost, a walk mark, whether it is evicted (neither resident nor
+// swapped out) or banished, and its two neighbour lists, kids (the storages
+// that consumers of its tensors produce) and pars (the storages its
+// tensors' producers read), each in creation order. The first walkInline entries of a list are kept
 // in the node, the rest in chunks of the runtime's edges arena. A node is
 // 64 bytes without pointers, so a walk reads one cache line per storage it
 // reaches (the check that it is evicted and unmarked brings its lists
