@@ -308,9 +308,10 @@ func (r *Runtime) init(cfg Config, host Host) {
 // recycle readies r, whose run is over (its stats read), for a new run with
 // cfg, as New would, but keeping the capacity of its buffers: a sweep's
 // worker replays budget after budget without allocating (and faulting in)
-// the same arrays again. Nothing of the old run survives: the mark arrays
-// are cleared with their generations, and the storages' and tensors' inner
-// lists are reused only through newStorage/newTensor, which truncate them.
+// the same arrays again. Nothing of the old run survives: need's marks
+// are cleared with their generation, the walk nodes start afresh, and the
+// storages' and tensors' inner lists are reused only through
+// newStorage/newTensor, which truncate them.
 func (r *Runtime) recycle(cfg Config, host Host) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -982,12 +983,6 @@ func (r *Runtime) unlock(s int32) {
 func (r *Runtime) avail(t int32) bool {
 	tt := &r.tensors[t]
 	return tt.defined && r.storages[tt.st].material
-}
-
-// evicted: the storage is gone from the device and must be recomputed.
-func (r *Runtime) evicted(s int32) bool {
-	st := &r.storages[s]
-	return !st.material && !st.swapped
 }
 
 func (r *Runtime) usesEqClass() bool {
