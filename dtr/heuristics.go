@@ -235,15 +235,21 @@ func (r *Runtime) withRegions(s int32, both bool, m, d int64) int64 {
 	}
 	c := r.storages[s].compute
 	if c > cut {
+		r.walkCuts++
 		return c
 	}
 	if both {
 		c += r.region(s, false, cut-c)
 		if c > cut {
+			r.walkCuts++
 			return c
 		}
 	}
-	return c + r.region(s, true, cut-c)
+	c += r.region(s, true, cut-c)
+	if c > cut {
+		r.walkCuts++
+	}
+	return c
 }
 
 // evaluate scores candidate s (see withRegions for evalBest).

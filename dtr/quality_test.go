@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/remat-dev/remat/graph/dtrlog"
+	"github.com/remat-dev/remat/graph/models"
 )
 
 // TestBeyondParity checks that the portfolio (SweepBest) is, at every ratio
@@ -243,30 +244,66 @@ func TestOfflineSearchPruning(t *testing.T) {
 
 // TestNoisyScanCut checks that the scan's early-stopped region walks under
 // search noise (the factor drawn before the evaluation) make the same
-// choices as full walks: same evictions, rematerializations and clock.
+// choices as full walks: same evictions, rematerializations and clock. The
+// heuristics without an oracle run random programs; the lookahead ones
+// replay a zoo trace, since without future uses their scores are all zero.
+// Every heuristic must have had some of its walks cut, or the comparison
+// would show nothing.
 func TestNoisyScanCut(t *testing.T) {
-	for seed := uint64(1); seed <= 6; seed++ {
-		for _, h := range []Heuristic{HDTR, MSPS, LookaheadMSPS, LookaheadDTR} {
-			var st [2]Stats
-			var errs [2]error
-			for i, full := range []bool{false, true} {
-				cfg := DefaultConfig()
-				cfg.Heuristic = h
-				cfg.EvicteeMinSize = 0
-				cfg.Scan = true
-				cfg.Budget = 150_000 + int64(seed%12)*20_000
-				rt, err := New(cfg, nil)
-				require.NoError(t, err)
-				rt.noise = rand.New(rand.NewPCG(seed, 11))
-				rt.noiseSigma = 0.8
-				rt.noScanCut = full
-				errs[i] = randomProgram(rt, rand.New(rand.NewPCG(seed, 7)), 400)
-				st[i] = rt.Stats()
-			}
-			name := fmt.Sprintf("seed %d %s", seed, h)
-			require.Equal(t, errs[1] == nil, errs[0] == nil, name)
-			require.Equal(t, st[1], st[0], name)
-			require.Positive(t, st[0].Evictions, name)
+	total := map[Heuristic]int64{}
+	compare := func(name string, h Heuristic, run func(rt *Runtime) error, cfg Config) {
+		var st [2]Stats
+		var errs [2]error
+		var cuts [2]int64
+		for i, full := range []bool{false, true} {
+			rt, err := New(cfg, nil)
+			require.NoError(t, err)
+			rt.noise = rand.New(rand.NewPCG(uint64(len(name)), 11))
+			rt.noiseSigma = 0.8
+			rt.noScanCut = full
+			errs[i] = run(rt)
+			st[i] = rt.Stats()
+			cuts[i] = rt.walkCuts
 		}
+		require.Equal(t, errs[1] == nil, errs[0] == nil, name)
+		require.Equal(t, st[1], st[0], name)
+		require.Positive(t, st[0].Evictions, name)
+		require.Zero(t, cuts[1], name)
+		total[h] += cuts[0]
+	}
+	for seed := uint64(1); seed <= 6; seed++ {
+		for _, h := range []Heuristic{HDTR, MSPS} {
+			cfg := DefaultConfig()
+			cfg.Heuristic = h
+			cfg.EvicteeMinSize = 0
+			cfg.Scan = true
+			cfg.Budget = 150_000 + int64(seed%12)*20_000
+			compare(fmt.Sprintf("seed %d %s", seed, h), h, func(rt *Runtime) error {
+				return randomProgram(rt, rand.New(rand.NewPCG(seed, 7)), 400)
+			}, cfg)
+		}
+	}
+	tr := zooTrace(t, "lstm", models.Options{Batch: 32, Seq: 16, Depth: 2, Width: 64, Vocab: 100})
+	base, err := MeasureBaseline(tr)
+	require.NoError(t, err)
+	peak := base.PeakBytes
+	for _, h := range []Heuristic{HDTR, MSPS, LookaheadMSPS, LookaheadDTR} {
+		for _, ratio := range []float64{0.8, 0.6, 0.4} {
+			cfg := DefaultConfig()
+			cfg.Heuristic = h
+			cfg.EvicteeMinSize = 0
+			cfg.Scan = true
+			cfg.Budget = int64(ratio * float64(peak))
+			compare(fmt.Sprintf("lstm %s at %.1f", h, ratio), h, func(rt *Runtime) error {
+				if h.NeedsOracle() {
+					rt.SetOracle(newTraceOracle(tr))
+				}
+				return rt.replay(context.Background(), tr)
+			}, cfg)
+		}
+	}
+	t.Logf("walks cut: %v", total)
+	for h, n := range total {
+		require.Positive(t, n, "%s: no walk was cut at the best so far", h)
 	}
 }

@@ -228,6 +228,9 @@ type Runtime struct {
 	// makes the scan's region walks run to the end.
 	noBurstBounds bool
 	noScanCut     bool
+	// walkCuts counts the scores whose walks withRegions stopped at the
+	// best so far (read by tests).
+	walkCuts int64
 
 	limit int64 // effective limit for eviction (budget or threshold)
 	hard  bool  // limit is a hard budget
