@@ -25,8 +25,20 @@ func mkScore(num, d1, d2 int64) score {
 }
 
 // cmp returns -1, 0, 1 comparing a and b. Floats decide unless they are
-// within a relative 1e-12, where the exact rational comparison decides.
+// within a relative 1e-12, where the exact rational comparison decides. An
+// infinite score (a zero denominator, as the reference scores it: 0/0
+// too) is above every finite one and ties with every infinite one; the
+// rational comparison must not see it, since n/0 cross-multiplies to 0.
 func cmpScore(a, b score) int {
+	if ai, bi := math.IsInf(a.f, 1), math.IsInf(b.f, 1); ai || bi {
+		switch {
+		case ai && bi:
+			return 0
+		case ai:
+			return 1
+		}
+		return -1
+	}
 	if a.f < b.f {
 		if b.f-a.f > 1e-12*math.Abs(b.f) || a.mul != 1 || b.mul != 1 {
 			return -1
@@ -35,7 +47,7 @@ func cmpScore(a, b score) int {
 		if a.f-b.f > 1e-12*math.Abs(a.f) || a.mul != 1 || b.mul != 1 {
 			return 1
 		}
-	} else if math.IsInf(a.f, 1) || a.mul != 1 || b.mul != 1 {
+	} else if a.mul != 1 || b.mul != 1 {
 		return 0
 	}
 	// exact: a.num * b.d1 * b.d2 vs b.num * a.d1 * a.d2 (192-bit products

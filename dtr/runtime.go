@@ -125,6 +125,13 @@ type storage struct {
 	pendingFree bool // unrecomputable, released, kept resident for dependents
 	kept        bool // released, kept resident for evicted dependents (KeepForRemat)
 	inZero      bool // listed in the index's zeroCost (parity mode)
+	// fresh (parity mode, eq-class heuristics): a new op's output not yet
+	// computed. The reference gives it an eq-class node of value 0 when
+	// the op starts and counts it, not being material, as an evicted
+	// neighbour until the op has run; freshMerged: an eviction merged its
+	// node into a class (see Compute).
+	fresh       bool
+	freshMerged bool
 
 	// candidate index (index.go): heap key, bucket (-1 = not indexed),
 	// position in the bucket's heap, and pool sequence number (pool order).
@@ -530,6 +537,9 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 	if r.rec != nil {
 		r.rec.top = true
 	}
+	if r.cfg.Parity && r.usesEqClass() {
+		r.markFresh(o.results, outs)
+	}
 	if err := r.materialize(o.results[0], false); err != nil {
 		r.dead = err
 		return -1, nil, err
@@ -555,6 +565,31 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 		res[i] = TensorID(t)
 	}
 	return OpID(id), res, nil
+}
+
+// markFresh gives the new storages among an op's results (outputs that
+// alias nothing) the reference's eq-class node of value 0 and makes them
+// count as evicted neighbours until the op has run. The reference does
+// this when an op starts (simrd's RuntimeV2Optimized.compute), and it
+// shows when the op's inputs are rematerialized: an input evicted again
+// meanwhile merges its class with the outputs' nodes, and when the op runs
+// each output's cost is subtracted from its class (compute), although its
+// eviction never added it.
+func (r *Runtime) markFresh(results []int32, outs []Output) {
+	for i, t := range results {
+		if outs[i].AliasOf >= 0 {
+			continue
+		}
+		s := r.tensors[t].st
+		st := &r.storages[s]
+		st.ecn = int32(len(r.ufParent))
+		st.ecv = 0
+		st.fresh, st.freshMerged = true, false
+		r.ufParent = append(r.ufParent, -1)
+		r.ufValue = append(r.ufValue, 0)
+		r.ufMark = append(r.ufMark, 0)
+		r.walk[s].evicted = true
+	}
 }
 
 // Get adds an external reference to t.
@@ -1029,8 +1064,11 @@ func (r *Runtime) evict(s int32, byHeuristic bool) {
 		for _, d := range [2]int{parsList, kidsList} {
 			for ns, c := r.neighbours(s, d); ; ns, c = r.chunk(c) {
 				for _, x := range ns {
-					if r.walk[x].evicted && r.storages[x].ecn >= 0 {
-						r.ufMerge(r.storages[x].ecn, n)
+					if xs := &r.storages[x]; r.walk[x].evicted && xs.ecn >= 0 {
+						r.ufMerge(xs.ecn, n)
+						if xs.fresh {
+							xs.freshMerged = true
+						}
 					}
 				}
 				if c < 0 {
@@ -1363,6 +1401,15 @@ func (r *Runtime) compute(t int32, remat bool) error {
 		st := &r.storages[s]
 		if remat {
 			st.remats++
+		}
+		if st.fresh {
+			// never merged: its node is a class of its own, and the
+			// reference's subtraction changes nothing else
+			st.fresh = false
+			if !st.freshMerged {
+				st.ecn = -1
+				continue
+			}
 		}
 		if eq && st.ecn >= 0 {
 			dropped = true
