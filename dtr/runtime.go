@@ -582,12 +582,8 @@ func (r *Runtime) markFresh(results []int32, outs []Output) {
 		}
 		s := r.tensors[t].st
 		st := &r.storages[s]
-		st.ecn = int32(len(r.ufParent))
-		st.ecv = 0
+		st.ecn, st.ecv = r.ufNew(0), 0
 		st.fresh, st.freshMerged = true, false
-		r.ufParent = append(r.ufParent, -1)
-		r.ufValue = append(r.ufValue, 0)
-		r.ufMark = append(r.ufMark, 0)
 		r.walk[s].evicted = true
 	}
 }
@@ -1055,11 +1051,8 @@ func (r *Runtime) evict(s int32, byHeuristic bool) {
 		r.rec.free(st.root)
 	}
 	if r.usesEqClass() {
-		n := int32(len(r.ufParent))
-		r.ufParent = append(r.ufParent, -1)
 		st.ecv = r.hcost(s)
-		r.ufValue = append(r.ufValue, st.ecv)
-		r.ufMark = append(r.ufMark, 0)
+		n := r.ufNew(st.ecv)
 		st.ecn = n
 		for _, d := range [2]int{parsList, kidsList} {
 			for ns, c := r.neighbours(s, d); ; ns, c = r.chunk(c) {
@@ -1077,6 +1070,15 @@ func (r *Runtime) evict(s int32, byHeuristic bool) {
 			}
 		}
 	}
+}
+
+// ufNew adds an eq-class node of its own with value v and returns it.
+func (r *Runtime) ufNew(v int64) int32 {
+	n := int32(len(r.ufParent))
+	r.ufParent = append(r.ufParent, -1)
+	r.ufValue = append(r.ufValue, v)
+	r.ufMark = append(r.ufMark, 0)
+	return n
 }
 
 func (r *Runtime) ufFind(x int32) int32 {
@@ -1403,10 +1405,10 @@ func (r *Runtime) compute(t int32, remat bool) error {
 			st.remats++
 		}
 		if st.fresh {
-			// never merged: its node is a class of its own, and the
-			// reference's subtraction changes nothing else
 			st.fresh = false
 			if !st.freshMerged {
+				// its node is still a class of its own: the reference's
+				// subtraction below would change no other storage's class
 				st.ecn = -1
 				continue
 			}
