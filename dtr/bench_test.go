@@ -200,7 +200,9 @@ func BenchmarkLSTM40kLocalScan(b *testing.B)    { benchLSTM(b, HDTRLocal, 40000,
 // benchParitySweepLog is `sim sweep --dtr-log LOG --strategies dtr
 // --heuristic eq-class --parity` without the CLI: parse and compile the
 // log, measure the baseline, replay the 10 ratios.
-func benchParitySweepLog(b *testing.B, name string) {
+func benchParitySweepLog(b *testing.B, name string) { benchParitySweepLogH(b, name, HDTREqClass) }
+
+func benchParitySweepLogH(b *testing.B, name string, h Heuristic) {
 	src, err := os.ReadFile(filepath.Join(logsDir(b), name+".log"))
 	if err != nil {
 		b.Skip(err)
@@ -211,7 +213,7 @@ func benchParitySweepLog(b *testing.B, name string) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := Sweep(context.Background(), tr, SweepOptions{Heuristic: HDTREqClass, Parity: true}); err != nil {
+		if _, err := Sweep(context.Background(), tr, SweepOptions{Heuristic: h, Parity: true}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -222,3 +224,9 @@ func benchParitySweepLog(b *testing.B, name string) {
 // (/work/shared/data/dtr-logs/README.md), i.e. 1 to 25 s per 10-ratio sweep.
 func BenchmarkParitySweepResnet32(b *testing.B) { benchParitySweepLog(b, "resnet32") }
 func BenchmarkParitySweepUnet(b *testing.B)     { benchParitySweepLog(b, "unet") }
+
+// Full h_DTR in parity mode keeps its regions as simrd does (regions.go):
+// the reference's bookkeeping, a walk per rematerialized storage and per
+// storage on its frontiers.
+func BenchmarkParitySweepDTRResnet32(b *testing.B) { benchParitySweepLogH(b, "resnet32", HDTR) }
+func BenchmarkParitySweepDTRUnet(b *testing.B)     { benchParitySweepLogH(b, "unet", HDTR) }

@@ -2,6 +2,7 @@ package dtr
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/remat-dev/remat/graph/dtrlog"
@@ -29,7 +30,17 @@ type BestResult struct {
 // caller that shows them has: those run with Sweep's default configuration
 // (no Base, no Parity) stand in for the portfolio's lazy-locking runs of
 // their heuristics, which are the same runs; the others are ignored.
+//
+// A parity sweep of h_DTR or MSPS whose kept regions outgrow their limit
+// (ErrRegionLimit, on logs far longer than the reference simulator can
+// replay) is left out.
 func SweepBest(ctx context.Context, tr *dtrlog.Trace, ratios []float64, done ...*SweepResult) ([]BestResult, error) {
+	return sweepBest(ctx, tr, ratios, 0, done...)
+}
+
+// sweepBest is SweepBest with the parity runs' region limit (0: the
+// default).
+func sweepBest(ctx context.Context, tr *dtrlog.Trace, ratios []float64, regionLimit int64, done ...*SweepResult) ([]BestResult, error) {
 	if err := checkTrace(tr); err != nil {
 		return nil, fmt.Errorf("dtr sweep best: %w", err)
 	}
@@ -81,7 +92,10 @@ func SweepBest(ctx context.Context, tr *dtrlog.Trace, ratios []float64, done ...
 		}
 	}
 	for _, h := range ReferenceHeuristics {
-		res, err := Sweep(ctx, tr, SweepOptions{Heuristic: h, Ratios: ratios, Parity: true})
+		res, err := Sweep(ctx, tr, SweepOptions{Heuristic: h, Ratios: ratios, Parity: true, regionLimit: regionLimit})
+		if errors.Is(err, ErrRegionLimit) {
+			continue // a log too long for the reference's bookkeeping
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -177,6 +177,9 @@ type Config struct {
 	// comparison with ties to the later candidate in pool order, a linear
 	// scan of the pool that stops at a zero score, no size filter.
 	Parity bool
+
+	// regionLimit (tests): the kept regions' entry limit (0: incMaxLive)
+	regionLimit int64
 }
 
 // DefaultConfig returns MegEngine-style defaults: drop enabled, auto drop,

@@ -271,6 +271,9 @@ func (r *Runtime) evaluate(s int32) score {
 	switch r.cfg.Heuristic {
 	case HDTR:
 		m, d := r.sizeTerm(s), r.staleness(s)
+		if r.incOn {
+			return mkScore(st.compute+r.incCost(s, true), m, d)
+		}
 		return mkScore(r.withRegions(s, true, m, d), m, d)
 	case HDTREqClass:
 		return mkScore(st.compute+r.eqNeighbours(s), r.sizeTerm(s), r.staleness(s))
@@ -278,6 +281,9 @@ func (r *Runtime) evaluate(s int32) score {
 		return mkScore(st.compute, r.sizeTerm(s), r.staleness(s))
 	case MSPS:
 		m := r.sizeTerm(s)
+		if r.incOn {
+			return mkScore(st.compute+r.incCost(s, false), m, 1)
+		}
 		return mkScore(r.withRegions(s, false, m, 1), m, 1)
 	case LRU:
 		return score{f: float64(st.lastAccess), num: st.lastAccess, d1: 1, d2: 1, mul: 1}

@@ -71,6 +71,11 @@ var (
 	// call succeeds or nothing is evictable (then sim.ErrOutOfMemory), as
 	// MegEngine >= 1.5 does on a failed allocation.
 	ErrHostOutOfMemory = errors.New("dtr: host out of memory")
+	// ErrRegionLimit: in parity mode, h_DTR's or MSPS's regions kept as
+	// the reference simulator keeps them outgrew their limit (regions.go);
+	// without parity mode the regions are walked exactly, in bounded
+	// memory.
+	ErrRegionLimit = errors.New("dtr: parity mode's kept regions (the reference simulator's h_DTR/MSPS bookkeeping) outgrew their limit; without parity mode the regions are walked, not kept")
 )
 
 // Stats are the runtime's counters.
@@ -98,6 +103,12 @@ type Stats struct {
 	// because an evicted, still referenced dependent needs them
 	// (Config.KeepForRemat).
 	KeptForRemat int64 `json:"kept_for_remat"`
+	// ReferenceAsserts (parity mode, h_DTR and MSPS) counts the evictions
+	// at which the reference simulator's region bookkeeping fails an
+	// assertion (a region told to absorb a storage that is not on its
+	// frontier, see regions.go): simrd stops there, sim goes on without
+	// that absorption.
+	ReferenceAsserts int64 `json:"reference_asserts,omitempty"`
 }
 
 const negInf = math.MinInt64
@@ -248,6 +259,17 @@ type Runtime struct {
 	// v1Baseline frees released storages even when pinned (simrd V1).
 	v1Baseline bool
 
+	// kept regions (regions.go): incOn in parity mode with h_DTR or MSPS,
+	// inc[2s] and inc[2s+1] storage s's forward and reverse regions;
+	// scratch lists
+	incOn   bool
+	inc     []incRegion
+	incTmp  []int32
+	incMark []uint32
+	incGen  uint32
+	incLive int64 // entries in all regions' lists
+	incWork int64 // steps of their bookkeeping
+
 	// trace of decisions for Static export
 	rec *recorder
 
@@ -302,6 +324,7 @@ func (r *Runtime) init(cfg Config, host Host) {
 		r.limit = math.MaxInt64
 	}
 	r.stats.Clock = 1
+	r.incOn = incFor(&cfg)
 	if k := indexKind(&cfg); k != idxNone {
 		if r.idx != nil {
 			r.idx.reset(k)
@@ -347,6 +370,10 @@ func (r *Runtime) recycle(cfg Config, host Host) error {
 		slab64:    old.slab64[:0],
 		slabT:     old.slabT[:0],
 		idx:       old.idx,
+		inc:       old.inc[:0],
+		incTmp:    old.incTmp[:0],
+		incMark:   old.incMark[:0],
+		incGen:    old.incGen,
 	}
 	clear(r.needStamp)
 	r.init(cfg, host)
@@ -374,6 +401,9 @@ func (r *Runtime) newStorage(s storage) int32 {
 	s.tensors = p.tensors[:0]
 	*p = s
 	r.walk = append(r.walk, newWalkNode())
+	if r.incOn {
+		r.incNew()
+	}
 	return int32(len(r.storages) - 1)
 }
 
@@ -1050,6 +1080,9 @@ func (r *Runtime) evict(s int32, byHeuristic bool) {
 	if r.rec != nil {
 		r.rec.free(st.root)
 	}
+	if r.incOn {
+		r.incEvict(s)
+	}
 	if r.usesEqClass() {
 		st.ecv = r.hcost(s)
 		n := r.ufNew(st.ecv)
@@ -1396,6 +1429,12 @@ func (r *Runtime) compute(t int32, remat bool) error {
 	}
 	for _, u := range r.scratch[base:mid] {
 		r.stats.Memory -= o.sizes[r.tensors[u].index]
+	}
+	if r.incOn {
+		if err := r.incComputed(r.scratch[rs:]); err != nil {
+			r.scratch = r.scratch[:base]
+			return err
+		}
 	}
 	eq := r.usesEqClass()
 	dropped := false

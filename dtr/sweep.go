@@ -188,7 +188,9 @@ func (rt *Runtime) replay(ctx context.Context, tr *dtrlog.Trace) error {
 	var outs []Output
 	var ins []TensorID
 	for i, c := range tr.Cmds {
-		if i&255 == 0 {
+		// kept regions (parity h_DTR, MSPS) can take milliseconds per
+		// command on long logs: check at every one then
+		if i&255 == 0 || rt.incOn {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -276,6 +278,10 @@ type RatioResult struct {
 	RematComputeNs  int64   `json:"remat_compute_ns"`
 	ClockNs         int64   `json:"clock_ns"`
 	PeakMemoryBytes int64   `json:"peak_memory_bytes"`
+	// ReferenceAsserts (parity mode): see Stats.ReferenceAsserts. Where it
+	// is not 0 the reference simulator fails on the log at this budget,
+	// and the cell has no reference to agree with.
+	ReferenceAsserts int64 `json:"reference_asserts,omitempty"`
 }
 
 // SweepResult is the paper's protocol on one trace and heuristic.
@@ -305,6 +311,9 @@ type SweepOptions struct {
 	// Workers: budgets replayed at once (0: GOMAXPROCS). The results do
 	// not depend on it.
 	Workers int
+
+	// regionLimit (tests): Config.regionLimit of the parity runs
+	regionLimit int64
 }
 
 // DefaultRatios are the paper's budget ratios, largest first.
@@ -347,6 +356,7 @@ func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResul
 		switch {
 		case opt.Parity:
 			cfg = ParityConfig(opt.Heuristic)
+			cfg.regionLimit = opt.regionLimit
 		case opt.Base != nil:
 			cfg = *opt.Base
 			cfg.Heuristic = opt.Heuristic
@@ -368,6 +378,7 @@ func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResul
 			rr.Overhead = float64(st.Clock) / float64(base.ComputeNs)
 			rr.Evictions, rr.Remats, rr.HeuristicEvals = st.Evictions, st.Remats, st.HeuristicEvals
 			rr.RematComputeNs, rr.ClockNs, rr.PeakMemoryBytes = st.RematCompute, st.Clock, st.PeakMemory
+			rr.ReferenceAsserts = st.ReferenceAsserts
 		}
 		switch {
 		case err == nil:

@@ -301,11 +301,19 @@ func (d *DTRSweep) Table() *Table {
 	for _, run := range d.Runs {
 		cells := []Cell{Text(run.Heuristic)}
 		for _, rr := range run.Results {
+			var c Cell
 			if rr.Status == "ok" {
-				cells = append(cells, Cell{Human: strconv.FormatFloat(rr.Overhead, 'f', 3, 64), Exact: strconv.FormatFloat(rr.Overhead, 'f', 6, 64)})
+				c = Cell{Human: strconv.FormatFloat(rr.Overhead, 'f', 3, 64), Exact: strconv.FormatFloat(rr.Overhead, 'f', 6, 64)}
 			} else {
-				cells = append(cells, Text(rr.Status))
+				c = Text(rr.Status)
 			}
+			if rr.ReferenceAsserts > 0 {
+				if c.Exact == "" {
+					c.Exact = c.Human // CSV stays unmarked
+				}
+				c.Human += "*" // see referenceNote
+			}
+			cells = append(cells, c)
 		}
 		t.AddRow(cells...)
 	}
@@ -341,10 +349,28 @@ func (d *DTRSweep) Table() *Table {
 	return t
 }
 
+// referenceNote explains the cells marked "*" (parity mode: the reference
+// simulator fails an assertion on the log at that budget).
+const referenceNote = "* the reference simulator (simrd) fails an assertion in its region bookkeeping on this log at this budget: no reference to agree with\n"
+
 // Write renders the DTR sweep.
 func (d *DTRSweep) Write(w interface{ Write([]byte) (int, error) }, f Format) error {
 	if f == FormatJSON {
 		return WriteJSON(w, d)
 	}
-	return d.Table().Write(w, f)
+	if err := d.Table().Write(w, f); err != nil {
+		return err
+	}
+	if f == FormatCSV {
+		return nil
+	}
+	for _, run := range d.Runs {
+		for _, rr := range run.Results {
+			if rr.ReferenceAsserts > 0 {
+				_, err := w.Write([]byte(referenceNote))
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -16,9 +16,9 @@ patterns in its incremental regions) is counted and skipped.
       --heuristics eq-class,dtr --seeds 1:200 --ops 150 [--keep DIR [--minimize]]
 
 --keep DIR writes each disagreeing log to DIR (with --minimize: cut down to
-the instructions needed for the disagreement, the old binary given by
---baseline-sim agreeing with simrd where the fix under test does, or simply
-still disagreeing without it). Standard library only; simrd is not part of
+the instructions the disagreement needs). With --baseline-sim OLD it keeps
+instead the logs that OLD gets wrong and --sim gets right (cut down so that
+this still holds): regression cases for a fix. Standard library only; simrd is not part of
 remat (see tools/simrd_compare.py). Exits 1 on a disagreement.
 """
 
@@ -184,7 +184,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--simrd", required=True, help="directory holding the simrd package")
     ap.add_argument("--sim", default="sim", help="the sim binary")
-    ap.add_argument("--baseline-sim", help="with --minimize: keep only what this binary gets wrong and --sim gets right")
+    ap.add_argument("--baseline-sim", help="an older sim: keep (and minimize) the logs this binary gets wrong and --sim gets right")
     ap.add_argument("--heuristics", default="eq-class,dtr,dtr-local,msps,lru,size")
     ap.add_argument("--seeds", default="1:50", help="A:B, the random logs' seeds (B excluded)")
     ap.add_argument("--ops", type=int, default=150, help="steps per log")
@@ -212,6 +212,8 @@ def main():
         ap.error("--minimize needs --keep DIR")
     tmp = tempfile.mkdtemp(prefix="simrd-fuzz-")
     counts = {"agree": 0, "disagree": 0, "simrd fails": 0}
+    if a.baseline_sim:
+        counts["fixed"] = 0  # --sim agrees, --baseline-sim does not
     for seed in seeds:
         text = random_log(seed, a.ops, feats)
         log = os.path.join(tmp, "r%d.log" % seed)
@@ -224,12 +226,21 @@ def main():
                 continue
             ours = sim_sweep(a.sim, log, h)
             diff = [(None, "sim failed", "", "")] if ours is None else simrd_compare.disagreements(ref, ours)
+            fixed = False
             if not diff:
                 counts["agree"] += 1
-                continue
-            counts["disagree"] += 1
-            print("seed %d %s: %s" % (seed, h, "; ".join("ratio %s %s simrd %s sim %s" % d for d in diff[:3])))
-            if a.keep:
+                if a.baseline_sim:
+                    old = sim_sweep(a.baseline_sim, log, h)
+                    fixed = old is not None and old != ref
+                    if fixed:
+                        counts["fixed"] += 1
+                        print("seed %d %s: --baseline-sim disagrees, --sim agrees" % (seed, h))
+                if not fixed:
+                    continue
+            else:
+                counts["disagree"] += 1
+                print("seed %d %s: %s" % (seed, h, "; ".join("ratio %s %s simrd %s sim %s" % d for d in diff[:3])))
+            if a.keep and (fixed or not a.baseline_sim):
                 os.makedirs(a.keep, exist_ok=True)
                 out = text
                 if a.minimize:
