@@ -64,7 +64,7 @@ func (r *Runtime) incReset(g *incRegion) {
 
 // incKeep is the capacity up to which an emptied region keeps its lists
 // and tables for reuse.
-const incKeep = 64
+const incKeep = 256
 
 // shrink empties l, letting go of a large backing array.
 func shrink(l []int32) []int32 {
@@ -143,6 +143,7 @@ func (r *Runtime) incAbsorb(k int32, f int32, from int32) {
 	}
 	r.incAbsorbInto(g, f, from)
 	r.incLive += int64(len(g.interior) + len(g.frontier) - n0)
+	r.incPeak = max(r.incPeak, r.incLive)
 }
 
 func (r *Runtime) incAbsorbInto(g *incRegion, f int32, from int32) {
@@ -297,16 +298,18 @@ func (r *Runtime) incRebuild(s int32, reverse bool) {
 	}
 	r.stack = stack
 	r.incLive += int64(len(g.interior) + len(g.frontier))
+	r.incPeak = max(r.incPeak, r.incLive)
 }
 
 // incMaxLive bounds the entries of all kept regions of a run (with the
 // hash tables of the regions that absorb and the lists let go, about 60
 // bytes each: 1 GB at the limit), and incMaxWork the steps of their
-// bookkeeping (edges walked, entries absorbed; about 10 s at the limit).
+// bookkeeping (edges walked, entries absorbed; about 6 s at the limit).
 // The reference's bookkeeping grows with the number of storages times the
 // size of their regions, which on long logs is quadratic. The artifact's
-// two logs peak at 87,394 (resnet32) and 43,172 (unet) entries, zoo logs of
-// 3,500 to 5,600 storages at 0.26 to 1.8 million; simrd, at about a
+// two logs peak at 89,516 (resnet32) and 45,143 (unet) entries
+// (TestRegionPeak), zoo logs of 3,500 to 5,600 tensors at 0.26 to 1.8
+// million; simrd, at about a
 // microsecond per step, would take some 20 minutes per budget to reach
 // the step limit.
 const (
@@ -358,108 +361,16 @@ func (r *Runtime) incComputed(remat []int32) error {
 	return nil
 }
 
-// i32map is an open-addressing hash table from storage ids (>= 0) to int32
-// values, with linear probing and backward-shift deletion.
-type i32map struct {
-	keys  []int32 // -1: empty
-	vals  []int32
-	n     int
-	shift uint32
-}
-
-// init empties the table, sized for n keys.
-func (h *i32map) init(n int) {
-	c, bits := 8, uint32(3)
-	for c < 2*n {
-		c, bits = c*2, bits+1
-	}
-	if cap(h.keys) >= c {
-		h.keys, h.vals = h.keys[:c], h.vals[:c]
-	} else {
-		h.keys, h.vals = make([]int32, c), make([]int32, c)
-	}
-	for i := range h.keys {
-		h.keys[i] = -1
-	}
-	h.n, h.shift = 0, 32-bits
-}
-
-func (h *i32map) home(k int32) int {
-	return int((uint32(k) * 0x9e3779b1) >> h.shift)
-}
-
-// get returns k's value and whether k is in the table.
-func (h *i32map) get(k int32) (int32, bool) {
-	mask := len(h.keys) - 1
-	for i := h.home(k); ; i = (i + 1) & mask {
-		switch h.keys[i] {
-		case k:
-			return h.vals[i], true
-		case -1:
-			return 0, false
-		}
-	}
-}
-
-// put sets k's value.
-func (h *i32map) put(k, v int32) {
-	if 2*(h.n+1) > len(h.keys) {
-		old, oldv := h.keys, h.vals
-		h.keys, h.vals = nil, nil
-		h.init(2 * (h.n + 1))
-		for i, x := range old {
-			if x >= 0 {
-				h.put(x, oldv[i])
-			}
-		}
-	}
-	mask := len(h.keys) - 1
-	for i := h.home(k); ; i = (i + 1) & mask {
-		switch h.keys[i] {
-		case k:
-			h.vals[i] = v
-			return
-		case -1:
-			h.keys[i], h.vals[i] = k, v
-			h.n++
-			return
-		}
-	}
-}
-
-// del removes k (if present), shifting back the entries probed past it.
-func (h *i32map) del(k int32) {
-	mask := len(h.keys) - 1
-	i := h.home(k)
-	for h.keys[i] != k {
-		if h.keys[i] == -1 {
-			return
-		}
-		i = (i + 1) & mask
-	}
-	for j := (i + 1) & mask; h.keys[j] != -1; j = (j + 1) & mask {
-		// move the entry at j to the hole at i unless its home lies
-		// cyclically in (i, j]
-		if hm := h.home(h.keys[j]); (j-hm)&mask >= (j-i)&mask {
-			h.keys[i], h.vals[i] = h.keys[j], h.vals[j]
-			i = j
-		}
-	}
-	h.keys[i] = -1
-	h.n--
-}
-
-// i32set is an open-addressing hash set of storage ids (>= 0) with linear
-// probing: the members of a kept region's interior, which only grows
-// between walks.
-type i32set struct {
+// i32keys is the key table of i32map and i32set: open addressing over
+// storage ids (>= 0) with linear probing, at most half full.
+type i32keys struct {
 	keys  []int32 // -1: empty
 	n     int
 	shift uint32
 }
 
-// init empties the set, sized for n members.
-func (h *i32set) init(n int) {
+// reset empties the table, sized for n keys, and returns its size.
+func (h *i32keys) reset(n int) int {
 	c, bits := 8, uint32(3)
 	for c < 2*n {
 		c, bits = c*2, bits+1
@@ -473,11 +384,106 @@ func (h *i32set) init(n int) {
 		h.keys[i] = -1
 	}
 	h.n, h.shift = 0, 32-bits
+	return c
 }
+
+func (h *i32keys) home(k int32) int {
+	return int((uint32(k) * 0x9e3779b1) >> h.shift)
+}
+
+// find returns k's slot and true, or the empty slot where k would go and
+// false.
+func (h *i32keys) find(k int32) (int, bool) {
+	mask := len(h.keys) - 1
+	for i := h.home(k); ; i = (i + 1) & mask {
+		switch h.keys[i] {
+		case k:
+			return i, true
+		case -1:
+			return i, false
+		}
+	}
+}
+
+// full reports whether one more key would make the table over half full.
+func (h *i32keys) full() bool { return 2*(h.n+1) > len(h.keys) }
+
+// i32map is a hash table from storage ids to int32 values, with
+// backward-shift deletion.
+type i32map struct {
+	i32keys
+	vals []int32
+}
+
+// init empties the table, sized for n keys.
+func (h *i32map) init(n int) {
+	c := h.reset(n)
+	if cap(h.vals) >= c {
+		h.vals = h.vals[:c]
+	} else {
+		h.vals = make([]int32, c)
+	}
+}
+
+// get returns k's value and whether k is in the table.
+func (h *i32map) get(k int32) (int32, bool) {
+	if i, ok := h.find(k); ok {
+		return h.vals[i], true
+	}
+	return 0, false
+}
+
+// put sets k's value.
+func (h *i32map) put(k, v int32) {
+	if h.full() {
+		old, oldv := h.keys, h.vals
+		h.keys, h.vals = nil, nil
+		h.init(2 * (h.n + 1))
+		for i, x := range old {
+			if x >= 0 {
+				h.put(x, oldv[i])
+			}
+		}
+	}
+	i, ok := h.find(k)
+	if !ok {
+		h.keys[i] = k
+		h.n++
+	}
+	h.vals[i] = v
+}
+
+// del removes k (if present), shifting back the entries probed past it.
+func (h *i32map) del(k int32) {
+	i, ok := h.find(k)
+	if !ok {
+		return
+	}
+	mask := len(h.keys) - 1
+	for j := (i + 1) & mask; h.keys[j] != -1; j = (j + 1) & mask {
+		// move the entry at j to the hole at i unless its home lies
+		// cyclically in (i, j]
+		if hm := h.home(h.keys[j]); (j-hm)&mask >= (j-i)&mask {
+			h.keys[i], h.vals[i] = h.keys[j], h.vals[j]
+			i = j
+		}
+	}
+	h.keys[i] = -1
+	h.n--
+}
+
+// i32set is a hash set of storage ids: the members of a kept region's
+// interior, which only grows between walks.
+type i32set struct {
+	i32keys
+}
+
+// init empties the set, sized for n members.
+func (h *i32set) init(n int) { h.reset(n) }
 
 // add adds k and reports whether it was not a member.
 func (h *i32set) add(k int32) bool {
-	if 2*(h.n+1) > len(h.keys) {
+	if h.full() {
 		old := h.keys
 		h.keys = nil
 		h.init(2 * (h.n + 1))
@@ -487,15 +493,11 @@ func (h *i32set) add(k int32) bool {
 			}
 		}
 	}
-	mask := len(h.keys) - 1
-	for i := int((uint32(k) * 0x9e3779b1) >> h.shift); ; i = (i + 1) & mask {
-		switch h.keys[i] {
-		case k:
-			return false
-		case -1:
-			h.keys[i] = k
-			h.n++
-			return true
-		}
+	i, ok := h.find(k)
+	if ok {
+		return false
 	}
+	h.keys[i] = k
+	h.n++
+	return true
 }

@@ -76,3 +76,27 @@ func TestI32Set(t *testing.T) {
 		require.Equal(t, len(want), h.n)
 	}
 }
+
+// TestRegionPeak logs, for the artifact's two logs, the most entries the
+// kept regions of a parity h_DTR run hold at any budget of the sweep
+// (docs/dtr.md quotes them), and checks that they are far below the limit.
+func TestRegionPeak(t *testing.T) {
+	for _, name := range []string{"resnet32", "unet"} {
+		tr := loadTrace(t, name)
+		base, err := MeasureBaseline(tr)
+		require.NoError(t, err)
+		var peak int64
+		for _, ratio := range DefaultRatios {
+			cfg := ParityConfig(HDTR)
+			cfg.Budget = int64(float64(base.PeakBytes) * ratio)
+			cfg.RematLimit = base.ComputeNs
+			rt, err := New(cfg, nil)
+			require.NoError(t, err)
+			_ = rt.replay(context.Background(), tr) // out of memory or thrashing at low budgets
+			peak = max(peak, rt.incPeak)
+		}
+		t.Logf("%s: at most %d region entries", name, peak)
+		require.Positive(t, peak)
+		require.Less(t, peak, int64(incMaxLive/16))
+	}
+}

@@ -268,6 +268,7 @@ type Runtime struct {
 	incMark []uint32
 	incGen  uint32
 	incLive int64 // entries in all regions' lists
+	incPeak int64 // the most incLive has been (read by tests)
 	incWork int64 // steps of their bookkeeping
 
 	// trace of decisions for Static export
