@@ -136,11 +136,11 @@ func (r *Runtime) incEvict(s int32) {
 func (r *Runtime) incAbsorb(k int32, f int32, from int32) {
 	g := &r.inc[k]
 	n0 := len(g.interior) + len(g.frontier)
+	// the reference's work: the absorbed region's entries (sim's own
+	// marking or hashing of the absorbing region is not counted, so the
+	// limit does not depend on how sim does it)
 	src := &r.inc[from]
 	r.incWork += int64(len(src.interior) + len(src.frontier))
-	if !g.hashed {
-		r.incWork += int64(n0) // marked, or the tables built
-	}
 	r.incAbsorbInto(g, f, from)
 	r.incLive += int64(len(g.interior) + len(g.frontier) - n0)
 	r.incPeak = max(r.incPeak, r.incLive)
@@ -304,14 +304,15 @@ func (r *Runtime) incRebuild(s int32, reverse bool) {
 // incMaxLive bounds the entries of all kept regions of a run (with the
 // hash tables of the regions that absorb and the lists let go, about 60
 // bytes each: 1 GB at the limit), and incMaxWork the steps of their
-// bookkeeping (edges walked, entries absorbed; about 6 s at the limit).
-// The reference's bookkeeping grows with the number of storages times the
-// size of their regions, which on long logs is quadratic. The artifact's
-// two logs peak at 89,516 (resnet32) and 45,143 (unet) entries
-// (TestRegionPeak), zoo logs of 3,500 to 5,600 tensors at 0.26 to 1.8
-// million; simrd, at about a
-// microsecond per step, would take some 20 minutes per budget to reach
-// the step limit.
+// bookkeeping that the reference takes too (edges walked, entries
+// absorbed; about 6 s at the limit). The reference's bookkeeping grows
+// with the number of storages times the size of their regions, which on
+// long logs is quadratic. The artifact's two logs peak at 89,516
+// (resnet32) and 45,143 (unet) entries (TestRegionPeak), zoo logs of 3,500
+// to 5,600 tensors at 0.26 to 1.8 million. simrd, a Python loop iteration
+// (at least a tenth of a microsecond) per step, would need minutes per
+// budget to reach the step limit, where the artifact's README reports 20
+// to 60 s per budget with full h_DTR on its larger logs.
 const (
 	incMaxLive = 1 << 24
 	incMaxWork = 1 << 30
