@@ -1,6 +1,9 @@
 package dtr
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Kept regions (parity mode, h_DTR and MSPS).
 //
@@ -141,12 +144,13 @@ func (r *Runtime) incAbsorb(k int32, f int32, from int32) {
 	// limit does not depend on how sim does it)
 	src := &r.inc[from]
 	r.incWork += int64(len(src.interior) + len(src.frontier))
-	r.incAbsorbInto(g, f, from)
+	r.incAbsorbInto(g, f, src)
 	r.incLive += int64(len(g.interior) + len(g.frontier) - n0)
 	r.incPeak = max(r.incPeak, r.incLive)
 }
 
-func (r *Runtime) incAbsorbInto(g *incRegion, f int32, from int32) {
+// incAbsorbInto is incAbsorb's update of g with src, f's region.
+func (r *Runtime) incAbsorbInto(g *incRegion, f int32, src *incRegion) {
 	if !g.hashed && g.absorbed {
 		g.ih.init(len(g.interior))
 		for _, x := range g.interior {
@@ -163,7 +167,7 @@ func (r *Runtime) incAbsorbInto(g *incRegion, f int32, from int32) {
 		// for this call (most regions are walked again before they absorb
 		// twice)
 		g.absorbed = true
-		r.incAbsorbMarked(g, f, from)
+		r.incAbsorbMarked(g, f, src)
 		return
 	}
 	i, ok := g.fh.get(f)
@@ -179,7 +183,6 @@ func (r *Runtime) incAbsorbInto(g *incRegion, f int32, from int32) {
 	}
 	g.frontier = g.frontier[:last]
 	g.fh.del(f)
-	src := &r.inc[from]
 	for _, x := range src.frontier {
 		if _, in := g.fh.get(x); !in {
 			g.fh.put(x, int32(len(g.frontier)))
@@ -205,16 +208,10 @@ func (r *Runtime) incAbsorbInto(g *incRegion, f int32, from int32) {
 	}
 }
 
-// incAbsorbMarked is incAbsorb with the sets' members marked in incMark
-// (the region's hash tables are not built).
-func (r *Runtime) incAbsorbMarked(g *incRegion, f int32, from int32) {
-	i := -1
-	for j, x := range g.frontier {
-		if x == f {
-			i = j
-			break
-		}
-	}
+// incAbsorbMarked is incAbsorbInto with the sets' members marked in
+// incMark (the region's hash tables are not built).
+func (r *Runtime) incAbsorbMarked(g *incRegion, f int32, src *incRegion) {
+	i := slices.Index(g.frontier, f)
 	if i < 0 {
 		r.stats.ReferenceAsserts++ // the reference asserts that f is on the frontier
 		return
@@ -222,7 +219,6 @@ func (r *Runtime) incAbsorbMarked(g *incRegion, f int32, from int32) {
 	last := len(g.frontier) - 1
 	g.frontier[i] = g.frontier[last]
 	g.frontier = g.frontier[:last]
-	src := &r.inc[from]
 	mark := r.incMark
 	if len(src.frontier) > 0 {
 		m := r.incNewMark()
@@ -320,7 +316,8 @@ const (
 
 // incComputed updates the kept regions after an op ran: remat lists the
 // storages it brought back (or computed for the first time). It fails with
-// ErrRegionLimit once the regions hold more than incMaxLive entries.
+// ErrRegionLimit once the regions hold more than incMaxLive entries or
+// their bookkeeping has taken more than incMaxWork steps.
 func (r *Runtime) incComputed(remat []int32) error {
 	if len(remat) == 0 {
 		return nil

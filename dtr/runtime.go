@@ -103,9 +103,9 @@ type Stats struct {
 	// because an evicted, still referenced dependent needs them
 	// (Config.KeepForRemat).
 	KeptForRemat int64 `json:"kept_for_remat"`
-	// ReferenceAsserts (parity mode, h_DTR and MSPS) counts the evictions
-	// at which the reference simulator's region bookkeeping fails an
-	// assertion (a region told to absorb a storage that is not on its
+	// ReferenceAsserts (parity mode, h_DTR and MSPS) counts the
+	// absorptions at which the reference simulator's region bookkeeping
+	// fails an assertion (a region told to absorb a storage that is not on its
 	// frontier, see regions.go): simrd stops there, sim goes on without
 	// that absorption.
 	ReferenceAsserts int64 `json:"reference_asserts,omitempty"`

@@ -81,7 +81,7 @@ func TestParitySimrdCases(t *testing.T) {
 	}
 }
 
-// TestParityReferenceAsserts checks the count of the evictions at which
+// TestParityReferenceAsserts checks the count of the absorptions at which
 // simrd's region bookkeeping would fail its assertion (RatioResult's
 // ReferenceAsserts): region-assert.log is a random log (tools/simrd_fuzz.py
 // --seeds 1:2 --ops 8, views on) on which simrd's h_DTR and MSPS stop with
