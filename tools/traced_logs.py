@@ -1,6 +1,6 @@
 """Write DTR logs of training steps traced from PyTorch.
 
-  /usr/bin/python3 tools/traced_logs.py --out DIR [--models treelstm,lstm,transformer,densenet-bc] [--small]
+  /usr/bin/python3 tools/traced_logs.py --out DIR [--models treelstm,lstm,transformer,densenet-bc,unroll-gan] [--small]
 
 For each model, builds it with a fixed seed, traces one SGD training step
 with remat_torch.trace (real autograd: the tensors each op saves, views,
@@ -18,6 +18,15 @@ logs that are not in this repository:
                batch 16, sequence 128, d 256, 8 heads, vocab 4000
   densenet-bc  DenseNet-BC 100 (growth 12, 3 x 16 bottleneck layers) on
                CIFAR-sized input, batch 32
+  unroll-gan   the generator step of an unrolled GAN (Metz et al.): the
+               discriminator (MLP 2 -> 1024 -> 1024 -> 1) is unrolled 10
+               differentiable Adam steps on real and generated batches (as
+               the `higher` package does), the generator (MLP 2048 -> 1024
+               -> 1024 -> 2) is trained through the unrolled discriminator;
+               batch 256. The DTR artifact's config has hidden 2048, noise
+               4096, batch 512 and 60 steps: the same proportions (a
+               discriminator weight is four activations), at a quarter of
+               the width and a sixth of the depth so tracing takes seconds
 
 --small shrinks every model (for tests). --measure keeps the op times
 measured on this machine (sim convert then writes them instead of the cost
@@ -34,13 +43,21 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
-MODELS = ("treelstm", "lstm", "transformer", "densenet-bc")
+MODELS = ("treelstm", "lstm", "transformer", "densenet-bc", "unroll-gan")
+
+
+def bce(x, y):
+    """Binary cross-entropy of probabilities, written out as the DTR
+    artifact's unrolled GAN does."""
+    return -(x.log() * y + (1 - x).log() * (1 - y)).mean()
 
 
 def build(name, small):
-    """Return (model, inputs, labels) for one model, seeded."""
+    """Return (model, inputs, labels, trace keyword arguments) for one model,
+    seeded."""
     import torch
     import torch.nn as nn
+    import torch.nn.functional as F
     import torchvision
 
     torch.manual_seed(0)
@@ -109,23 +126,60 @@ def build(name, small):
             b, t = tok.shape
             return self.dec(self.enc(self.emb(tok) + self.pos[:t])).reshape(b * t, -1)
 
+    class UnrolledGAN(nn.Module):
+        """forward(z) unrolls the discriminator k differentiable Adam steps
+        (torch.autograd.grad with create_graph) and returns its decision on
+        G(z): the generator's loss is taken through every unrolled step."""
+
+        def __init__(self, z, h, b, k, lr=1e-4, betas=(0.5, 0.999), eps=1e-8):
+            super().__init__()
+            self.g = nn.Sequential(nn.Linear(z, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(), nn.Linear(h, 2))
+            d = nn.Sequential(nn.Linear(2, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(), nn.Linear(h, 1))
+            self.d0 = [p.detach().clone() for p in d.parameters()]  # not trained by this step
+            self.real, self.noise = torch.randn(k, b, 2), torch.randn(k, b, z)
+            self.k, self.lr, self.betas, self.eps = k, lr, betas, eps
+
+        @staticmethod
+        def d(x, p):
+            x = torch.relu(F.linear(x, p[0], p[1]))
+            return torch.sigmoid(F.linear(torch.relu(F.linear(x, p[2], p[3])), p[4], p[5]))
+
+        def forward(self, z):
+            p = [q.clone().requires_grad_() for q in self.d0]
+            m, v = [torch.zeros_like(q) for q in p], [torch.zeros_like(q) for q in p]
+            (b1, b2) = self.betas
+            for t in range(1, self.k + 1):
+                dr, df = self.d(self.real[t - 1], p), self.d(self.g(self.noise[t - 1]), p)
+                loss = bce(dr, torch.ones_like(dr)) + bce(df, torch.zeros_like(df))
+                gs = torch.autograd.grad(loss, p, create_graph=True)
+                for i, g in enumerate(gs):
+                    m[i] = b1 * m[i] + (1 - b1) * g
+                    v[i] = b2 * v[i] + (1 - b2) * g * g
+                    p[i] = p[i] - self.lr * (m[i] / (1 - b1 ** t)) / ((v[i] / (1 - b2 ** t)).sqrt() + self.eps)
+            return self.d(self.g(z), p)
+
     if name == "treelstm":
         b, leaves = (4, 6) if small else (64, 32)
         m = TreeLSTM(2000, 32 if small else 300, 16 if small else 150, leaves)
-        return m, torch.randint(0, 2000, (b, leaves)), torch.randint(0, 5, (b,))
+        return m, torch.randint(0, 2000, (b, leaves)), torch.randint(0, 5, (b,)), {}
     if name == "lstm":
         b, t, v = (4, 6, 50) if small else (32, 50, 2000)
         m = LSTMLM(v, 16 if small else 256, 32 if small else 512, 2)
-        return m, torch.randint(0, v, (b, t)), torch.randint(0, v, (b * t,))
+        return m, torch.randint(0, v, (b, t)), torch.randint(0, v, (b * t,)), {}
     if name == "transformer":
         b, t, v = (2, 16, 100) if small else (16, 128, 4000)
         m = TransformerLM(v, 32 if small else 256, 4 if small else 8, 2 if small else 4, t)
-        return m, torch.randint(0, v, (b, t)), torch.randint(0, v, (b * t,))
+        return m, torch.randint(0, v, (b, t)), torch.randint(0, v, (b * t,)), {}
     if name == "densenet-bc":
         blocks = (2, 2, 2) if small else (16, 16, 16)
         m = torchvision.models.DenseNet(growth_rate=12, block_config=blocks, num_init_features=24, bn_size=4, num_classes=10)
         b = 2 if small else 32
-        return m, torch.randn(b, 3, 32, 32), torch.randint(0, 10, (b,))
+        return m, torch.randn(b, 3, 32, 32), torch.randint(0, 10, (b,)), {}
+    if name == "unroll-gan":
+        z, h, b, k = (16, 32, 8, 3) if small else (2048, 1024, 256, 10)
+        m = UnrolledGAN(z, h, b, k)
+        adam = torch.optim.Adam(m.parameters(), lr=1e-3, betas=(0.5, 0.999))
+        return m, torch.randn(b, z), torch.ones(b, 1), {"loss_fn": bce, "optimizer": adam}
     raise ValueError("model %r: expected one of %s" % (name, ", ".join(MODELS)))
 
 
@@ -153,8 +207,8 @@ def main(argv=None):
     try:
         os.makedirs(a.out, exist_ok=True)
         for n in names:
-            model, x, y = build(n, a.small)
-            g = trace(model, x, y, measure=a.measure, name=n)
+            model, x, y, kw = build(n, a.small)
+            g = trace(model, x, y, measure=a.measure, name=n, **kw)
             gj, lg = os.path.join(a.out, n + ".json"), os.path.join(a.out, n + ".log")
             write_graph(g, gj)
             sim._run(["convert", "-q", gj, lg])

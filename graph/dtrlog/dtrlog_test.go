@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,6 +102,59 @@ func FuzzRead(f *testing.F) {
 		}
 		_, _ = ToGraph(tr)
 	})
+}
+
+// TestFromGraphViews: views in traced graphs name their storage's root as
+// AliasOf (a view of a view too), and the first kernel of a backward node
+// lists the node's saved tensors as extra inputs. FromGraph writes a view of
+// a view as an alias of the input it was taken from (not as fresh memory),
+// lists only the viewed inputs on a view's CALL (a view reads no data, and
+// extra parents of a viewed storage break the reference simulator's
+// regions), and keeps every input of an in-place op, which reads them.
+func TestFromGraphViews(t *testing.T) {
+	b := graph.NewBuilder("views")
+	x := b.Input("x", graph.F32, 1024)
+	s := b.Input("saved", graph.F32, 1024)
+	h := b.Op("relu", "f0", x).OutBytes("h", 4096).TimeNs(10).T()
+	v1 := b.Op("transpose", "v1", h).Out("v1", graph.F32, 1024).Alias(h).T()
+	v2 := b.Op("reshape", "v2", v1, s).Out("v2", graph.F32, 1024).Alias(h).T() // root as AliasOf, an extra input
+	w := b.Op("add_", "w", v2, s).Out("w", graph.F32, 1024).Alias(h).Flags(graph.InPlace).T()
+	b.Op("sum", "out", w).OutBytes("o", 4)
+	g, err := b.Build()
+	require.NoError(t, err)
+	ins, err := FromGraph(g, nil)
+	require.NoError(t, err)
+	calls := map[string]Instr{}
+	alias := map[string]int{}
+	mem := map[string]int64{}
+	for _, in := range ins {
+		switch in.Kind {
+		case Call:
+			calls[in.Results[0]] = in
+		case Alias:
+			alias[in.Name] = in.Alias
+		case Memory:
+			mem[in.Name] = in.Memory
+		}
+	}
+	name := func(id graph.TensorID) string { return fmt.Sprintf("t%d", id) }
+	assert.Equal(t, []string{name(v1)}, calls[name(v2)].Args, "a view lists only the input it views")
+	assert.Equal(t, 0, alias[name(v2)], "a view of a view aliases its input")
+	assert.Equal(t, int64(0), mem[name(v2)])
+	assert.Equal(t, []string{name(v2), name(s)}, calls[name(w)].Args, "an in-place op keeps the inputs it reads")
+	assert.Equal(t, 0, alias[name(w)])
+	var buf bytes.Buffer
+	require.NoError(t, WriteAll(&buf, ins))
+	tr, err := Compile(&buf)
+	require.NoError(t, err)
+	// memory: h and the output only, as the graph counts it
+	var total int64
+	for i := range tr.Ops {
+		if !tr.Ops[i].Constant {
+			total += tr.Ops[i].TotalSize()
+		}
+	}
+	assert.Equal(t, int64(4096+4), total)
 }
 
 // TestFromGraphRoundTrip: a small graph written as a log compiles, and

@@ -88,7 +88,9 @@ func ReadGraph(r io.Reader) (*graph.Graph, error) {
 // inverse of ToGraph, up to names): START; every tensor without a producer
 // as a CONSTANT with its MEMORY line (in tensor order); then every op in
 // order as a CALL named by its type with one MEMORY and ALIAS line per output (a
-// view's ALIAS is the index of the input it views), TIME from timeNs (nil:
+// view's ALIAS is the index of the input sharing its storage; the CALL of an
+// op whose outputs are all views, not in-place, lists only the inputs they
+// view), TIME from timeNs (nil:
 // the op's TimeNs), a BACKWARD annotation before the first op of the
 // backward phase, and a RELEASE of each input after its last reader.
 // Tensors are named t<ID>. Outputs nobody reads stay referenced (pinned at
@@ -120,6 +122,8 @@ func FromGraph(g *graph.Graph, timeNs func(graph.OpID) int64) ([]Instr, error) {
 		out = append(out, Instr{Kind: Constant, Name: n}, Instr{Kind: Memory, Name: n, Memory: t.StorageBytes()})
 	}
 	bwd := false
+	var al []int
+	var args []graph.TensorID
 	for i := range g.Ops {
 		o := &g.Ops[i]
 		if !bwd && o.Phase == graph.Backward {
@@ -133,33 +137,70 @@ func FromGraph(g *graph.Graph, timeNs func(graph.OpID) int64) ([]Instr, error) {
 		if tm < 0 {
 			return nil, fmt.Errorf("dtrlog: FromGraph: op %d %q: time %d ns: expected >= 0", i, o.Name, tm)
 		}
-		call := Instr{Kind: Call, Name: o.Type, Time: tm, Args: make([]string, len(o.Inputs)), Results: make([]string, len(o.Outputs))}
-		for j, in := range o.Inputs {
+		for _, r := range o.Outputs {
+			if int(r) < 0 || int(r) >= len(g.Tensors) {
+				return nil, fmt.Errorf("dtrlog: FromGraph: op %d output %d: expected a tensor < %d", i, r, len(g.Tensors))
+			}
+		}
+		// A result views input j when they share a storage: a view of a
+		// view names the storage's root as AliasOf, not the input it was
+		// taken from.
+		al = al[:0]
+		views := len(o.Outputs) > 0
+		for _, r := range o.Outputs {
+			k := -1
+			if g.Tensors[r].AliasOf != graph.NoTensor {
+				root := g.StorageOf(r)
+				for j, in := range o.Inputs {
+					if g.StorageOf(in) == root {
+						k = j
+						break
+					}
+				}
+			}
+			al = append(al, k)
+			views = views && k >= 0
+		}
+		// A view (not an in-place write) reads no data: its CALL lists only
+		// the inputs its results view. Other inputs of such an op (the
+		// saved tensors a traced backward node unpacks before its first
+		// kernel) would otherwise become parents of the viewed storage,
+		// which no real DTR log has and the reference simulator's regions
+		// cannot absorb.
+		args = args[:0]
+		if views && !o.Flags.Has(graph.InPlace) {
+			for j, in := range o.Inputs {
+				used := false
+				for _, k := range al {
+					used = used || k == j
+				}
+				if !used {
+					continue
+				}
+				for r, k := range al {
+					if k == j {
+						al[r] = len(args)
+					}
+				}
+				args = append(args, in)
+			}
+		} else {
+			args = append(args, o.Inputs...)
+		}
+		call := Instr{Kind: Call, Name: o.Type, Time: tm, Args: make([]string, len(args)), Results: make([]string, len(o.Outputs))}
+		for j, in := range args {
 			call.Args[j] = name(in)
 		}
 		for j, r := range o.Outputs {
 			call.Results[j] = name(r)
 		}
 		out = append(out, call)
-		for _, r := range o.Outputs {
-			if int(r) < 0 || int(r) >= len(g.Tensors) {
-				return nil, fmt.Errorf("dtrlog: FromGraph: op %d output %d: expected a tensor < %d", i, r, len(g.Tensors))
-			}
-			t := &g.Tensors[r]
-			al := -1
-			if t.AliasOf != graph.NoTensor {
-				for j, in := range o.Inputs {
-					if in == t.AliasOf {
-						al = j
-						break
-					}
-				}
-			}
-			b := t.Bytes
-			if al >= 0 {
+		for j, r := range o.Outputs {
+			b := g.Tensors[r].Bytes
+			if al[j] >= 0 {
 				b = 0
 			}
-			out = append(out, Instr{Kind: Memory, Name: name(r), Memory: b}, Instr{Kind: Alias, Name: name(r), Alias: al})
+			out = append(out, Instr{Kind: Memory, Name: name(r), Memory: b}, Instr{Kind: Alias, Name: name(r), Alias: al[j]})
 		}
 		for j, in := range o.Inputs {
 			if last[in] != int32(i) || g.Tensors[in].Producer == graph.NoOp {
