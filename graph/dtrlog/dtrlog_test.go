@@ -110,7 +110,10 @@ func FuzzRead(f *testing.F) {
 // a view as an alias of the input it was taken from (not as fresh memory),
 // lists only the viewed inputs on a view's CALL (a view reads no data, and
 // extra parents of a viewed storage break the reference simulator's
-// regions), and keeps every input of an in-place op, which reads them.
+// regions), writes an in-place op on a whole storage as the DTR prototype
+// logs it (a MUTATE of the input it writes, with every input it reads, and
+// a COPY naming its output) and keeps an in-place write through a view a
+// CALL that allocates nothing.
 func TestFromGraphViews(t *testing.T) {
 	b := graph.NewBuilder("views")
 	x := b.Input("x", graph.F32, 1024)
@@ -119,14 +122,19 @@ func TestFromGraphViews(t *testing.T) {
 	v1 := b.Op("transpose", "v1", h).Out("v1", graph.F32, 1024).Alias(h).T()
 	v2 := b.Op("reshape", "v2", v1, s).Out("v2", graph.F32, 1024).Alias(h).T() // root as AliasOf, an extra input
 	w := b.Op("add_", "w", v2, s).Out("w", graph.F32, 1024).Alias(h).Flags(graph.InPlace).T()
-	b.Op("sum", "out", w).OutBytes("o", 4)
+	k := b.Op("exp", "k", x).OutBytes("k", 4096).T()
+	k2 := b.Op("mul_", "k2", k, s).Out("k2", graph.F32, 1024).Alias(k).Flags(graph.InPlace).TimeNs(7).T()
+	b.Op("add", "out", w, k2).OutBytes("o", 4096)
 	g, err := b.Build()
 	require.NoError(t, err)
 	ins, err := FromGraph(g, nil)
 	require.NoError(t, err)
+	name := func(id graph.TensorID) string { return fmt.Sprintf("t%d", id) }
 	calls := map[string]Instr{}
 	alias := map[string]int{}
 	mem := map[string]int64{}
+	var mut []Instr
+	copies := map[string]string{}
 	for _, in := range ins {
 		switch in.Kind {
 		case Call:
@@ -135,26 +143,38 @@ func TestFromGraphViews(t *testing.T) {
 			alias[in.Name] = in.Alias
 		case Memory:
 			mem[in.Name] = in.Memory
+		case Mutate:
+			mut = append(mut, in)
+		case Copy:
+			copies[in.Dst] = in.Src
 		}
 	}
-	name := func(id graph.TensorID) string { return fmt.Sprintf("t%d", id) }
 	assert.Equal(t, []string{name(v1)}, calls[name(v2)].Args, "a view lists only the input it views")
 	assert.Equal(t, 0, alias[name(v2)], "a view of a view aliases its input")
 	assert.Equal(t, int64(0), mem[name(v2)])
-	assert.Equal(t, []string{name(v2), name(s)}, calls[name(w)].Args, "an in-place op keeps the inputs it reads")
+	assert.Equal(t, []string{name(v2), name(s)}, calls[name(w)].Args, "a write through a view is a CALL with the inputs it reads")
 	assert.Equal(t, 0, alias[name(w)])
+	assert.Equal(t, int64(0), mem[name(w)])
+	require.Len(t, mut, 1, "the in-place write of a whole storage is a MUTATE")
+	assert.Equal(t, "mul_", mut[0].Name)
+	assert.Equal(t, []string{name(k), name(s)}, mut[0].Args)
+	assert.Equal(t, []int{0}, mut[0].Mutate)
+	assert.Equal(t, int64(7), mut[0].Time)
+	assert.Equal(t, name(k), copies[name(k2)], "the output names the new version")
+	assert.NotContains(t, calls, name(k2))
 	var buf bytes.Buffer
 	require.NoError(t, WriteAll(&buf, ins))
 	tr, err := Compile(&buf)
 	require.NoError(t, err)
-	// memory: h and the output only, as the graph counts it
+	// h, k, the new version of k the MUTATE writes and the output: views
+	// and the write through a view add nothing
 	var total int64
 	for i := range tr.Ops {
 		if !tr.Ops[i].Constant {
 			total += tr.Ops[i].TotalSize()
 		}
 	}
-	assert.Equal(t, int64(4096+4), total)
+	assert.Equal(t, int64(4*4096), total)
 }
 
 // TestFromGraphRoundTrip: a small graph written as a log compiles, and

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 
 	"github.com/remat-dev/remat/graph"
@@ -90,9 +91,10 @@ func ReadGraph(r io.Reader) (*graph.Graph, error) {
 // order as a CALL named by its type with one MEMORY and ALIAS line per output (a
 // view's ALIAS is the index of the input sharing its storage; the CALL of an
 // op whose outputs are all views, not in-place, lists only the inputs they
-// view), TIME from timeNs (nil:
-// the op's TimeNs), a BACKWARD annotation before the first op of the
-// backward phase, and a RELEASE of each input after its last reader.
+// view; an in-place op writing whole storages is a MUTATE of the inputs it
+// writes, then a COPY naming each output), TIME from timeNs (nil: the op's TimeNs), a BACKWARD
+// annotation before the first op of the backward phase, and a RELEASE of
+// each input after its last reader.
 // Tensors are named t<ID>. Outputs nobody reads stay referenced (pinned at
 // the end by the replay), as RunOnMachine keeps them.
 func FromGraph(g *graph.Graph, timeNs func(graph.OpID) int64) ([]Instr, error) {
@@ -122,7 +124,7 @@ func FromGraph(g *graph.Graph, timeNs func(graph.OpID) int64) ([]Instr, error) {
 		out = append(out, Instr{Kind: Constant, Name: n}, Instr{Kind: Memory, Name: n, Memory: t.StorageBytes()})
 	}
 	bwd := false
-	var al []int
+	var al, mutated []int
 	var args []graph.TensorID
 	for i := range g.Ops {
 		o := &g.Ops[i]
@@ -160,6 +162,43 @@ func FromGraph(g *graph.Graph, timeNs func(graph.OpID) int64) ([]Instr, error) {
 			}
 			al = append(al, k)
 			views = views && k >= 0
+		}
+		// An in-place write of a whole storage is a MUTATE of the inputs it
+		// writes, as the DTR prototype logs it: each written input gets a
+		// new version (its name is rebound to it; the copy-on-write costs
+		// the storage's size), and each output becomes another reference
+		// to that version (COPY). As a CALL whose outputs view the written
+		// storage, its other inputs would become parents of an existing
+		// storage, which the reference simulator's regions cannot absorb.
+		// A write through a view stays a CALL: a MUTATE would copy the
+		// whole storage for each view written (four gate buffers for an
+		// LSTM cell's in-place activations of its chunks) where PyTorch
+		// allocates nothing.
+		mut := mutated[:0]
+		whole := views && o.Flags.Has(graph.InPlace)
+		for _, k := range al {
+			if !whole {
+				break
+			}
+			in := o.Inputs[k]
+			whole = g.Tensors[in].AliasOf == graph.NoTensor
+			if !slices.Contains(mut, k) {
+				mut = append(mut, k)
+			}
+		}
+		mutated = mut
+		if whole {
+			mut = slices.Clone(mut)
+			m := Instr{Kind: Mutate, Name: o.Type, Time: tm, Args: make([]string, len(o.Inputs)), Mutate: mut}
+			for j, in := range o.Inputs {
+				m.Args[j] = name(in)
+			}
+			out = append(out, m)
+			for j, r := range o.Outputs {
+				out = append(out, Instr{Kind: Copy, Dst: name(r), Src: name(o.Inputs[al[j]])})
+			}
+			out = appendReleases(out, g, o, int32(i), last, name)
+			continue
 		}
 		// A view (not an in-place write) reads no data: its CALL lists only
 		// the inputs its results view. Other inputs of such an op (the
@@ -202,18 +241,19 @@ func FromGraph(g *graph.Graph, timeNs func(graph.OpID) int64) ([]Instr, error) {
 			}
 			out = append(out, Instr{Kind: Memory, Name: name(r), Memory: b}, Instr{Kind: Alias, Name: name(r), Alias: al[j]})
 		}
-		for j, in := range o.Inputs {
-			if last[in] != int32(i) || g.Tensors[in].Producer == graph.NoOp {
-				continue
-			}
-			dup := false
-			for _, u := range o.Inputs[:j] {
-				dup = dup || u == in
-			}
-			if !dup {
-				out = append(out, Instr{Kind: Release, Name: name(in)})
-			}
-		}
+		out = appendReleases(out, g, o, int32(i), last, name)
 	}
 	return out, nil
+}
+
+// appendReleases appends a RELEASE of each distinct input of op o (number
+// i) whose last reader it is, unless the input comes from outside the step.
+func appendReleases(out []Instr, g *graph.Graph, o *graph.Op, i int32, last []int32, name func(graph.TensorID) string) []Instr {
+	for j, in := range o.Inputs {
+		if last[in] != i || g.Tensors[in].Producer == graph.NoOp || slices.Contains(o.Inputs[:j], in) {
+			continue
+		}
+		out = append(out, Instr{Kind: Release, Name: name(in)})
+	}
+	return out
 }
