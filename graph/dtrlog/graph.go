@@ -124,7 +124,7 @@ func FromGraph(g *graph.Graph, timeNs func(graph.OpID) int64) ([]Instr, error) {
 		out = append(out, Instr{Kind: Constant, Name: n}, Instr{Kind: Memory, Name: n, Memory: t.StorageBytes()})
 	}
 	bwd := false
-	var al, mutated []int
+	var al []int
 	var args []graph.TensorID
 	for i := range g.Ops {
 		o := &g.Ops[i]
@@ -174,24 +174,17 @@ func FromGraph(g *graph.Graph, timeNs func(graph.OpID) int64) ([]Instr, error) {
 		// whole storage for each view written (four gate buffers for an
 		// LSTM cell's in-place activations of its chunks) where PyTorch
 		// allocates nothing.
-		mut := mutated[:0]
 		whole := views && o.Flags.Has(graph.InPlace)
 		for _, k := range al {
-			if !whole {
-				break
-			}
-			in := o.Inputs[k]
-			whole = g.Tensors[in].AliasOf == graph.NoTensor
-			if !slices.Contains(mut, k) {
-				mut = append(mut, k)
-			}
+			whole = whole && g.Tensors[o.Inputs[k]].AliasOf == graph.NoTensor
 		}
-		mutated = mut
 		if whole {
-			mut = slices.Clone(mut)
-			m := Instr{Kind: Mutate, Name: o.Type, Time: tm, Args: make([]string, len(o.Inputs)), Mutate: mut}
+			m := Instr{Kind: Mutate, Name: o.Type, Time: tm, Args: make([]string, len(o.Inputs))}
 			for j, in := range o.Inputs {
 				m.Args[j] = name(in)
+				if slices.Contains(al, j) {
+					m.Mutate = append(m.Mutate, j)
+				}
 			}
 			out = append(out, m)
 			for j, r := range o.Outputs {
@@ -206,25 +199,23 @@ func FromGraph(g *graph.Graph, timeNs func(graph.OpID) int64) ([]Instr, error) {
 		// kernel) would otherwise become parents of the viewed storage,
 		// which no real DTR log has and the reference simulator's regions
 		// cannot absorb.
-		args = args[:0]
+		args = append(args[:0], o.Inputs...)
 		if views && !o.Flags.Has(graph.InPlace) {
+			args = args[:0]
 			for j, in := range o.Inputs {
-				used := false
-				for _, k := range al {
-					used = used || k == j
-				}
-				if !used {
+				if !slices.Contains(al, j) {
 					continue
 				}
-				for r, k := range al {
-					if k == j {
-						al[r] = len(args)
+				for r := range al {
+					if al[r] == j {
+						al[r] = -2 - len(args) // renumbered, told apart from input numbers
 					}
 				}
 				args = append(args, in)
 			}
-		} else {
-			args = append(args, o.Inputs...)
+			for r := range al {
+				al[r] = -2 - al[r]
+			}
 		}
 		call := Instr{Kind: Call, Name: o.Type, Time: tm, Args: make([]string, len(args)), Results: make([]string, len(o.Outputs))}
 		for j, in := range args {
