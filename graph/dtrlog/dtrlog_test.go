@@ -124,7 +124,8 @@ func TestFromGraphViews(t *testing.T) {
 	w := b.Op("add_", "w", v2, s).Out("w", graph.F32, 1024).Alias(h).Flags(graph.InPlace).T()
 	k := b.Op("exp", "k", x).OutBytes("k", 4096).T()
 	k2 := b.Op("mul_", "k2", k, s).Out("k2", graph.F32, 1024).Alias(k).Flags(graph.InPlace).TimeNs(7).T()
-	b.Op("add", "out", w, k2).OutBytes("o", 4096)
+	k3 := b.Op("add_", "k3", k2, s).Out("k3", graph.F32, 1024).Alias(k).Flags(graph.InPlace).TimeNs(8).T() // writes k2, all of k
+	b.Op("add", "out", w, k3).OutBytes("o", 4096)
 	g, err := b.Build()
 	require.NoError(t, err)
 	ins, err := FromGraph(g, nil)
@@ -155,18 +156,26 @@ func TestFromGraphViews(t *testing.T) {
 	assert.Equal(t, []string{name(v2), name(s)}, calls[name(w)].Args, "a write through a view is a CALL with the inputs it reads")
 	assert.Equal(t, 0, alias[name(w)])
 	assert.Equal(t, int64(0), mem[name(w)])
-	require.Len(t, mut, 1, "the in-place write of a whole storage is a MUTATE")
+	require.Len(t, mut, 2, "the in-place writes of a whole storage are MUTATEs")
 	assert.Equal(t, "mul_", mut[0].Name)
 	assert.Equal(t, []string{name(k), name(s)}, mut[0].Args)
 	assert.Equal(t, []int{0}, mut[0].Mutate)
 	assert.Equal(t, int64(7), mut[0].Time)
 	assert.Equal(t, name(k), copies[name(k2)], "the output names the new version")
 	assert.NotContains(t, calls, name(k2))
+	// a second in-place op on the first one's output writes the whole
+	// storage too (c += a; c += b): as a CALL viewing it, the inputs it
+	// reads would become parents of an existing storage
+	assert.Equal(t, "add_", mut[1].Name)
+	assert.Equal(t, []string{name(k2), name(s)}, mut[1].Args)
+	assert.Equal(t, []int{0}, mut[1].Mutate)
+	assert.Equal(t, name(k2), copies[name(k3)])
+	assert.NotContains(t, calls, name(k3))
 	var buf bytes.Buffer
 	require.NoError(t, WriteAll(&buf, ins))
 	tr, err := Compile(&buf)
 	require.NoError(t, err)
-	// h, k, the new version of k the MUTATE writes and the output: views
+	// h, k, the new versions of k the MUTATEs write and the output: views
 	// and the write through a view add nothing
 	var total int64
 	for i := range tr.Ops {
@@ -174,7 +183,7 @@ func TestFromGraphViews(t *testing.T) {
 			total += tr.Ops[i].TotalSize()
 		}
 	}
-	assert.Equal(t, int64(4*4096), total)
+	assert.Equal(t, int64(5*4096), total)
 }
 
 // TestFromGraphRoundTrip: a small graph written as a log compiles, and

@@ -101,6 +101,9 @@ func FromGraph(g *graph.Graph, timeNs func(graph.OpID) int64) ([]Instr, error) {
 	if g == nil {
 		return nil, errors.New("dtrlog: FromGraph of a nil graph")
 	}
+	if len(g.Ops) == 0 {
+		return nil, fmt.Errorf("dtrlog: FromGraph: graph %q has no ops: expected at least one (a DTR log needs a CALL)", g.Name)
+	}
 	name := func(t graph.TensorID) string { return "t" + strconv.Itoa(int(t)) }
 	last := make([]int32, len(g.Tensors))
 	for i := range last {
@@ -124,6 +127,7 @@ func FromGraph(g *graph.Graph, timeNs func(graph.OpID) int64) ([]Instr, error) {
 		out = append(out, Instr{Kind: Constant, Name: n}, Instr{Kind: Memory, Name: n, Memory: t.StorageBytes()})
 	}
 	bwd := false
+	copied := make([]bool, len(g.Tensors)) // outputs of a MUTATE, named by a COPY
 	var al []int
 	var args []graph.TensorID
 	for i := range g.Ops {
@@ -173,10 +177,12 @@ func FromGraph(g *graph.Graph, timeNs func(graph.OpID) int64) ([]Instr, error) {
 		// A write through a view stays a CALL: a MUTATE would copy the
 		// whole storage for each view written (four gate buffers for an
 		// LSTM cell's in-place activations of its chunks) where PyTorch
-		// allocates nothing.
+		// allocates nothing. A written input is a whole storage when it is
+		// the storage's root or the output of such a MUTATE (a COPY naming
+		// the new version: `c += a; c += b` writes c twice).
 		whole := views && o.Flags.Has(graph.InPlace)
 		for _, k := range al {
-			whole = whole && g.Tensors[o.Inputs[k]].AliasOf == graph.NoTensor
+			whole = whole && (g.Tensors[o.Inputs[k]].AliasOf == graph.NoTensor || copied[o.Inputs[k]])
 		}
 		if whole {
 			m := Instr{Kind: Mutate, Name: o.Type, Time: tm, Args: make([]string, len(o.Inputs))}
@@ -189,6 +195,7 @@ func FromGraph(g *graph.Graph, timeNs func(graph.OpID) int64) ([]Instr, error) {
 			out = append(out, m)
 			for j, r := range o.Outputs {
 				out = append(out, Instr{Kind: Copy, Dst: name(r), Src: name(o.Inputs[al[j]])})
+				copied[r] = true
 			}
 			out = appendReleases(out, g, o, int32(i), last, name)
 			continue
