@@ -2,7 +2,6 @@ package dtr
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/remat-dev/remat/graph/dtrlog"
@@ -31,9 +30,9 @@ type BestResult struct {
 // (no Base, no Parity) stand in for the portfolio's lazy-locking runs of
 // their heuristics, which are the same runs; the others are ignored.
 //
-// A parity sweep of h_DTR or MSPS whose kept regions outgrow their limit
-// (ErrRegionLimit, on logs far longer than the reference simulator can
-// replay) is left out.
+// A budget of a parity sweep of h_DTR or MSPS whose kept regions outgrow
+// their limit (StatusLimit, on logs far longer than the reference simulator
+// can replay) has no result and cannot win; the sweep's other budgets can.
 func SweepBest(ctx context.Context, tr *dtrlog.Trace, ratios []float64, done ...*SweepResult) ([]BestResult, error) {
 	return sweepBest(ctx, tr, ratios, 0, done...)
 }
@@ -93,9 +92,6 @@ func sweepBest(ctx context.Context, tr *dtrlog.Trace, ratios []float64, regionLi
 	}
 	for _, h := range ReferenceHeuristics {
 		res, err := Sweep(ctx, tr, SweepOptions{Heuristic: h, Ratios: ratios, Parity: true, regionLimit: regionLimit})
-		if errors.Is(err, ErrRegionLimit) {
-			continue // a log too long for the reference's bookkeeping
-		}
 		if err != nil {
 			return nil, err
 		}

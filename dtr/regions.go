@@ -301,14 +301,18 @@ func (r *Runtime) incRebuild(s int32, reverse bool) {
 // hash tables of the regions that absorb and the lists let go, about 60
 // bytes each: 1 GB at the limit), and incMaxWork the steps of their
 // bookkeeping that the reference takes too (edges walked, entries
-// absorbed; about 6 s at the limit). The reference's bookkeeping grows
-// with the number of storages times the size of their regions, which on
-// long logs is quadratic. The artifact's two logs peak at 89,516
-// (resnet32) and 45,143 (unet) entries (TestRegionPeak), zoo logs of 3,500
-// to 5,600 tensors at 0.26 to 1.8 million. simrd, a Python loop iteration
-// (at least a tenth of a microsecond) per step, would need minutes per
-// budget to reach the step limit, where the artifact's README reports 20
-// to 60 s per budget with full h_DTR on its larger logs.
+// absorbed; 6 to 15 ns each here). The reference's bookkeeping grows with
+// the number of storages times the size of their regions, which on long
+// logs is quadratic. The artifact's two logs peak at 89,516 (resnet32) and
+// 45,143 (unet) entries and 5.9 million steps per budget (TestRegionPeak);
+// a TreeLSTM and an LSTM traced with the artifact's cell
+// (tools/traced_logs.py) at 164,000 and 460,000 entries and 1.2e7 and
+// 5.8e7 steps, where simrd takes 22 and 133 s per sweep of ten budgets:
+// 0.2 to 0.35 us per step, so the step limit is minutes of simrd per
+// budget, above the 20 to 60 s per budget that the artifact's README
+// reports with full h_DTR on its larger logs. A budget that reaches either
+// limit gets StatusLimit, not a result that could differ from the
+// reference's.
 const (
 	incMaxLive = 1 << 24
 	incMaxWork = 1 << 30

@@ -2,8 +2,14 @@ package dtr
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
+	"os"
+	"strings"
 	"testing"
+
+	"github.com/remat-dev/remat/graph/dtrlog"
 
 	"github.com/stretchr/testify/require"
 )
@@ -44,21 +50,59 @@ func TestI32Map(t *testing.T) {
 }
 
 // TestRegionLimit: a parity sweep of h_DTR whose kept regions outgrow the
-// limit fails with ErrRegionLimit (naming the count), and the portfolio
-// leaves such sweeps out instead of failing.
+// limit at some budgets gives those budgets StatusLimit and still runs the
+// others; the portfolio then takes its best from the budgets with results.
 func TestRegionLimit(t *testing.T) {
 	tr := loadTrace(t, "resnet32")
-	_, err := Sweep(context.Background(), tr, SweepOptions{Heuristic: HDTR, Parity: true, regionLimit: 1000})
-	require.ErrorIs(t, err, ErrRegionLimit)
-	require.Contains(t, err.Error(), "(limit 1000)")
-	res, err := Sweep(context.Background(), tr, SweepOptions{Heuristic: HDTR, Parity: true})
+	ctx := context.Background()
+	full, err := Sweep(ctx, tr, SweepOptions{Heuristic: HDTR, Parity: true})
 	require.NoError(t, err)
-	require.Len(t, res.Results, len(DefaultRatios))
-	best, err := sweepBest(context.Background(), tr, nil, 1000)
+	require.Len(t, full.Results, len(DefaultRatios))
+	// a limit that some budgets reach and others do not (a run checks it
+	// after each op, so the peak of its regions alone does not tell)
+	b, err := MeasureBaseline(tr)
 	require.NoError(t, err)
-	// no parity row wins on resnet32, so leaving h_DTR's and MSPS's out
-	// changes nothing
-	want, err := SweepBest(context.Background(), tr, nil)
+	replay := func(ratio float64, limit int64) error {
+		cfg := ParityConfig(HDTR)
+		cfg.Budget = int64(float64(b.PeakBytes) * ratio)
+		cfg.RematLimit = b.ComputeNs
+		cfg.regionLimit = limit
+		_, err := Replay(ctx, tr, cfg, nil)
+		return err
+	}
+	var limit int64
+	var hit []bool
+	for _, l := range []int64{86000, 80000, 70000} {
+		hit = hit[:0]
+		n := 0
+		for _, ratio := range DefaultRatios {
+			err := replay(ratio, l)
+			hit = append(hit, errors.Is(err, ErrRegionLimit))
+			if hit[len(hit)-1] {
+				n++
+				require.Contains(t, err.Error(), fmt.Sprintf("(limit %d)", l))
+			}
+		}
+		if n > 0 && n < len(DefaultRatios) {
+			limit = l
+			break
+		}
+	}
+	require.Positive(t, limit, "no limit tried stops some budgets and not others")
+	res, err := Sweep(ctx, tr, SweepOptions{Heuristic: HDTR, Parity: true, regionLimit: limit})
+	require.NoError(t, err)
+	for i, rr := range res.Results {
+		if hit[i] {
+			require.Equal(t, StatusLimit, rr.Status, "ratio %v", rr.Ratio)
+			continue
+		}
+		require.Equal(t, full.Results[i], rr, "ratio %v", rr.Ratio)
+	}
+	// every parity budget limited: no parity row wins on resnet32, so the
+	// portfolio is unchanged
+	best, err := sweepBest(ctx, tr, nil, 1000)
+	require.NoError(t, err)
+	want, err := SweepBest(ctx, tr, nil)
 	require.NoError(t, err)
 	require.Equal(t, want, best)
 }
@@ -77,26 +121,52 @@ func TestI32Set(t *testing.T) {
 	}
 }
 
-// TestRegionPeak logs, for the artifact's two logs, the most entries the
-// kept regions of a parity h_DTR run hold at any budget of the sweep
-// (docs/dtr.md quotes them), and checks that they are far below the limit.
+// TestRegionPeak logs, for the artifact's two logs (and the logs named in
+// REMAT_REGION_LOGS, comma-separated paths), the most entries the kept
+// regions of a parity h_DTR or MSPS run hold at any budget of the sweep and
+// the most steps of their bookkeeping (docs/dtr.md quotes them), and checks
+// that the artifact's are far below the limits.
 func TestRegionPeak(t *testing.T) {
+	type log struct {
+		name string
+		tr   *dtrlog.Trace
+	}
+	var logs []log
 	for _, name := range []string{"resnet32", "unet"} {
-		tr := loadTrace(t, name)
-		base, err := MeasureBaseline(tr)
-		require.NoError(t, err)
-		var peak int64
-		for _, ratio := range DefaultRatios {
-			cfg := ParityConfig(HDTR)
-			cfg.Budget = int64(float64(base.PeakBytes) * ratio)
-			cfg.RematLimit = base.ComputeNs
-			rt, err := New(cfg, nil)
-			require.NoError(t, err)
-			_ = rt.replay(context.Background(), tr) // out of memory or thrashing at low budgets
-			peak = max(peak, rt.incPeak)
+		logs = append(logs, log{name, loadTrace(t, name)})
+	}
+	extra := os.Getenv("REMAT_REGION_LOGS")
+	for _, p := range strings.Split(extra, ",") {
+		if p == "" {
+			continue
 		}
-		t.Logf("%s: at most %d region entries", name, peak)
-		require.Positive(t, peak)
-		require.Less(t, peak, int64(incMaxLive/16))
+		f, err := os.Open(p)
+		require.NoError(t, err)
+		tr, err := dtrlog.Compile(f)
+		f.Close()
+		require.NoError(t, err, p)
+		logs = append(logs, log{p, tr})
+	}
+	for k, l := range logs {
+		base, err := MeasureBaseline(l.tr)
+		require.NoError(t, err)
+		for _, h := range []Heuristic{HDTR, MSPS} {
+			var peak, work int64
+			for _, ratio := range DefaultRatios {
+				cfg := ParityConfig(h)
+				cfg.Budget = int64(float64(base.PeakBytes) * ratio)
+				cfg.RematLimit = base.ComputeNs
+				rt, err := New(cfg, nil)
+				require.NoError(t, err)
+				_ = rt.replay(context.Background(), l.tr) // out of memory or thrashing at low budgets
+				peak, work = max(peak, rt.incPeak), max(work, rt.incWork)
+			}
+			t.Logf("%s, %s: at most %d region entries and %d steps per budget (%d storages)", l.name, h, peak, work, len(l.tr.Tensors))
+			require.Positive(t, peak)
+			if k < 2 {
+				require.Less(t, peak, int64(incMaxLive/16))
+				require.Less(t, work, int64(incMaxWork/16))
+			}
+		}
 	}
 }

@@ -264,6 +264,11 @@ const (
 	StatusOK     = "ok"
 	StatusOOM    = "oom"
 	StatusThrash = "thrash"
+	// StatusLimit: parity mode with h_DTR or MSPS, whose regions kept as
+	// the reference simulator keeps them outgrew their limit at this
+	// budget (ErrRegionLimit): no result, neither a fit nor a failure to
+	// fit (the default mode walks the regions exactly, in bounded memory).
+	StatusLimit = "limit"
 )
 
 // RatioResult is one budget of a sweep.
@@ -321,7 +326,9 @@ var DefaultRatios = []float64{1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1}
 
 // Sweep runs the paper's protocol: baseline with unlimited memory; per ratio
 // budget = ratio x baseline peak; thrash once remat compute exceeds 1x the
-// baseline compute; overhead = clock / baseline compute. Cancelling ctx
+// baseline compute; overhead = clock / baseline compute. A budget whose
+// parity-mode regions outgrow their limit has StatusLimit, and the other
+// budgets still run. Cancelling ctx
 // returns the ratios finished so far and ctx's error.
 func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResult, error) {
 	if opt.Heuristic == 0 {
@@ -386,6 +393,8 @@ func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResul
 			rr.Status = StatusOOM
 		case errors.Is(err, ErrThrashing):
 			rr.Status = StatusThrash
+		case errors.Is(err, ErrRegionLimit):
+			rr.Status = StatusLimit
 		default:
 			return rr, err
 		}

@@ -291,7 +291,7 @@ func (d *DTRSweep) best(i int) (float64, bool) {
 }
 
 // Table has one row per heuristic and one column per ratio: the overhead,
-// or the status (oom, thrash) of a failed run.
+// or the status (oom, thrash) of a failed run, or limit (see limitNote).
 func (d *DTRSweep) Table() *Table {
 	t := &Table{Columns: []string{"heuristic"}, RightAlign: []bool{false}}
 	for _, r := range d.Ratios {
@@ -353,6 +353,10 @@ func (d *DTRSweep) Table() *Table {
 // simulator fails an assertion on the log at that budget).
 const referenceNote = "* the reference simulator (simrd) fails an assertion in its region bookkeeping on this log at this budget: no reference to agree with\n"
 
+// limitNote explains the cells with status "limit" (parity mode, h_DTR or
+// MSPS: the regions kept as the reference keeps them outgrew their limit).
+const limitNote = "limit: the reference simulator's region bookkeeping (parity mode, dtr and msps), quadratic on long logs, outgrew sim's limits at this budget: no result; without --parity the regions are walked exactly\n"
+
 // Write renders the DTR sweep.
 func (d *DTRSweep) Write(w interface{ Write([]byte) (int, error) }, f Format) error {
 	if f == FormatJSON {
@@ -364,12 +368,21 @@ func (d *DTRSweep) Write(w interface{ Write([]byte) (int, error) }, f Format) er
 	if f == FormatCSV {
 		return nil
 	}
+	asserts, limit := false, false
 	for _, run := range d.Runs {
 		for _, rr := range run.Results {
-			if rr.ReferenceAsserts > 0 {
-				_, err := w.Write([]byte(referenceNote))
-				return err
-			}
+			asserts = asserts || rr.ReferenceAsserts > 0
+			limit = limit || rr.Status == dtr.StatusLimit
+		}
+	}
+	if asserts {
+		if _, err := w.Write([]byte(referenceNote)); err != nil {
+			return err
+		}
+	}
+	if limit {
+		if _, err := w.Write([]byte(limitNote)); err != nil {
+			return err
 		}
 	}
 	return nil
