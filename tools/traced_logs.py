@@ -28,6 +28,16 @@ logs that are not in this repository:
                discriminator weight is four activations), at a quarter of
                the width and a sixth of the depth so tracing takes seconds
 
+  dtr-treelstm the DTR artifact's own TreeLSTM, as its model code
+               describes it: a full binary tree of depth 5 (63 nodes), an
+               input of in 100 at every node, the artifact's LSTM cell (mem
+               300; the children's c summed into iou, one sigmoid gate per
+               child added to c in place), the root's c summed as the loss;
+               batch 64
+  dtr-lstm     the DTR artifact's own LSTM over the same cell: 100 steps
+               of inputs 50 x 50, mem 300, the last step's c summed as the
+               loss
+
 --small shrinks every model (for tests). --measure keeps the op times
 measured on this machine (sim convert then writes them instead of the cost
 model's), so the logs vary by machine. sim is --sim PATH, else $REMAT_SIM,
@@ -43,7 +53,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
-MODELS = ("treelstm", "lstm", "transformer", "densenet-bc", "unroll-gan")
+MODELS = ("treelstm", "lstm", "transformer", "densenet-bc", "unroll-gan", "dtr-treelstm", "dtr-lstm")
 
 
 def bce(x, y):
@@ -158,6 +168,69 @@ def build(name, small):
                     p[i] = p[i] - self.lr * (m[i] / (1 - b1 ** t)) / ((v[i] / (1 - b2 ** t)).sqrt() + self.eps)
             return self.d(self.g(z), p)
 
+    class ArtifactCell(nn.Module):
+        """The DTR artifact's LSTM cell: iou from the input and the sum of
+        the children's c, c = i * u plus one sigmoid(fx * fh(h_k)) per
+        child (added in place), h = o * tanh(c)."""
+
+        def __init__(self, d, h):
+            super().__init__()
+            self.ioux, self.iouh = nn.Linear(d, 3 * h), nn.Linear(h, 3 * h, bias=False)
+            self.fx, self.fh = nn.Linear(d, h), nn.Linear(h, h, bias=False)
+
+        def forward(self, x, children):
+            iou = self.ioux(x)
+            if children:
+                s = children[0][0]
+                for ch in children[1:]:
+                    s = s + ch[0]
+                iou = iou + self.iouh(s)
+            i, o, u = iou.chunk(3, -1)
+            c = torch.sigmoid(i) * torch.tanh(u)
+            fx = self.fx(x)
+            for _, hk in children:
+                c += torch.sigmoid(fx * self.fh(hk))
+            return c, torch.sigmoid(o) * torch.tanh(c)
+
+    class ArtifactTreeLSTM(nn.Module):
+        """A full binary tree of the cell; forward takes the nodes' inputs
+        in post-order and returns the root's c."""
+
+        def __init__(self, d, h, depth):
+            super().__init__()
+            self.cell, self.depth = ArtifactCell(d, h), depth
+
+        def forward(self, *xs):
+            it = iter(xs)
+
+            def node(depth):
+                kids = [node(depth - 1) for _ in range(2)] if depth > 0 else []
+                return self.cell(next(it), kids)
+            return node(self.depth)[0]
+
+    class ArtifactLSTM(nn.Module):
+        def __init__(self, d, h):
+            super().__init__()
+            self.cell, self.h = ArtifactCell(d, h), h
+
+        def forward(self, *xs):
+            c = h = xs[0].new_zeros(1, self.h)
+            for x in xs:
+                c, h = self.cell(x, [(c, h)])
+            return c
+
+    def total(out, _):
+        return out.sum()
+
+    if name == "dtr-treelstm":
+        depth, b, d, h = (2, 4, 8, 16) if small else (5, 64, 100, 300)
+        m = ArtifactTreeLSTM(d, h, depth)
+        xs = tuple(torch.zeros(b, d) for _ in range(2 ** (depth + 1) - 1))
+        return m, xs, torch.zeros(1), {"loss_fn": total}
+    if name == "dtr-lstm":
+        t, b, d, h = (6, 4, 8, 16) if small else (100, 50, 50, 300)
+        m = ArtifactLSTM(d, h)
+        return m, tuple(torch.zeros(b, d) for _ in range(t)), torch.zeros(1), {"loss_fn": total}
     if name == "treelstm":
         b, leaves = (4, 6) if small else (64, 32)
         m = TreeLSTM(2000, 32 if small else 300, 16 if small else 150, leaves)
