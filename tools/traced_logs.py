@@ -37,6 +37,10 @@ logs that are not in this repository:
   dtr-lstm     the DTR artifact's own LSTM over the same cell: 100 steps
                of inputs 50 x 50, mem 300, the last step's c summed as the
                loss
+  dtr-densenet the DTR artifact's DenseNet-BC 100 (growth 12, reduction
+               0.5, 16 bottleneck layers per block, each concatenating its
+               input with its 12 new channels; a 3 x 3 stem, no pooling
+               before the first block), CIFAR-sized input, batch 32
 
 --small shrinks every model (for tests). --measure keeps the op times
 measured on this machine (sim convert then writes them instead of the cost
@@ -53,7 +57,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
-MODELS = ("treelstm", "lstm", "transformer", "densenet-bc", "unroll-gan", "dtr-treelstm", "dtr-lstm")
+MODELS = ("treelstm", "lstm", "transformer", "densenet-bc", "unroll-gan", "dtr-treelstm", "dtr-lstm", "dtr-densenet")
 
 
 def bce(x, y):
@@ -219,6 +223,42 @@ def build(name, small):
                 c, h = self.cell(x, [(c, h)])
             return c
 
+    class ArtifactDenseNet(nn.Module):
+        """DenseNet-BC as the artifact's model code builds it: each
+        bottleneck layer (BN, ReLU, 1 x 1 conv to 4 x growth, BN, ReLU,
+        3 x 3 conv to growth) returns cat(input, new); transitions halve
+        the channels (1 x 1 conv) and the resolution (2 x 2 average)."""
+
+        def __init__(self, growth, depth, classes):
+            super().__init__()
+            n, ch = (depth - 4) // 6, 2 * growth
+            self.stem = nn.Conv2d(3, ch, 3, padding=1, bias=False)
+            stages = []
+            for blk in range(3):
+                layers = []
+                for _ in range(n):
+                    layers.append(nn.ModuleList([nn.BatchNorm2d(ch), nn.Conv2d(ch, 4 * growth, 1, bias=False),
+                                                 nn.BatchNorm2d(4 * growth), nn.Conv2d(4 * growth, growth, 3, padding=1, bias=False)]))
+                    ch += growth
+                trans = None
+                if blk < 2:
+                    trans = nn.ModuleList([nn.BatchNorm2d(ch), nn.Conv2d(ch, ch // 2, 1, bias=False)])
+                    ch //= 2
+                stages.append(nn.ModuleList([nn.ModuleList(layers), trans if trans is not None else nn.ModuleList()]))
+            self.stages = nn.ModuleList(stages)
+            self.bn, self.fc = nn.BatchNorm2d(ch), nn.Linear(ch, classes)
+
+        def forward(self, x):
+            out = self.stem(x)
+            for layers, trans in self.stages:
+                for bn1, c1, bn2, c2 in layers:
+                    new = c2(F.relu(bn2(c1(F.relu(bn1(out))))))
+                    out = torch.cat((out, new), 1)
+                if len(trans):
+                    out = F.avg_pool2d(trans[1](F.relu(trans[0](out))), 2)
+            out = F.avg_pool2d(F.relu(self.bn(out)), out.shape[-1]).flatten(1)
+            return F.log_softmax(self.fc(out), dim=1)
+
     def total(out, _):
         return out.sum()
 
@@ -231,6 +271,9 @@ def build(name, small):
         t, b, d, h = (6, 4, 8, 16) if small else (100, 50, 50, 300)
         m = ArtifactLSTM(d, h)
         return m, tuple(torch.zeros(b, d) for _ in range(t)), torch.zeros(1), {"loss_fn": total}
+    if name == "dtr-densenet":
+        depth, b = (10, 2) if small else (100, 32)
+        return ArtifactDenseNet(12, depth, 10), torch.randn(b, 3, 32, 32), torch.randint(0, 10, (b,)), {"loss_fn": F.nll_loss}
     if name == "treelstm":
         b, leaves = (4, 6) if small else (64, 32)
         m = TreeLSTM(2000, 32 if small else 300, 16 if small else 150, leaves)
