@@ -1,7 +1,6 @@
 package dtr
 
 import (
-	"bytes"
 	"context"
 	"path/filepath"
 	"testing"
@@ -25,9 +24,7 @@ func TestConvertedInPlaceParity(t *testing.T) {
 	require.NoError(t, err)
 	ins, err := dtrlog.FromGraph(g, nil)
 	require.NoError(t, err)
-	var buf bytes.Buffer
-	require.NoError(t, dtrlog.WriteAll(&buf, ins))
-	tr, err := dtrlog.Compile(&buf)
+	tr, err := dtrlog.CompileInstrs(ins)
 	require.NoError(t, err)
 	for _, h := range []Heuristic{HDTR, MSPS} {
 		res, err := Sweep(context.Background(), tr, SweepOptions{Heuristic: h, Parity: true})

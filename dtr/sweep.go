@@ -328,8 +328,8 @@ var DefaultRatios = []float64{1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1}
 // budget = ratio x baseline peak; thrash once remat compute exceeds 1x the
 // baseline compute; overhead = clock / baseline compute. A budget whose
 // parity-mode regions outgrow their limit has StatusLimit, and the other
-// budgets still run. Cancelling ctx
-// returns the ratios finished so far and ctx's error.
+// budgets still run. Cancelling ctx returns the ratios finished so far and
+// ctx's error.
 func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResult, error) {
 	if opt.Heuristic == 0 {
 		opt.Heuristic = HDTREqClass
