@@ -10,7 +10,8 @@ a tensor with its dtype, shape and storage size. An output sharing the
 storage of an earlier tensor is a view (alias_of); an operator that writes one
 of its arguments and returns it (relu_, add_, the optimizer's updates) gets
 the inplace flag and its output is a new version of the argument aliasing it.
-Phases follow the step: forward until loss.backward(), backward until
+Each op carries its cost for sim's cost model: `flops` of convolutions and
+matrix products (op_flops) and `bytes_accessed` (op_bytes). Phases follow the step: forward until loss.backward(), backward until
 optimizer.step(), update after.
 
 Forward links: every backward kernel carries `forward`, the forward op whose
@@ -35,6 +36,80 @@ DTYPES = {
     torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64",
     torch.int64: "i64", torch.int32: "i32", torch.int8: "i8", torch.uint8: "u8", torch.bool: "bool",
 }
+
+
+# Factories that allocate without reading or writing the memory.
+_ALLOCATORS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
+
+
+def _nbytes(t):
+    return t.numel() * t.element_size()
+
+
+def _prod(xs):
+    n = 1
+    for x in xs:
+        n *= int(x)
+    return n
+
+
+def _conv_flops(x, w, out, transposed):
+    """2 x multiply-adds of a convolution with input x, weight w and output
+    out: each output element of a convolution sums Cin/groups x kernel
+    products (weight [Cout, Cin/groups, k...]); a transposed one scatters
+    each input element over Cout/groups x kernel outputs (weight [Cin,
+    Cout/groups, k...])."""
+    per = int(w.shape[1]) * _prod(w.shape[2:])
+    return 2 * (x.numel() if transposed else out.numel()) * per
+
+
+def op_flops(name, args, outs):
+    """FLOPs (2 per multiply-add) of the matrix products and convolutions,
+    from their arguments' shapes; 0 for every other op, which the cost model
+    prices by the bytes it reads and writes (elementwise ops, normalizations
+    and copies are memory-bound)."""
+    try:
+        if name in ("mm", "addmm"):
+            a, b = (args[0], args[1]) if name == "mm" else (args[1], args[2])
+            return 2 * a.shape[0] * a.shape[1] * b.shape[1]
+        if name in ("bmm", "baddbmm"):
+            a, b = (args[0], args[1]) if name == "bmm" else (args[1], args[2])
+            return 2 * a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
+        if name == "convolution":
+            # convolution(input, weight, bias, stride, padding, dilation, transposed, ...)
+            return _conv_flops(args[0], args[1], outs[0], bool(args[6]))
+        if name == "convolution_backward":
+            # convolution_backward(grad_output, input, weight, bias_sizes,
+            # stride, padding, dilation, transposed, output_padding, groups,
+            # output_mask): the input and the weight gradient each cost a
+            # forward's products
+            mask = args[10]
+            fwd = _conv_flops(args[1], args[2], args[0], bool(args[7]))
+            return fwd * (int(bool(mask[0])) + int(bool(mask[1])))
+    except (IndexError, AttributeError, TypeError):
+        pass
+    return 0
+
+
+def op_bytes(name, ins, outs, out_views, writes):
+    """Bytes an aten call reads and writes, for the cost model: its distinct
+    tensor arguments (ins: (tensor id, tensor) pairs) read, its outputs
+    written (a view writes nothing; an in-place output is its argument
+    written back). An op whose outputs are all views and that writes
+    nothing (view, t, detach, slice, ...) and an allocation (empty) move no
+    bytes: the cost model gives them the launch overhead alone."""
+    if name in _ALLOCATORS or (not writes and all(out_views)):
+        return 0
+    seen = set()
+    n = 0
+    for tid, a in ins:
+        if tid not in seen:
+            seen.add(tid)
+            n += _nbytes(a)
+    for o, view in zip(outs, out_views):
+        if writes or not view:
+            n += _nbytes(o)
+    return n
 
 
 def _storage(t):
@@ -239,7 +314,9 @@ class _Recorder(TorchDispatchMode):
         if self.phase == "forward":
             self.nodes.flush()
         flat_in, _ = tree_flatten((args, kwargs))
-        ins = [self.tensor_id(a) for a in flat_in if isinstance(a, torch.Tensor)]
+        in_tensors = [a for a in flat_in if isinstance(a, torch.Tensor)]
+        ins = [self.tensor_id(a) for a in in_tensors]
+        read = list(zip(ins, in_tensors))  # before backward adds the node's saved tensors to ins
         t0 = time.perf_counter_ns()
         out = func(*args, **kwargs)
         dt = time.perf_counter_ns() - t0
@@ -278,6 +355,13 @@ class _Recorder(TorchDispatchMode):
             op["outputs"].append(tid)
         if inplace:
             op["flags"] = ["inplace"]
+        out_views = ["alias_of" in self.tensors[tid] for tid in op["outputs"]]
+        flops = op_flops(name, args, outs)
+        if flops > 0:
+            op["flops"] = int(flops)
+        nbytes = op_bytes(name, read, outs, out_views, inplace)
+        if nbytes > 0:
+            op["bytes_accessed"] = int(nbytes)
         self.ops.append(op)
         if self.phase == "forward":
             self.nodes.produced(oid, outs)

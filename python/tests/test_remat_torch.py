@@ -168,6 +168,50 @@ class TraceTest(unittest.TestCase):
         self.assertEqual(by_type["convolution_backward"], {"convolution"})
         self.assertEqual(by_type["native_batch_norm_backward"], {"native_batch_norm"})
 
+    def test_op_costs(self):
+        """The ops carry what the cost model prices them by: FLOPs of the
+        convolutions and matrix products, bytes read and written of the
+        others; views move nothing."""
+        model, x, y = cnn_case(batch=2, image=8)
+        g = remat_torch.trace(model, x, y)
+        ops, tensors = g["ops"], g["tensors"]
+
+        def elems(tid):
+            n = 1
+            for d in tensors[tid]["shape"]:
+                n *= d
+            return n
+
+        stem = ops[0]
+        self.assertEqual(stem["type"], "convolution")
+        # 2 x 8 x 8 x 8 outputs, each 3 input channels x 3 x 3 multiply-adds
+        self.assertEqual(stem["flops"], 2 * (2 * 8 * 8 * 8) * (3 * 3 * 3))
+        fc = [o for o in ops if o["type"] == "addmm" and o["phase"] == "forward"]
+        self.assertEqual(len(fc), 1)
+        self.assertEqual(fc[0]["flops"], 2 * 2 * 8 * 10)  # [2, 8] x [8, 10]
+        conv_bw = [o for o in ops if o["type"] == "convolution_backward"]
+        self.assertTrue(conv_bw)
+        for o in conv_bw:
+            self.assertGreater(o["flops"], 0, o["name"])
+        kinds = set()
+        for o in ops:
+            views = all("alias_of" in tensors[t] for t in o["outputs"])
+            inplace = "inplace" in o.get("flags", [])
+            if views and not inplace:
+                self.assertNotIn("bytes_accessed", o, o["name"])
+                kinds.add("view")
+            elif o["type"] == "relu_":
+                # reads its argument and writes it back: 4-byte floats
+                self.assertEqual(o["bytes_accessed"], 4 * 2 * elems(o["outputs"][0]), o["name"])
+                kinds.add("relu_")
+            elif o["type"] == "threshold_backward":
+                # reads the gradient and the ReLU's output, writes the result
+                self.assertEqual(o["bytes_accessed"], 4 * 3 * elems(o["outputs"][0]), o["name"])
+                kinds.add("threshold_backward")
+            elif o["type"] not in ("empty", "empty_like"):
+                self.assertGreater(o.get("bytes_accessed", 0), 0, o["name"])
+        self.assertEqual(kinds, {"view", "relu_", "threshold_backward"})
+
     def test_sim_reads_the_trace(self):
         model, x, y = cnn_case()
         g, path, plan = plan_for(model, x, y, "none")
