@@ -306,9 +306,10 @@ func (r *Runtime) incRebuild(s int32, reverse bool) {
 // logs is quadratic. The artifact's two logs peak at 89,516 (resnet32) and
 // 45,143 (unet) entries and 5.9 million steps per budget (TestRegionPeak);
 // a TreeLSTM and an LSTM traced with the artifact's cell
-// (tools/traced_logs.py) at 164,000 and 460,000 entries and 1.2e7 and
-// 5.8e7 steps, where simrd takes 22 and 133 s per sweep of ten budgets:
-// 0.2 to 0.35 us per step, so the step limit is minutes of simrd per
+// (tools/traced_logs.py) at 177,000 and 473,000 entries and 1.1e7 and
+// 5.6e7 steps, where simrd takes 12.5 and 52 s per sweep of ten budgets
+// (4.9e7 and 2.1e8 steps): 0.26 us per step, 0.2 to 0.35 on earlier
+// versions of these logs, so the step limit is minutes of simrd per
 // budget, above the 20 to 60 s per budget that the artifact's README
 // reports with full h_DTR on its larger logs. A budget that reaches either
 // limit gets StatusLimit, not a result that could differ from the
