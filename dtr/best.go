@@ -27,7 +27,7 @@ type BestResult struct {
 //
 // done may hold sweeps of tr already run by Sweep at the same ratios, as a
 // caller that shows them has: those run with Sweep's default configuration
-// (no Base, no Parity) stand in for the portfolio's lazy-locking runs of
+// (no Base, no Parity) stand in for the portfolio's eager-locking runs of
 // their heuristics, which are the same runs; the others are ignored.
 //
 // A budget of a parity sweep of h_DTR or MSPS whose kept regions outgrow
@@ -77,7 +77,7 @@ func sweepBest(ctx context.Context, tr *dtrlog.Trace, ratios []float64, regionLi
 			base.LazyLock = lazy
 			base.KeepForRemat = true
 			res := reuse(h)
-			if !lazy || res == nil {
+			if lazy || res == nil {
 				var err error
 				if res, err = Sweep(ctx, tr, SweepOptions{Heuristic: h, Ratios: ratios, Base: &base}); err != nil {
 					return nil, err

@@ -154,7 +154,11 @@ type Config struct {
 	// LazyLock rematerializes an op's missing inputs before locking its
 	// available ones, so a recursive rematerialization holds locks only on
 	// the inputs of the op being run rather than on those of every pending
-	// op up the recursion (the reference locks eagerly).
+	// op up the recursion. Off by default, as in the reference: on the DTR
+	// logs measured (docs/dtr.md) eager locking reached a lower ratio than
+	// lazy locking in 8 heuristic x log sweeps and a higher one in 2: an
+	// available input left unlocked while the missing ones are rebuilt can
+	// be evicted and has to be rebuilt too (SweepBest runs both).
 	LazyLock bool
 	// KeepForRemat (with EagerEvict and a next-use heuristic: lookahead,
 	// lookahead-msps, lookahead-dtr) keeps a storage resident after its
@@ -183,8 +187,8 @@ type Config struct {
 }
 
 // DefaultConfig returns MegEngine-style defaults: drop enabled, auto drop,
-// eager eviction, evictee minimum size 1 MiB, h_DTR eq-class, 12 bytes/ns
-// host link for swapping (when enabled).
+// eager eviction, eager locking, evictee minimum size 1 MiB, h_DTR
+// eq-class, 12 bytes/ns host link for swapping (when enabled).
 func DefaultConfig() Config {
 	return Config{
 		EvicteeMinSize: 1 << 20,
@@ -192,7 +196,7 @@ func DefaultConfig() Config {
 		Drop:           true,
 		AutoDrop:       true,
 		EagerEvict:     true,
-		LazyLock:       true,
+		LazyLock:       false,
 		HostBandwidth:  12,
 	}
 }

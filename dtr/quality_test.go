@@ -53,7 +53,7 @@ func tables(t *testing.T) string {
 		tr := loadTrace(t, m)
 		for _, parity := range []bool{false, true} {
 			hs := Heuristics
-			mode := "default mode (DefaultConfig with EvicteeMinSize 0, lazy locking)"
+			mode := "default mode (DefaultConfig with EvicteeMinSize 0, eager locking)"
 			if parity {
 				hs = ReferenceHeuristics
 				mode = "parity mode (simrd semantics)"
@@ -305,5 +305,47 @@ func TestNoisyScanCut(t *testing.T) {
 	t.Logf("walks cut: %v", total)
 	for h, n := range total {
 		require.Positive(t, n, "%s: no walk was cut at the best so far", h)
+	}
+}
+
+// TestEagerLockingDefault backs DefaultConfig's eager locking: on both
+// artifact logs, every heuristic's default sweep (Sweep without Base: eager
+// locking) reaches at least as low a ratio of the grid as the same sweep
+// with lazy locking, and the six reference heuristics' default sweeps equal
+// the reference's own cells (parity mode) in status and overhead. On these
+// two logs and the eight traced logs of docs/dtr.md eager locking reached a
+// lower ratio in 8 heuristic x log sweeps and lazy locking in 2.
+func TestEagerLockingDefault(t *testing.T) {
+	lowest := func(res *SweepResult) float64 {
+		low := math.Inf(1)
+		for _, rr := range res.Results {
+			if rr.Status == StatusOK {
+				low = min(low, rr.Ratio)
+			}
+		}
+		return low
+	}
+	for _, m := range []string{"resnet32", "unet"} {
+		tr := loadTrace(t, m)
+		for _, h := range Heuristics {
+			def, err := Sweep(context.Background(), tr, SweepOptions{Heuristic: h})
+			require.NoError(t, err)
+			lazy := DefaultConfig()
+			lazy.EvicteeMinSize, lazy.LazyLock, lazy.KeepForRemat = 0, true, true
+			lz, err := Sweep(context.Background(), tr, SweepOptions{Heuristic: h, Base: &lazy})
+			require.NoError(t, err)
+			t.Logf("%s %s: lowest ratio %.1f eager (default), %.1f lazy", m, h, lowest(def), lowest(lz))
+			require.LessOrEqual(t, lowest(def), lowest(lz), "%s %s", m, h)
+			if h > Size {
+				continue
+			}
+			for i, rr := range def.Results {
+				c := reference[m][h][i]
+				require.Equal(t, c.status, rr.Status, "%s %s ratio %.1f", m, h, rr.Ratio)
+				if c.status == StatusOK {
+					require.InDelta(t, c.overhead, rr.Overhead, 0.0005, "%s %s ratio %.1f", m, h, rr.Ratio)
+				}
+			}
+		}
 	}
 }

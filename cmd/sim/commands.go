@@ -697,7 +697,7 @@ baseline compute, for each --heuristic; --parity follows the reference simulator
 	f := cmd.Flags()
 	f.StringVar(&ratios, "ratios", "", "budgets as ratios of the baseline peak (default 1.0,0.9,...,0.1)")
 	f.StringVar(&budgets, "budgets", "", "budgets as sizes (8GiB,6GiB,...)")
-	f.StringVar(&heuristics, "heuristic", "eq-class", "DTR heuristics for --dtr-log sweeps (comma-separated, or 'all': every heuristic plus a best-of row for the portfolio, which adds eager locking and the reference heuristics' exact runs; with --parity the six reference heuristics); 'search' adds the offline search over eviction orders")
+	f.StringVar(&heuristics, "heuristic", "eq-class", "DTR heuristics for --dtr-log sweeps (comma-separated, or 'all': every heuristic plus a best-of row for the portfolio, which adds lazy locking and the reference heuristics' exact runs; with --parity the six reference heuristics); 'search' adds the offline search over eviction orders")
 	f.BoolVar(&parity, "parity", false, "DTR log sweeps: follow the reference simulator's semantics exactly")
 	f.StringVar(&plot, "plot", "", "draw overhead vs budget (FILE.svg or FILE.png)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
