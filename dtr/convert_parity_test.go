@@ -2,6 +2,7 @@ package dtr
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -36,4 +37,38 @@ func TestConvertedInPlaceParity(t *testing.T) {
 		}
 		require.Positive(t, evictions, "%s: no budget evicted anything", h)
 	}
+}
+
+// TestConvertedParityIndexMatchesScan: on the traced TreeLSTM (views and
+// in-place ops, whose costs rise while their storages are evicted, so
+// parity mode's eq-classes can lose more than their evictions added), the
+// index picks the scan's candidate at every eviction with the six
+// reference heuristics at every ratio, and whole runs equal the scan's.
+func TestConvertedParityIndexMatchesScan(t *testing.T) {
+	g, err := graph.ReadFile(filepath.Join("testdata", "inplace-treelstm.json"))
+	require.NoError(t, err)
+	ins, err := dtrlog.FromGraph(g, nil)
+	require.NoError(t, err)
+	tr, err := dtrlog.CompileInstrs(ins)
+	require.NoError(t, err)
+	base, err := MeasureBaseline(tr)
+	require.NoError(t, err)
+	replay := func(rt *Runtime) error { return rt.replay(context.Background(), tr) }
+	var evictions int64
+	negEpochs := 0
+	for _, h := range ReferenceHeuristics {
+		for _, ratio := range DefaultRatios {
+			b := int64(float64(base.PeakBytes) * ratio)
+			ri, errI := parityRun(t, replay, h, b, base.ComputeNs, false)
+			rs, errS := parityRun(t, replay, h, b, base.ComputeNs, true)
+			name := fmt.Sprintf("%s ratio %.1f", h, ratio)
+			require.Zero(t, ri.idxMismatch, name)
+			require.Equal(t, errS == nil, errI == nil, name)
+			require.Equal(t, rs.Stats(), ri.Stats(), name)
+			evictions += ri.Stats().Evictions
+			negEpochs += ri.idx.negEpochs
+		}
+	}
+	t.Logf("%d evictions checked; %d epochs keyed with live negative eq-classes", evictions, negEpochs)
+	require.Positive(t, evictions)
 }

@@ -64,8 +64,8 @@ import (
 // order or the keys' bounds may fail: a candidate whose score is 0/0 (no
 // cost, and no size or no staleness: it ties with every score), an LRU
 // candidate never accessed (a negative score after a zero one, which the
-// scan never reaches), or an eq-class value that dropped by more than its
-// eviction added (see compute).
+// scan never reaches), or a live eq-class below zero whose negative mass
+// exceeds a candidate's cost (see eqKeyPart).
 //
 // megengine (its est and recompute penalty) keeps the scan, as do sqrt
 // sampling and the host-retry scoring with adjacent free bytes.
@@ -125,13 +125,14 @@ type candIndex struct {
 	// scored 0
 	zeroCost []int32
 	lastZero bool
-	// deficit (parity mode, eq-class): the summed excess of class
-	// decreases over what evictions added (see eqKeyPart)
-	deficit int64
-	drop    int64
-	allow   int64
-	dropped []int32
-	refresh []int32
+	// neg (eq-class): this epoch's keys allow for negative classes (see
+	// eqKeyPart); negEpochs counts the epochs keyed so
+	neg       bool
+	negEpochs int
+	drop      int64
+	allow     int64
+	dropped   []int32
+	refresh   []int32
 }
 
 func indexKind(cfg *Config) idxKind {
@@ -286,15 +287,18 @@ func (r *Runtime) keyNum(s int32) int64 {
 //
 // In parity mode a recomputation lowers its class by its current cost,
 // which exceeds what its eviction added when a view op raised that cost
-// meanwhile, so classes may go negative: the summed excess (deficit)
-// bounds the negative mass, and a class merging with a negative one loses
-// at most that. The excess is part of the epoch's drop too, so the deficit
-// grows by at most (allow - drop) within the epoch: with a deficit the key
-// counts e - 2(allow - drop) - deficit, and may be below the storage's own
-// cost (parityIndexable then checks that no exact score can be negative).
+// meanwhile, so classes may go negative. A candidate's neighbour cost then
+// also falls when a negative class merges into a neighbouring one, by at
+// most the classes' negative mass (ufNeg). That mass grows only by
+// recomputations (an eviction adds a class of non-negative value, a merge
+// does not add to it), so by at most (allow - drop) within the epoch: an
+// epoch that begins with negative mass, or in which it appears (then
+// every candidate is re-keyed at once, see compute), keys with e - 2(allow
+// - drop) - ufNeg, which may be below the storage's own cost
+// (parityIndexable then checks that no exact score can be negative).
 func (r *Runtime) eqKeyPart(e int64) int64 {
-	if x := r.idx; x.deficit > 0 {
-		return e - 2*(x.allow-x.drop) - x.deficit
+	if x := r.idx; x.neg {
+		return e - 2*(x.allow-x.drop) - r.ufNeg
 	}
 	return max(e-(r.idx.allow-r.idx.drop), 0)
 }
@@ -322,6 +326,9 @@ func (r *Runtime) idxNewEpoch() {
 	x := r.idx
 	x.drop = 0
 	x.allow = max(r.stats.ModelCompute/16, 1)
+	if x.neg = r.ufNeg > 0; x.neg {
+		x.negEpochs++
+	}
 	for _, s := range r.pool {
 		if s >= 0 && r.storages[s].ibucket >= 0 {
 			r.idxRekey(s)
@@ -506,7 +513,8 @@ func (r *Runtime) bound(b int, s int32) float64 {
 // numerators count evicted neighbourhoods and whose next-use terms only get
 // sooner, and not with a host's adjacent free bytes in the size term, swaps
 // (their transfer advances the clock), search noise, classes below zero
-// (parity mode's eq-class deficit, checked per use) or need's walk cap (a
+// (parity mode's negative eq-classes: a merge with one lowers a
+// neighbour cost; a burst that begins without them has none) or need's walk cap (a
 // capped walk may find a later next use: the burst stops using bounds).
 func (r *Runtime) startBurst() {
 	r.burst++
@@ -517,7 +525,7 @@ func (r *Runtime) startBurst() {
 		r.burst = 1
 	}
 	r.lbOn = false
-	if r.idx == nil || r.adj != nil || r.cfg.Swap || r.noise != nil || r.noBurstBounds {
+	if r.idx == nil || r.adj != nil || r.cfg.Swap || r.noise != nil || r.noBurstBounds || r.ufNeg > 0 {
 		return
 	}
 	switch r.cfg.Heuristic {
@@ -530,7 +538,7 @@ func (r *Runtime) startBurst() {
 // it strictly above best (it cannot win or tie).
 func (r *Runtime) lbSkip(s int32, best float64) bool {
 	st := &r.storages[s]
-	return r.lbOn && st.lbBurst == r.burst && r.idx.deficit == 0 && st.lb > best+math.Abs(best)*1e-9
+	return r.lbOn && st.lbBurst == r.burst && st.lb > best+math.Abs(best)*1e-9
 }
 
 // lbStore records s's score in this burst (an early-stopped walk's partial
@@ -631,12 +639,12 @@ func (r *Runtime) chooseIndexed() int32 {
 // the only ones that can score 0/0.
 func (r *Runtime) parityIndexable() bool {
 	x := r.idx
-	if x.deficit > 0 {
-		// an exact numerator is at least the cost less the deficit: a
-		// candidate costing less may score below zero, which the index's
-		// bounds do not allow for
+	if r.ufNeg > 0 {
+		// an exact numerator is at least the cost less the classes'
+		// negative mass: a candidate costing less may score below zero,
+		// which the index's bounds do not allow for
 		for _, s := range r.pool {
-			if s >= 0 && r.storages[s].compute < x.deficit {
+			if s >= 0 && r.storages[s].compute < r.ufNeg {
 				return false
 			}
 		}

@@ -218,7 +218,7 @@ func TestParityIndexMatchesScan(t *testing.T) {
 		}
 		require.Equal(t, rs.Stats(), ri.Stats(), name)
 	}
-	var idxEvals, evictions, deficits int64
+	var idxEvals, evictions, deficits int64 // deficits: runs with an epoch keyed for negative classes
 	for _, m := range []string{"resnet32", "unet"} {
 		tr := loadTrace(t, m)
 		base, err := MeasureBaseline(tr)
@@ -231,7 +231,7 @@ func TestParityIndexMatchesScan(t *testing.T) {
 				rs, errS := parityRun(t, replay, h, b, base.ComputeNs, true)
 				same(fmt.Sprintf("%s %s ratio %.1f", m, h, ratio), ri, rs, errI, errS)
 				evictions += ri.Stats().Evictions
-				if ri.idx.deficit > 0 {
+				if ri.idx.negEpochs > 0 {
 					deficits++
 				}
 			}
@@ -248,7 +248,7 @@ func TestParityIndexMatchesScan(t *testing.T) {
 			}
 			same(fmt.Sprintf("seed %d %s", seed, h), ri, rs, errI, errS)
 			evictions += ri.Stats().Evictions
-			if ri.idx.deficit > 0 {
+			if ri.idx.negEpochs > 0 {
 				deficits++
 			}
 			idxEvals += ri.Stats().HeuristicEvals

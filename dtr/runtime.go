@@ -210,9 +210,17 @@ type Runtime struct {
 	noiseZ     float64 // the next score's N(0,1) draw, if noiseDrawn
 	noiseDrawn bool
 
-	// union-find for eq-class (value = summed cost of the class)
+	// union-find for eq-class (value = summed cost of the class). A
+	// class is live while one of its storages is still evicted since the
+	// eviction that added it (ufLive counts them at the root): only a live
+	// class is ever a neighbour's class again or merged. ufNeg is the live
+	// classes' negative mass, the sum of -value over the live roots whose
+	// value is below zero (parity mode's classes can go negative, see
+	// compute).
 	ufParent []int32
 	ufValue  []int64
+	ufLive   []int32
+	ufNeg    int64
 	ufMark   []uint32
 	markGen  uint32
 
@@ -358,6 +366,7 @@ func (r *Runtime) recycle(cfg Config, host Host) error {
 		pool:      old.pool[:0],
 		ufParent:  old.ufParent[:0],
 		ufValue:   old.ufValue[:0],
+		ufLive:    old.ufLive[:0],
 		ufMark:    old.ufMark[:0],
 		walk:      old.walk[:0],
 		edges:     old.edges[:0],
@@ -1111,6 +1120,7 @@ func (r *Runtime) ufNew(v int64) int32 {
 	n := int32(len(r.ufParent))
 	r.ufParent = append(r.ufParent, -1)
 	r.ufValue = append(r.ufValue, v)
+	r.ufLive = append(r.ufLive, 1)
 	r.ufMark = append(r.ufMark, 0)
 	return n
 }
@@ -1135,7 +1145,33 @@ func (r *Runtime) ufMerge(l, rr int32) {
 		return
 	}
 	r.ufParent[a] = b
-	r.ufValue[b] += r.ufValue[a]
+	va, vb, la, lb := r.ufValue[a], r.ufValue[b], r.ufLive[a], r.ufLive[b]
+	r.ufNeg += liveNeg(va+vb, la+lb) - liveNeg(va, la) - liveNeg(vb, lb)
+	r.ufValue[b], r.ufLive[b] = va+vb, la+lb
+}
+
+// ufAdd adds d to the value of the class whose root is root.
+func (r *Runtime) ufAdd(root int32, d int64) {
+	v, l := r.ufValue[root], r.ufLive[root]
+	r.ufNeg += liveNeg(v+d, l) - liveNeg(v, l)
+	r.ufValue[root] = v + d
+}
+
+// ufKill records that a storage of the class whose root is root is no
+// longer evicted since its eviction (its ecn is reset).
+func (r *Runtime) ufKill(root int32) {
+	v, l := r.ufValue[root], r.ufLive[root]
+	r.ufNeg += liveNeg(v, l-1) - liveNeg(v, l)
+	r.ufLive[root] = l - 1
+}
+
+// liveNeg is a class's part of ufNeg: -v for a live class (l > 0) of
+// value v < 0, else 0.
+func liveNeg(v int64, l int32) int64 {
+	if l <= 0 {
+		return 0
+	}
+	return max(-v, 0)
 }
 
 // swapIn brings swapped storage s back.
@@ -1449,6 +1485,9 @@ func (r *Runtime) compute(t int32, remat bool) error {
 			if !st.freshMerged {
 				// its node is still a class of its own: the reference's
 				// subtraction below would change no other storage's class
+				if st.ecn >= 0 {
+					r.ufKill(r.ufFind(st.ecn))
+				}
 				st.ecn = -1
 				continue
 			}
@@ -1464,22 +1503,19 @@ func (r *Runtime) compute(t int32, remat bool) error {
 				r.idx.drop += dec
 			}
 			root := r.ufFind(st.ecn)
-			if r.cfg.Parity {
-				r.ufValue[root] -= dec
-				if r.idx != nil && dec > st.ecv {
-					// the class loses more than s's eviction added (a view
-					// op raised s's cost while it was evicted): classes may
-					// go negative, by at most the summed excess
-					if r.idx.deficit == 0 {
-						r.idx.drop = r.idx.allow + 1 // keys made without a deficit: re-key all (idxDropped)
-					}
-					r.idx.deficit += dec - st.ecv
-				}
-			} else {
+			if !r.cfg.Parity {
 				// what eviction added: a view op created on s while it was
 				// evicted has raised hcost(s) since, and subtracting the
 				// new value would drive the class value negative
-				r.ufValue[root] -= st.ecv
+				dec = st.ecv
+			}
+			// in parity mode the class loses s's current cost, more than
+			// its eviction added when a view op raised that cost
+			// meanwhile: classes may go negative (ufNeg)
+			r.ufAdd(root, -dec)
+			r.ufKill(root)
+			if r.idx != nil && r.idx.eq && r.ufNeg > 0 && !r.idx.neg {
+				r.idx.drop = r.idx.allow + 1 // keys made without negative mass: re-key all (idxDropped)
 			}
 			st.ecn = -1
 		}
