@@ -155,7 +155,10 @@ func Differentiate(fwd *Graph, loss TensorID, opts BackwardOptions) (*Graph, err
 		return nil, fmt.Errorf("backward of %q: op types %s: %w (register one with Rules.RegisterGradRule)", fwd.Name, strings.Join(uniq, ", "), ErrNoGradRule)
 	}
 
-	d := &differ{b: FromGraph(fwd), fwd: fwd, grad: make([]TensorID, nt), contrib: contrib, got: make([]int32, nt), arrived: make([]int32, nt)}
+	// Room for the backward and update ops and their tensors: the zoo's
+	// models add 1.5 to 2 ops per forward op and 1 to 1.3 tensors per
+	// forward tensor (a larger graph regrows as usual).
+	d := &differ{b: fromGraph(fwd, 2*no, nt+nt/4), fwd: fwd, grad: make([]TensorID, nt), contrib: contrib, got: make([]int32, nt), arrived: make([]int32, nt)}
 	for i := range d.grad {
 		d.grad[i] = NoTensor
 	}

@@ -55,16 +55,22 @@ func NewBuilder(name string) *Builder {
 // (their slices are copied; per-op input and output slices are shared until
 // modified, which builders never do). A nil g is the empty graph: the
 // builder starts from nothing, as NewBuilder("") does.
-func FromGraph(g *Graph) *Builder {
+func FromGraph(g *Graph) *Builder { return fromGraph(g, 0, 0) }
+
+// fromGraph is FromGraph with room for extraOps more ops and extraTensors
+// more tensors (one copy of the arrays instead of a copy and regrowth).
+func fromGraph(g *Graph, extraOps, extraTensors int) *Builder {
 	if g == nil {
 		return NewBuilder("")
 	}
 	c := Graph{
 		Name:    g.Name,
-		Ops:     append([]Op(nil), g.Ops...),
-		Tensors: append([]Tensor(nil), g.Tensors...),
+		Ops:     reserve([]Op(nil), len(g.Ops)+max(extraOps, 0))[:len(g.Ops)],
+		Tensors: reserve([]Tensor(nil), len(g.Tensors)+max(extraTensors, 0))[:len(g.Tensors)],
 		Loss:    g.Loss,
 	}
+	copyChunked(c.Ops, g.Ops)
+	copyChunked(c.Tensors, g.Tensors)
 	if g.Attrs != nil {
 		c.Attrs = make(map[string]string, len(g.Attrs))
 		for k, v := range g.Attrs {
@@ -198,12 +204,17 @@ func reserve[E any](s []E, extra int) []E {
 		return s
 	}
 	n := make([]E, len(s), len(s)+extra)
-	// Copy in pieces: one huge copy of pointer-holding memory cannot be
-	// preempted, and stalls a concurrent garbage collection waiting for it.
-	for i := 0; i < len(s); i += 1 << 12 {
-		copy(n[i:], s[i:min(i+1<<12, len(s))])
-	}
+	copyChunked(n, s)
 	return n
+}
+
+// copyChunked copies src into dst in pieces: one huge copy of
+// pointer-holding memory cannot be preempted, and stalls a concurrent
+// garbage collection waiting for it.
+func copyChunked[E any](dst, src []E) {
+	for i := 0; i < len(src); i += 1 << 12 {
+		copy(dst[i:], src[i:min(i+1<<12, len(src))])
+	}
 }
 
 // OpBuilder adds outputs and costs to the op just created by Builder.Op.

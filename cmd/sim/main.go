@@ -14,6 +14,7 @@ import (
 )
 
 func main() {
+	tuneGC(os.LookupEnv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv, os.Environ)
 	stop()
