@@ -42,6 +42,13 @@ logs that are not in this repository:
                input with its 12 new channels; a 3 x 3 stem, no pooling
                before the first block), CIFAR-sized input, batch 32
 
+Written only when --models names it (it takes about a minute to trace):
+
+  nn-transformer  PyTorch's encoder-decoder nn.Transformer, 6 + 6 layers,
+               d 512, 8 heads, feed-forward 2048, batch 10, sequence 64
+               (source and target), vocab 8000: a log of the size of a
+               machine-translation Transformer's, for timing replays
+
 --small shrinks every model (for tests). --measure keeps the op times
 measured on this machine (sim convert then writes them instead of the cost
 model's), so the logs vary by machine. sim is --sim PATH, else $REMAT_SIM,
@@ -58,6 +65,8 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
 MODELS = ("treelstm", "lstm", "transformer", "densenet-bc", "unroll-gan", "dtr-treelstm", "dtr-lstm", "dtr-densenet")
+# EXTRA models are written only when --models names them.
+EXTRA = ("nn-transformer",)
 
 
 def bce(x, y):
@@ -139,6 +148,17 @@ def build(name, small):
         def forward(self, tok):
             b, t = tok.shape
             return self.dec(self.enc(self.emb(tok) + self.pos[:t])).reshape(b * t, -1)
+
+    class Seq2Seq(nn.Module):
+        def __init__(self, vocab, d, heads, layers):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, d)
+            self.tr = nn.Transformer(d, heads, layers, layers, 4 * d, dropout=0.1, batch_first=True)
+            self.out = nn.Linear(d, vocab)
+
+        def forward(self, tok):
+            s = self.emb(tok)
+            return self.out(self.tr(s, s)).reshape(-1, self.out.out_features)
 
     class UnrolledGAN(nn.Module):
         """forward(z) unrolls the discriminator k differentiable Adam steps
@@ -286,6 +306,10 @@ def build(name, small):
         b, t, v = (2, 16, 100) if small else (16, 128, 4000)
         m = TransformerLM(v, 32 if small else 256, 4 if small else 8, 2 if small else 4, t)
         return m, torch.randint(0, v, (b, t)), torch.randint(0, v, (b * t,)), {}
+    if name == "nn-transformer":
+        b, t, v = (2, 8, 100) if small else (10, 64, 8000)
+        m = Seq2Seq(v, 32 if small else 512, 4 if small else 8, 1 if small else 6)
+        return m, torch.randint(0, v, (b, t)), torch.randint(0, v, (b * t,)), {}
     if name == "densenet-bc":
         blocks = (2, 2, 2) if small else (16, 16, 16)
         m = torchvision.models.DenseNet(growth_rate=12, block_config=blocks, num_init_features=24, bn_size=4, num_classes=10)
@@ -296,21 +320,21 @@ def build(name, small):
         m = UnrolledGAN(z, h, b, k)
         adam = torch.optim.Adam(m.parameters(), lr=1e-3, betas=(0.5, 0.999))
         return m, torch.randn(b, z), torch.ones(b, 1), {"loss_fn": bce, "optimizer": adam}
-    raise ValueError("model %r: expected one of %s" % (name, ", ".join(MODELS)))
+    raise ValueError("model %r: expected one of %s" % (name, ", ".join(MODELS + EXTRA)))
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="directory for MODEL.json and MODEL.log")
-    p.add_argument("--models", default=",".join(MODELS), help="comma-separated: " + ", ".join(MODELS))
+    p.add_argument("--models", default=",".join(MODELS), help="comma-separated: " + ", ".join(MODELS + EXTRA) + " (default: all but " + ", ".join(EXTRA) + ")")
     p.add_argument("--small", action="store_true", help="tiny sizes (tests)")
     p.add_argument("--measure", action="store_true", help="op times measured on this machine (median of 3 traced steps) instead of the cost model's; the logs then vary by machine")
     p.add_argument("--sim", default=None, help="sim binary")
     a = p.parse_args(argv)
     names = [n for n in a.models.split(",") if n]
     for n in names:
-        if n not in MODELS:
-            p.error("--models: %r: expected one of %s" % (n, ", ".join(MODELS)))
+        if n not in MODELS + EXTRA:
+            p.error("--models: %r: expected one of %s" % (n, ", ".join(MODELS + EXTRA)))
     try:
         import torch  # noqa: F401
     except ImportError:

@@ -35,7 +35,8 @@ class TracedLogsTest(unittest.TestCase):
         sim = Sim(None)
         try:
             self.assertEqual(traced_logs.main(["--out", d, "--small", "--sim", sim.path]), 0)
-            for m in traced_logs.MODELS:
+            self.assertEqual(traced_logs.main(["--out", d, "--small", "--sim", sim.path, "--models", ",".join(traced_logs.EXTRA)]), 0)
+            for m in traced_logs.MODELS + traced_logs.EXTRA:
                 log = os.path.join(d, m + ".log")
                 out = sim._run(["sweep", "-q", "--dtr-log", log, "--strategies", "dtr", "--heuristic", "lookahead", "--ratios", "1,0.8", "--format", "json"])
                 doc = json.loads(out)
