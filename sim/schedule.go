@@ -82,12 +82,20 @@ func PlanFromSchedule(g *graph.Graph, strategy string, ops []graph.OpID) (*Plan,
 			frees = append(frees, freeEv{int32(i), r})
 		}
 	}
-	slices.SortFunc(frees, func(a, b freeEv) int {
-		if a.pos != b.pos {
-			return int(a.pos - b.pos)
+	// The pass appended the frees by position, last first: reversed, they
+	// are in step order, and only each step's few frees need sorting (by
+	// tensor), not the whole list.
+	slices.Reverse(frees)
+	for lo := 0; lo < len(frees); {
+		hi := lo + 1
+		for hi < len(frees) && frees[hi].pos == frees[lo].pos {
+			hi++
 		}
-		return int(a.t - b.t)
-	})
+		if hi-lo > 1 {
+			slices.SortFunc(frees[lo:hi], func(a, b freeEv) int { return int(a.t - b.t) })
+		}
+		lo = hi
+	}
 	steps := make([]Step, 0, len(ops)+len(frees))
 	f := 0
 	for i, o := range ops {
