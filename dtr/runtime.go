@@ -1494,24 +1494,21 @@ func (r *Runtime) compute(t int32, remat bool) error {
 		}
 		if eq && st.ecn >= 0 {
 			dropped = true
+			// the class loses what s's eviction added: a view op created
+			// on s while it was evicted has raised hcost(s) since, and
+			// subtracting the new value would drive the class value
+			// negative
 			dec := st.ecv
 			if r.cfg.Parity {
-				dec = r.hcost(s) // as the reference
+				// as the reference: s's current cost, so classes may go
+				// negative (ufNeg)
+				dec = r.hcost(s)
 			}
 			if r.idx != nil && r.idx.eq {
 				r.idx.dropped = append(r.idx.dropped, s)
 				r.idx.drop += dec
 			}
 			root := r.ufFind(st.ecn)
-			if !r.cfg.Parity {
-				// what eviction added: a view op created on s while it was
-				// evicted has raised hcost(s) since, and subtracting the
-				// new value would drive the class value negative
-				dec = st.ecv
-			}
-			// in parity mode the class loses s's current cost, more than
-			// its eviction added when a view op raised that cost
-			// meanwhile: classes may go negative (ufNeg)
 			r.ufAdd(root, -dec)
 			r.ufKill(root)
 			if r.idx != nil && r.idx.eq && r.ufNeg > 0 && !r.idx.neg {
