@@ -232,7 +232,7 @@ func SweepDTRLog(ctx context.Context, name string, tr *dtrlog.Trace, o DTRSweepO
 		if runs == 0 {
 			runs = 60
 		}
-		row := &dtr.SweepResult{Heuristic: SearchHeuristic}
+		row := &dtr.SweepResult{Heuristic: SearchHeuristic, Bound: dtr.ComputeLowerBound(tr)}
 		for _, r := range ratios {
 			sr, err := dtr.OfflineSearch(ctx, tr, dtr.SearchOptions{Ratio: r, Runs: runs, Seed: o.SearchSeed})
 			if err != nil {

@@ -247,7 +247,11 @@ func TestConvertRoundTripAndDTRLogSweep(t *testing.T) {
 			Results   []struct {
 				Status string `json:"status"`
 			} `json:"results"`
+			Bound struct {
+				Bytes int64 `json:"bytes"`
+			} `json:"lower_bound"`
 		} `json:"runs"`
+		LowerBoundRatio float64 `json:"lower_bound_ratio"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &sw))
 	assert.Equal(t, "dtr-sweep", sw.Kind)
@@ -260,6 +264,9 @@ func TestConvertRoundTripAndDTRLogSweep(t *testing.T) {
 	require.Len(t, sw.Runs, 1)
 	assert.Equal(t, "search", sw.Runs[0].Heuristic)
 	assert.Equal(t, "ok", sw.Runs[0].Results[0].Status)
+	// the search row carries the log's lower bound like a heuristic's
+	assert.Positive(t, sw.Runs[0].Bound.Bytes)
+	assert.Positive(t, sw.LowerBoundRatio)
 	_, errOut, code = run(t, fixedEnv, "sweep", "--dtr-log", logs[0], "--strategies", "dtr", "--heuristic", "search", "--parity")
 	assert.Equal(t, exitError, code)
 	assert.Contains(t, errOut, "parity")
