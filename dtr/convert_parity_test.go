@@ -12,6 +12,19 @@ import (
 	"github.com/remat-dev/remat/graph/dtrlog"
 )
 
+// convertedTreeLSTM returns testdata/inplace-treelstm.json written as a DTR
+// log by dtrlog.FromGraph and compiled.
+func convertedTreeLSTM(t *testing.T) *dtrlog.Trace {
+	t.Helper()
+	g, err := graph.ReadFile(filepath.Join("testdata", "inplace-treelstm.json"))
+	require.NoError(t, err)
+	ins, err := dtrlog.FromGraph(g, nil)
+	require.NoError(t, err)
+	tr, err := dtrlog.CompileInstrs(ins)
+	require.NoError(t, err)
+	return tr
+}
+
 // TestConvertedInPlaceParity: a TreeLSTM traced with the DTR artifact's
 // cell (testdata/inplace-treelstm.json, `tools/traced_logs.py --small
 // --models dtr-treelstm`: c += a; c += b in place, once per child) written
@@ -21,12 +34,7 @@ import (
 // made its other input a parent of c's existing storage, and simrd
 // stopped on its assertion at every budget.
 func TestConvertedInPlaceParity(t *testing.T) {
-	g, err := graph.ReadFile(filepath.Join("testdata", "inplace-treelstm.json"))
-	require.NoError(t, err)
-	ins, err := dtrlog.FromGraph(g, nil)
-	require.NoError(t, err)
-	tr, err := dtrlog.CompileInstrs(ins)
-	require.NoError(t, err)
+	tr := convertedTreeLSTM(t)
 	for _, h := range []Heuristic{HDTR, MSPS} {
 		res, err := Sweep(context.Background(), tr, SweepOptions{Heuristic: h, Parity: true})
 		require.NoError(t, err)
@@ -45,12 +53,7 @@ func TestConvertedInPlaceParity(t *testing.T) {
 // index picks the scan's candidate at every eviction with the six
 // reference heuristics at every ratio, and whole runs equal the scan's.
 func TestConvertedParityIndexMatchesScan(t *testing.T) {
-	g, err := graph.ReadFile(filepath.Join("testdata", "inplace-treelstm.json"))
-	require.NoError(t, err)
-	ins, err := dtrlog.FromGraph(g, nil)
-	require.NoError(t, err)
-	tr, err := dtrlog.CompileInstrs(ins)
-	require.NoError(t, err)
+	tr := convertedTreeLSTM(t)
 	base, err := MeasureBaseline(tr)
 	require.NoError(t, err)
 	replay := func(rt *Runtime) error { return rt.replay(context.Background(), tr) }

@@ -65,8 +65,8 @@ func fromGraph(g *Graph, extraOps, extraTensors int) *Builder {
 	}
 	c := Graph{
 		Name:    g.Name,
-		Ops:     reserve([]Op(nil), len(g.Ops)+max(extraOps, 0))[:len(g.Ops)],
-		Tensors: reserve([]Tensor(nil), len(g.Tensors)+max(extraTensors, 0))[:len(g.Tensors)],
+		Ops:     make([]Op, len(g.Ops), len(g.Ops)+max(extraOps, 0)),
+		Tensors: make([]Tensor, len(g.Tensors), len(g.Tensors)+max(extraTensors, 0)),
 		Loss:    g.Loss,
 	}
 	copyChunked(c.Ops, g.Ops)
