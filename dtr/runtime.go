@@ -135,7 +135,10 @@ type storage struct {
 	fixed       bool
 	pendingFree bool // unrecomputable, released, kept resident for dependents
 	kept        bool // released, kept resident for evicted dependents (KeepForRemat)
-	inZero      bool // listed in the index's zeroCost (parity mode)
+	// liveKids (once refExt is 0, see markGone): the distinct dependent
+	// storages not yet gone
+	liveKids int32
+	inZero   bool // listed in the index's zeroCost (parity mode)
 	// fresh (parity mode, eq-class heuristics): a new op's output not yet
 	// computed. The reference gives it an eq-class node of value 0 when
 	// the op starts and counts it, not being material, as an evicted
@@ -198,6 +201,13 @@ type Runtime struct {
 	// disagreements in idxMismatch.
 	idxCheck    bool
 	idxMismatch int64
+	// needRef (tests) is compared with every stillNeeded answer that its
+	// cap did not cut, counting the answers in needChecks and the
+	// disagreements in needMismatch.
+	needRef      func(s int32) bool
+	needChecks   int64
+	needMismatch int64
+	needCapped   bool
 
 	// evalBest: the best score of the choice in progress (+Inf: none);
 	// evaluate may stop summing a numerator that puts a candidate above it
@@ -237,8 +247,24 @@ type Runtime struct {
 	needGen   uint32
 	needLeft  int // storages need may still visit in this choice
 	needStack []needFrame
-	stack     []int32
-	scratch   []int32
+	// gone[s]: no external reference to s or to any storage that depends
+	// on it is left, and none can come back (see markGone), so neither
+	// the program nor a rematerialization will read s again: need's walks
+	// stop at it. goneOff: a released storage was read again, which voids
+	// that reasoning for the rest of the run (gone stays all false).
+	gone      []bool
+	goneOff   bool
+	goneStack []int32
+	// nn[s] (with nnOn, that is keeps()): stillNeeded's memo that the
+	// dropped storage s is not needed. It holds for a dropped storage that
+	// the program does not read again and whose dropped, not gone
+	// dependents all hold it; see stillNeeded and nnDropped for how it is
+	// kept true.
+	nn      []bool
+	nnOn    bool
+	nnVisit []int32
+	stack   []int32
+	scratch []int32
 
 	// fragMode: scoring for a host allocation failure (size term + the
 	// free bytes adjacent to the candidate's block).
@@ -373,6 +399,10 @@ func (r *Runtime) recycle(cfg Config, host Host) error {
 		needStamp: old.needStamp,
 		needVal:   old.needVal,
 		needStack: old.needStack[:0],
+		gone:      old.gone[:0],
+		goneStack: old.goneStack[:0],
+		nn:        old.nn[:0],
+		nnVisit:   old.nnVisit[:0],
 		stack:     old.stack[:0],
 		scratch:   old.scratch[:0],
 		pending:   old.pending[:0],
@@ -411,6 +441,8 @@ func (r *Runtime) newStorage(s storage) int32 {
 	s.tensors = p.tensors[:0]
 	*p = s
 	r.walk = append(r.walk, newWalkNode())
+	r.gone = append(r.gone, false)
+	r.nn = append(r.nn, false)
 	if r.incOn {
 		r.incNew()
 	}
@@ -422,7 +454,16 @@ func (r *Runtime) newStorage(s storage) int32 {
 func (r *Runtime) setResidency(s int32, material, swapped bool) {
 	st := &r.storages[s]
 	st.material, st.swapped = material, swapped
-	r.walk[s].evicted = !material && !swapped
+	w := &r.walk[s]
+	was := w.evicted
+	w.evicted = !material && !swapped
+	if r.nnOn {
+		if !w.evicted {
+			r.nn[s] = false
+		} else if !was {
+			r.nnDropped(s)
+		}
+	}
 }
 
 // newTensor appends a tensor, reusing the children list of a recycled slot.
@@ -433,7 +474,11 @@ func (r *Runtime) newTensor(t tensor) {
 }
 
 // SetOracle sets the next-use oracle used by the Lookahead heuristic.
-func (r *Runtime) SetOracle(o Oracle) { r.oracle = o }
+func (r *Runtime) SetOracle(o Oracle) {
+	r.oracle = o
+	r.nnOn = r.keeps()
+	clear(r.nn)
+}
 
 // Stats returns the counters so far.
 func (r *Runtime) Stats() Stats {
@@ -528,7 +573,14 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 	o := op{cost: cost, args: r.alloc32(len(inputs)), results: r.alloc32(len(outs)), sizes: r.alloc64(len(outs))}
 	for i, t := range inputs {
 		o.args[i] = int32(t)
-		o.est += r.storages[r.tensors[t].st].size
+		st := &r.storages[r.tensors[t].st]
+		o.est += st.size
+		if st.refExt == 0 && !r.goneOff {
+			// a released storage is read again: it gains dependents, and
+			// markGone's counts no longer hold
+			r.goneOff = true
+			clear(r.gone)
+		}
 	}
 	for i, out := range outs {
 		t := int32(len(r.tensors))
@@ -625,6 +677,9 @@ func (r *Runtime) markFresh(results []int32, outs []Output) {
 		st.ecn, st.ecv = r.ufNew(0), 0
 		st.fresh, st.freshMerged = true, false
 		r.walk[s].evicted = true
+		if r.nnOn {
+			r.nnDropped(s)
+		}
 	}
 }
 
@@ -656,6 +711,9 @@ func (r *Runtime) Release(t TensorID) error {
 	}
 	s.refExt--
 	tt.refExt--
+	if s.refExt == 0 && !r.goneOff {
+		r.markGone(tt.st)
+	}
 	if s.refExt == 0 && s.material && r.v1Baseline {
 		// simrd's RuntimeV1 (used for the baseline) banishes a storage whose
 		// last reference goes even if it is pinned.
@@ -680,7 +738,14 @@ func (r *Runtime) Release(t TensorID) error {
 			if s.refInt != 0 {
 				return fmt.Errorf("dtr: release tensor %d: storage is locked by a running op", t)
 			}
-			if r.keeps() && r.neededByNow(tt.st) < math.MaxInt64 {
+			needed := r.keeps() && r.stillNeeded(tt.st)
+			if r.needRef != nil && r.keeps() && !r.needCapped {
+				r.needChecks++
+				if needed != r.needRef(tt.st) {
+					r.needMismatch++
+				}
+			}
+			if needed {
 				// a referenced evicted dependent needs it to be
 				// rematerialized: it stays a candidate (its next use is
 				// that dependent's) instead of lengthening that
@@ -725,7 +790,7 @@ func (r *Runtime) neededBy(s int32) int64 {
 	best := int64(math.MaxInt64)
 	for _, t := range r.storages[s].tensors {
 		for _, c := range r.tensors[t].children {
-			if cs := r.tensors[c].st; cs != s && r.dropped(cs) {
+			if cs := r.tensors[c].st; cs != s && r.dropped(cs) && !r.gone[cs] {
 				if best = min(best, r.need(cs)); best <= r.step {
 					return best // needed now: nothing is earlier
 				}
@@ -735,11 +800,121 @@ func (r *Runtime) neededBy(s int32) int64 {
 	return best
 }
 
-// neededByNow is neededBy outside a choice: residency may have changed
-// since the memo was filled.
-func (r *Runtime) neededByNow(s int32) int64 {
-	r.resetNeed()
-	return r.neededBy(s)
+// stillNeeded reports whether a rematerialization may still read s: whether
+// a storage that the program will read again (a next use by the oracle) is
+// reachable from s through dropped dependents. It answers neededBy(s) <
+// MaxInt64 for the current state without need's memo: the walk stops at
+// the first such storage instead of looking for the earliest use, and it
+// visits at most needWalk storages (beyond them, s counts as not needed,
+// as need's capped walks do).
+//
+// A walk that ends without finding one has shown that none of the storages
+// it visited is needed, and marks them so (nn): the next walk stops at
+// them. On a long run the dropped region (every storage freed so far)
+// grows with the trace, and without the marks each release would walk it
+// again, up to the cap. A mark stays true while its storage stays dropped
+// and no storage it reaches becomes needed: the program's next reads and
+// references of a dropped storage only go away, and nnDropped clears the
+// marks that a newly dropped storage may make false.
+func (r *Runtime) stillNeeded(s int32) bool {
+	m := r.newMark()
+	r.walk[s].mark = m
+	stack := append(r.stack[:0], s)
+	visit := r.nnVisit[:0]
+	left := needWalk
+	found := false
+	r.needCapped = false
+	for len(stack) > 0 && !found {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for ns, c := r.neighbours(x, kidsList); ; ns, c = r.chunk(c) {
+			for _, k := range ns {
+				w := &r.walk[k]
+				if w.mark == m || !w.evicted || w.banished || r.gone[k] || r.nn[k] {
+					continue
+				}
+				w.mark = m
+				if r.ownNeeded(k) {
+					found = true
+					break
+				}
+				if left--; left == 0 {
+					r.needCapped = true
+					r.stack, r.nnVisit = stack, visit
+					return false
+				}
+				stack = append(stack, k)
+				visit = append(visit, k)
+			}
+			if c < 0 || found {
+				break
+			}
+		}
+	}
+	if !found && r.nnOn {
+		for _, k := range visit {
+			r.nn[k] = true
+		}
+	}
+	r.stack, r.nnVisit = stack, visit
+	return found
+}
+
+// ownNeeded reports whether the program still references storage s and
+// will read it again.
+func (r *Runtime) ownNeeded(s int32) bool {
+	return r.storages[s].refExt > 0 && r.progNextUse(s) < math.MaxInt64
+}
+
+// nnDropped keeps stillNeeded's marks true when storage y has just become
+// dropped. If y is not needed by the program and each of its dropped, not
+// gone dependents is marked, y is marked too and no mark changes. Otherwise
+// y may be needed, and so may every dropped storage that reaches it: the
+// marks of y's dropped ancestors are cleared, up to the first unmarked ones
+// (a marked storage's dropped dependents are all marked, so an unmarked one
+// has no marked ancestor through it that needs clearing on y's account).
+// Each cleared mark was set by a walk's visit, which pays for the clearing.
+func (r *Runtime) nnDropped(y int32) {
+	r.nn[y] = false
+	if r.gone[y] {
+		return
+	}
+	if !r.ownNeeded(y) && r.nnKids(y) {
+		r.nn[y] = true
+		return
+	}
+	stack := append(r.nnVisit[:0], y)
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for ns, c := r.neighbours(x, parsList); ; ns, c = r.chunk(c) {
+			for _, p := range ns {
+				if r.nn[p] {
+					r.nn[p] = false
+					stack = append(stack, p)
+				}
+			}
+			if c < 0 {
+				break
+			}
+		}
+	}
+	r.nnVisit = stack
+}
+
+// nnKids reports whether every dropped, not gone dependent of storage y is
+// marked not needed.
+func (r *Runtime) nnKids(y int32) bool {
+	for ns, c := r.neighbours(y, kidsList); ; ns, c = r.chunk(c) {
+		for _, k := range ns {
+			if w := &r.walk[k]; w.evicted && !w.banished && !r.gone[k] && !r.nn[k] {
+				return false
+			}
+		}
+		if c < 0 {
+			return true
+		}
+	}
 }
 
 // dropped reports whether s is neither resident, swapped out nor banished:
@@ -798,7 +973,7 @@ func (r *Runtime) need(e int32) int64 {
 			}
 			cs := f.left[0]
 			f.left = f.left[1:]
-			if w := &r.walk[cs]; !w.evicted || w.banished {
+			if w := &r.walk[cs]; !w.evicted || w.banished || r.gone[cs] {
 				continue
 			}
 			switch r.needStamp[cs] {
@@ -826,6 +1001,67 @@ func (r *Runtime) need(e int32) int64 {
 		}
 	}
 	return r.needVal[e]
+}
+
+// markGone counts, for storage s whose last external reference has just
+// gone, its distinct dependent storages that are not gone, and marks s
+// gone when there are none; a storage marked gone lowers the count of each
+// released parent, which may be marked gone in turn. A storage without
+// external references gains no dependents (Compute sets goneOff if one is
+// read) and gets no references back, so gone is for good, and need's walks
+// skip the gone storages without changing a value: a gone storage and all
+// its dependents are needed by nobody. On a long run most of the dropped
+// region is gone (the early forward's evicted activations, released in
+// the backward pass), and need's per-release walks would otherwise cross
+// it again and again.
+func (r *Runtime) markGone(s int32) {
+	live := int32(0)
+	m := r.newMark()
+	for ns, c := r.neighbours(s, kidsList); ; ns, c = r.chunk(c) {
+		for _, k := range ns {
+			if w := &r.walk[k]; w.mark != m {
+				w.mark = m
+				if !r.gone[k] {
+					live++
+				}
+			}
+		}
+		if c < 0 {
+			break
+		}
+	}
+	r.storages[s].liveKids = live
+	if live > 0 {
+		return
+	}
+	stack := append(r.goneStack[:0], s)
+	r.gone[s] = true
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		m := r.newMark()
+		for ns, c := r.neighbours(x, parsList); ; ns, c = r.chunk(c) {
+			for _, p := range ns {
+				w := &r.walk[p]
+				if w.mark == m {
+					continue
+				}
+				w.mark = m
+				ps := &r.storages[p]
+				if ps.refExt != 0 || r.gone[p] {
+					continue // counted when its last reference goes
+				}
+				if ps.liveKids--; ps.liveKids == 0 {
+					r.gone[p] = true
+					stack = append(stack, p)
+				}
+			}
+			if c < 0 {
+				break
+			}
+		}
+	}
+	r.goneStack = stack
 }
 
 // resetNeed invalidates need's memo (two generations per state: on the
