@@ -255,6 +255,7 @@ model's, a RELEASE after each tensor's last reader), which 'sim sweep --dtr-log'
 		if err != nil {
 			return err
 		}
+		defer discard([]output{o})
 		if out == "-" {
 			if err := sim.Canceled(cmd.Context(), "sim convert"); err != nil {
 				return err
@@ -534,6 +535,7 @@ strategy's peak.`,
 			return err
 		}
 		var outs []output
+		defer func() { discard(outs) }()
 		if plot != "" {
 			o, err := PlotTimeline(rep, plot)
 			if err != nil {
@@ -648,6 +650,7 @@ replayed with 'sim report --graph'.`,
 		if err != nil {
 			return err
 		}
+		defer discard([]output{o2})
 		if out == "" {
 			if err := sim.Canceled(cmd.Context(), "sim plan"); err != nil {
 				return err
@@ -747,6 +750,7 @@ baseline compute, for each --heuristic; --parity follows the reference simulator
 			return err
 		}
 		var outs []output
+		defer func() { discard(outs) }()
 		if plot != "" {
 			o, err := PlotSweep(sw, plot)
 			if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -18,13 +19,17 @@ import (
 // fileMode is the mode of every regular file sim writes.
 const fileMode = 0o644
 
-// output is a file a command writes once all its work is done: outputs are
-// rendered into memory first, and written only when the run was not
-// interrupted, so an interrupted or failed run leaves no new or partial
-// file.
+// output is a file a command writes once all its work is done. A regular
+// (or new) file is rendered into a temporary file beside it, which commit
+// renames over it only when the run was not interrupted and discard
+// removes otherwise, so an interrupted or failed run leaves no new or
+// partial file, and an output the size of a million-op graph never sits in
+// memory. Standard output ("-" or "") and a device, FIFO or socket are
+// rendered into memory and written at commit.
 type output struct {
 	flag string // the flag or argument that named it, for errors
 	path string
+	tmp  string // the rendered temporary file ("": rendered into data)
 	data []byte
 }
 
@@ -59,27 +64,93 @@ func checkOutput(flag, path string, exts ...string) error {
 	return nil
 }
 
-// render runs write into memory, for an output.
+// render runs write for an output: into a temporary file beside a regular
+// or new file (a symbolic link is followed), into memory for standard
+// output or a file that is not regular.
 func render(flag, path string, write func(io.Writer) error) (output, error) {
+	o := output{flag: flag, path: path}
+	if path != "" && path != "-" {
+		target := path
+		if resolved, err := filepath.EvalSymlinks(path); err == nil {
+			target = resolved
+		}
+		if st, err := os.Stat(target); err != nil || st.Mode().IsRegular() {
+			tmp, err := renderFile(flag, target, write)
+			if err != nil {
+				return output{}, err
+			}
+			o.path, o.tmp = target, tmp
+			return o, nil
+		}
+	}
 	var b bytes.Buffer
 	if err := write(&b); err != nil {
 		return output{}, err
 	}
-	return output{flag: flag, path: path, data: b.Bytes()}, nil
+	o.data = b.Bytes()
+	return o, nil
 }
 
-// commit writes the outputs unless ctx is done (then it writes nothing and
-// returns the cancellation).
+// renderFile runs write into a new temporary file in path's directory,
+// mode fileMode, and returns its name; on failure it removes it. Errors of
+// the file (not of write) name the flag and the path.
+func renderFile(flag, path string, write func(io.Writer) error) (tmp string, err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return "", fmt.Errorf("%s %q: %w", flag, path, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			_ = os.Remove(f.Name())
+		}
+	}()
+	w := bufio.NewWriterSize(f, 256<<10)
+	if err := write(w); err != nil {
+		return "", err
+	}
+	if err := w.Flush(); err != nil {
+		return "", fmt.Errorf("%s %q: %w", flag, path, err)
+	}
+	if err := f.Chmod(fileMode); err != nil {
+		return "", fmt.Errorf("%s %q: %w", flag, path, err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("%s %q: %w", flag, path, err)
+	}
+	return f.Name(), nil
+}
+
+// commit writes the outputs unless ctx is done (then it writes nothing,
+// removes the rendered temporary files and returns the cancellation).
 func commit(ctx context.Context, outs ...output) error {
 	if err := sim.Canceled(ctx, "sim"); err != nil {
+		discard(outs)
 		return err
 	}
-	for _, o := range outs {
-		if err := writeOutput(o.path, o.data); err != nil {
+	for i, o := range outs {
+		var err error
+		if o.tmp != "" {
+			err = os.Rename(o.tmp, o.path)
+		} else {
+			err = writeOutput(o.path, o.data)
+		}
+		if err != nil {
+			discard(outs[i:])
 			return fmt.Errorf("%s %q: %w", o.flag, o.path, err)
 		}
 	}
 	return nil
+}
+
+// discard removes the outputs' temporary files that commit has not renamed
+// (a command defers it, for the paths that return before commit).
+func discard(outs []output) {
+	for _, o := range outs {
+		if o.tmp != "" {
+			_ = os.Remove(o.tmp)
+		}
+	}
 }
 
 // writeOutput writes data to path. A regular file (or a new one) is written

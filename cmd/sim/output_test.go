@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -114,4 +117,52 @@ func TestInterruptedRunWritesNothing(t *testing.T) {
 		assert.Equal(t, "sim: interrupted\n", errOut, "%v", args)
 	}
 	assert.Empty(t, dirEntries(t, dir))
+}
+
+// render writes a file output into a temporary file beside it; commit
+// renames it, and an interrupted commit, discard or a failed render leaves
+// nothing behind.
+func TestRenderStreamsToTempFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(s string) func(io.Writer) error {
+		return func(w io.Writer) error { _, err := io.WriteString(w, s); return err }
+	}
+	a, err := render("--plot", filepath.Join(dir, "a.svg"), write("A"))
+	require.NoError(t, err)
+	require.NotEmpty(t, a.tmp, "a file output is rendered on disk, not in memory")
+	assert.Nil(t, a.data)
+	b, err := render("--trace", filepath.Join(dir, "b.json"), write("B"))
+	require.NoError(t, err)
+	assert.Len(t, dirEntries(t, dir), 2, "two temporary files")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.Error(t, commit(ctx, a, b))
+	assert.Empty(t, dirEntries(t, dir), "an interrupted commit removes the temporary files")
+
+	a, err = render("--plot", filepath.Join(dir, "a.svg"), write("A"))
+	require.NoError(t, err)
+	discard([]output{a})
+	assert.Empty(t, dirEntries(t, dir), "discard removes what commit did not rename")
+
+	_, err = render("--plot", filepath.Join(dir, "a.svg"), func(w io.Writer) error {
+		_, _ = io.WriteString(w, strings.Repeat("x", 1<<20))
+		return errors.New("encoder failed")
+	})
+	require.ErrorContains(t, err, "encoder failed")
+	assert.Empty(t, dirEntries(t, dir), "a failed render leaves no temporary file")
+
+	a, err = render("--plot", filepath.Join(dir, "a.svg"), write("A"))
+	require.NoError(t, err)
+	require.NoError(t, commit(context.Background(), a))
+	discard([]output{a}) // after commit: nothing to remove, nothing removed
+	assert.Equal(t, []string{"a.svg"}, dirEntries(t, dir))
+	got, err := os.ReadFile(filepath.Join(dir, "a.svg"))
+	require.NoError(t, err)
+	assert.Equal(t, "A", string(got))
+
+	s, err := render("--out", "-", write("S"))
+	require.NoError(t, err)
+	assert.Empty(t, s.tmp)
+	assert.Equal(t, "S", string(s.data), "standard output is rendered into memory")
 }
