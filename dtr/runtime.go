@@ -134,7 +134,13 @@ type storage struct {
 	// RNG state, impure): never dropped, only swapped.
 	fixed       bool
 	pendingFree bool // unrecomputable, released, kept resident for dependents
-	kept        bool // released, kept resident for evicted dependents (KeepForRemat)
+	// witOff, witN, witEpoch (a storage kept by releaseFixed): the
+	// dependents its last walk or check found that keep it (witnesses, in
+	// the runtime's witArena; witN 0: none) and the runtime's travEpoch
+	// then
+	witOff, witN int32
+	witEpoch     uint64
+	kept         bool // released, kept resident for evicted dependents (KeepForRemat)
 	// liveKids (once refExt is 0, see markGone): the distinct dependent
 	// storages not yet gone
 	liveKids int32
@@ -208,6 +214,12 @@ type Runtime struct {
 	needChecks   int64
 	needMismatch int64
 	needCapped   bool
+	// fixedRef (tests) is compared with every decision of releaseFixed
+	// that its witnesses made without a walk from the storage
+	// (fixedChecks; disagreements in fixedMismatch).
+	fixedRef      func(s int32) bool
+	fixedChecks   int64
+	fixedMismatch int64
 
 	// evalBest: the best score of the choice in progress (+Inf: none);
 	// evaluate may stop summing a numerator that puts a candidate above it
@@ -271,6 +283,12 @@ type Runtime struct {
 	fragMode bool
 
 	pending []int32 // storages kept by releaseFixed
+	// witArena holds the witnesses of the storages kept by releaseFixed
+	// (witLive: how many entries are current); travEpoch counts the
+	// storages that stopped being traversable (see traversable)
+	witArena  []int32
+	witLive   int
+	travEpoch uint64
 
 	// burst: the number of the current free call; lbOn: its scores are
 	// monotone (see startBurst).
@@ -406,6 +424,7 @@ func (r *Runtime) recycle(cfg Config, host Host) error {
 		stack:     old.stack[:0],
 		scratch:   old.scratch[:0],
 		pending:   old.pending[:0],
+		witArena:  old.witArena[:0],
 		slab32:    old.slab32[:0],
 		slab64:    old.slab64[:0],
 		slabT:     old.slabT[:0],
@@ -453,6 +472,9 @@ func (r *Runtime) newStorage(s storage) int32 {
 // out (keeping its walk node's evicted flag in step).
 func (r *Runtime) setResidency(s int32, material, swapped bool) {
 	st := &r.storages[s]
+	if (material || swapped) && r.traversable(s) {
+		r.travEpoch++
+	}
 	st.material, st.swapped = material, swapped
 	w := &r.walk[s]
 	was := w.evicted
@@ -610,6 +632,9 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 			}
 		}
 		s.tensors = append(s.tensors, t)
+		if s.refExt == 0 && len(s.tensors) > 1 && r.traversable(r.tensors[t].st) {
+			r.travEpoch++ // a view of a released, evicted storage
+		}
 		s.refExt++
 		if !seen {
 			s.compute += cost
@@ -1140,6 +1165,9 @@ func (r *Runtime) fix(s int32) {
 	if st.fixed || st.pinned {
 		return
 	}
+	if r.traversable(s) {
+		r.travEpoch++
+	}
 	st.fixed = true
 	if !r.cfg.Swap {
 		r.makeUnevictable(s)
@@ -1154,7 +1182,30 @@ func (r *Runtime) fix(s int32) {
 // it is cheaper than pinning them); else they are marked unrecomputable and
 // s is freed. A storage kept is tried again after each top-level op. It
 // reports whether s was freed.
+//
+// The decision depends only on the set of storages the walk reaches, so a
+// storage kept remembers the dependents that kept it (its witnesses: the
+// resident ones reached, or the referenced evicted one) and a retry first
+// checks them (witnessesHold): a long backward pass keeps a storage for
+// hundreds of ops whose retries would otherwise each walk the whole chain
+// of freed gradients to the current one.
 func (r *Runtime) releaseFixed(s int32) bool {
+	st := &r.storages[s]
+	if st.refInt != 0 {
+		r.keepPending(s)
+		return false
+	}
+	if r.witnessesHold(s) {
+		if r.fixedRef != nil {
+			r.fixedChecks++
+			if !r.fixedRef(s) {
+				r.fixedMismatch++
+			}
+		}
+		r.keepPending(s)
+		return false
+	}
+	r.clearWitnesses(s)
 	g := r.newMark()
 	r.walk[s].mark = g
 	stack := append(r.stack[:0], s)
@@ -1176,9 +1227,12 @@ walk:
 				case cst.pinned || cst.fixed:
 				case cst.material || cst.swapped:
 					r.scratch = append(r.scratch, cs)
-					fixBytes += cst.size
+					if fixBytes += cst.size; fixBytes > st.size {
+						break walk // s stays: the rest of the walk cannot change that
+					}
 				case cst.refExt > 0:
 					keep = true // a referenced evicted dependent may need s
+					r.scratch = append(r.scratch[:base], cs)
 					break walk
 				default:
 					stack = append(stack, cs)
@@ -1190,14 +1244,10 @@ walk:
 		}
 	}
 	r.stack = stack[:0]
-	st := &r.storages[s]
-	if keep || fixBytes > st.size || st.refInt != 0 {
+	if keep || fixBytes > st.size {
+		r.setWitnesses(s, r.scratch[base:])
 		r.scratch = r.scratch[:base]
-		if !st.pendingFree {
-			st.pendingFree = true
-			r.pending = append(r.pending, s)
-			r.stats.FixedKept++
-		}
+		r.keepPending(s)
 		return false
 	}
 	for _, cs := range r.scratch[base:] {
@@ -1210,6 +1260,134 @@ walk:
 	return true
 }
 
+// traversable reports whether releaseFixed's walk goes on through storage
+// x: neither resident nor swapped out, unreferenced, not pinned, not
+// unrecomputable.
+func (r *Runtime) traversable(x int32) bool {
+	xs := &r.storages[x]
+	return !xs.material && !xs.swapped && xs.refExt == 0 && !xs.pinned && !xs.fixed
+}
+
+// keepPending keeps s resident, pending a retry of releaseFixed.
+func (r *Runtime) keepPending(s int32) {
+	if st := &r.storages[s]; !st.pendingFree {
+		st.pendingFree = true
+		r.pending = append(r.pending, s)
+		r.stats.FixedKept++
+	}
+}
+
+// clearWitnesses forgets the witnesses of s.
+func (r *Runtime) clearWitnesses(s int32) {
+	st := &r.storages[s]
+	r.witLive -= int(st.witN)
+	st.witN = 0
+}
+
+// setWitnesses records w as the witnesses that keep s, at the current
+// travEpoch. The arena is compacted when most of it is stale.
+func (r *Runtime) setWitnesses(s int32, w []int32) {
+	r.clearWitnesses(s)
+	st := &r.storages[s]
+	if len(r.witArena) > 4096 && len(r.witArena) > 4*(r.witLive+len(w)) {
+		arena := make([]int32, 0, 2*(r.witLive+len(w)))
+		for _, p := range r.pending {
+			ps := &r.storages[p]
+			if p == s || ps.witN == 0 {
+				continue
+			}
+			off := int32(len(arena))
+			arena = append(arena, r.witArena[ps.witOff:ps.witOff+ps.witN]...)
+			ps.witOff = off
+		}
+		r.witArena = arena
+	}
+	st.witOff = int32(len(r.witArena))
+	r.witArena = append(r.witArena, w...)
+	st.witN = int32(len(w))
+	st.witEpoch = r.travEpoch
+	r.witLive += len(w)
+}
+
+// witnessesHold reports whether pending storage s is still kept, judged
+// from its witnesses without walking from s again. While no traversable
+// storage has stopped being traversable (travEpoch unchanged), every
+// witness is still reached from s, by the walk's path or through witnesses
+// that have become traversable since. A witness still resident (not pinned
+// or unrecomputable) counts its bytes, one still referenced and evicted
+// keeps s; one now traversable is walked on from, for new witnesses, until
+// they keep s. If they do not, or the epoch has moved, the caller walks from
+// s: only that walk frees s.
+func (r *Runtime) witnessesHold(s int32) bool {
+	st := &r.storages[s]
+	if st.witN == 0 || st.witEpoch != r.travEpoch {
+		return false
+	}
+	g := r.newMark()
+	r.walk[s].mark = g
+	base := len(r.scratch)
+	stack := r.stack[:0]
+	var bytes int64
+	keep := false
+	for _, x := range r.witArena[st.witOff : st.witOff+st.witN] {
+		r.walk[x].mark = g
+		xs := &r.storages[x]
+		switch {
+		case xs.pinned || xs.fixed:
+		case xs.material || xs.swapped:
+			r.scratch = append(r.scratch, x)
+			bytes += xs.size
+		case xs.refExt > 0:
+			keep = true
+			r.scratch = append(r.scratch[:base], x)
+		default:
+			stack = append(stack, x)
+		}
+		if keep {
+			break
+		}
+	}
+	resumed := len(stack) > 0
+walk:
+	for len(stack) > 0 && !keep && bytes <= st.size {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for ns, c := r.neighbours(x, kidsList); ; ns, c = r.chunk(c) {
+			for _, cs := range ns {
+				if r.walk[cs].mark == g {
+					continue
+				}
+				r.walk[cs].mark = g
+				cst := &r.storages[cs]
+				switch {
+				case cst.pinned || cst.fixed:
+				case cst.material || cst.swapped:
+					r.scratch = append(r.scratch, cs)
+					if bytes += cst.size; bytes > st.size {
+						break walk
+					}
+				case cst.refExt > 0:
+					keep = true
+					r.scratch = append(r.scratch[:base], cs)
+					break walk
+				default:
+					stack = append(stack, cs)
+				}
+			}
+			if c < 0 {
+				break
+			}
+		}
+	}
+	r.stack = stack[:0]
+	held := keep || bytes > st.size
+	if held && (resumed || len(r.scratch)-base != int(st.witN)) {
+		r.setWitnesses(s, r.scratch[base:])
+	}
+	r.scratch = r.scratch[:base]
+	return held
+}
+
 // retryPending tries again to free the unrecomputable storages kept by
 // releaseFixed.
 func (r *Runtime) retryPending() {
@@ -1218,6 +1396,7 @@ func (r *Runtime) retryPending() {
 		st := &r.storages[s]
 		if !st.material || st.pinned || st.refExt > 0 {
 			st.pendingFree = false
+			r.clearWitnesses(s)
 			continue
 		}
 		if !r.releaseFixed(s) {

@@ -1,0 +1,139 @@
+package dtr
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/remat-dev/remat/graph/models"
+	"github.com/remat-dev/remat/sim"
+	"github.com/remat-dev/remat/sim/alloc"
+)
+
+// fixedKeeps is releaseFixed's decision by a plain walk, without side
+// effects: whether the storages reached from s through traversable ones
+// include a referenced evicted one or resident ones of more bytes than s.
+func (r *Runtime) fixedKeeps(s int32) bool {
+	seen := map[int32]bool{s: true}
+	stack := []int32{s}
+	var bytes int64
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, t := range r.storages[x].tensors {
+			for _, c := range r.tensors[t].children {
+				k := r.tensors[c].st
+				if seen[k] {
+					continue
+				}
+				seen[k] = true
+				ks := &r.storages[k]
+				switch {
+				case ks.pinned || ks.fixed:
+				case ks.material || ks.swapped:
+					bytes += ks.size
+				case ks.refExt > 0:
+					return true
+				default:
+					stack = append(stack, k)
+				}
+			}
+		}
+	}
+	return bytes > r.storages[s].size
+}
+
+// fixedProgram drives rt with a random program whose ops are often
+// unrecomputable (ForbidRemat), with views and releases in random order.
+func fixedProgram(rt *Runtime, rng *rand.Rand, n int) error {
+	var live []TensorID
+	for i := 0; i < 3; i++ {
+		c, err := rt.Constant(int64(1 + rng.IntN(1000)))
+		if err != nil {
+			return err
+		}
+		live = append(live, c)
+	}
+	for i := 0; i < n; i++ {
+		k := 1 + rng.IntN(3)
+		ins := make([]TensorID, 0, k)
+		for j := 0; j < k && len(live) > 0; j++ {
+			ins = append(ins, live[len(live)-1-rng.IntN(min(len(live), 10))])
+		}
+		outs := []Output{{Bytes: int64(1 + rng.IntN(5000)), AliasOf: -1}}
+		if rng.IntN(10) == 0 {
+			outs = append(outs, Output{AliasOf: rng.IntN(len(ins))})
+		}
+		op, res, err := rt.Compute(ins, int64(1+rng.IntN(1000)), outs)
+		if err != nil {
+			return err
+		}
+		if rng.IntN(4) == 0 {
+			if err := rt.ForbidRemat(op); err != nil {
+				return err
+			}
+		}
+		live = append(live, res...)
+		for len(live) > 40 || (len(live) > 3 && rng.IntN(2) == 0) {
+			j := 3 + rng.IntN(len(live)-3)
+			if err := rt.Release(live[j]); err != nil {
+				return err
+			}
+			live = append(live[:j], live[j+1:]...)
+		}
+	}
+	return nil
+}
+
+// TestFixedWitnessesMatchWalk: every time a storage kept by releaseFixed
+// stays kept on its witnesses alone, the plain walk keeps it too. On random
+// programs with unrecomputable ops, and on GPT (dropouts without saved RNG
+// state) under DTR at several budgets.
+func TestFixedWitnessesMatchWalk(t *testing.T) {
+	var checks, kept int64
+	for seed := uint64(1); seed <= 40; seed++ {
+		cfg := DefaultConfig()
+		cfg.EvicteeMinSize = 0
+		cfg.Budget = 60_000 + int64(seed%8)*15_000
+		rt, err := New(cfg, nil)
+		require.NoError(t, err)
+		rt.fixedRef = rt.fixedKeeps
+		err = fixedProgram(rt, rand.New(rand.NewPCG(seed, 11)), 600)
+		if err != nil {
+			require.ErrorIs(t, err, sim.ErrOutOfMemory)
+		}
+		require.Zero(t, rt.fixedMismatch, "seed %d", seed)
+		checks += rt.fixedChecks
+		kept += rt.Stats().FixedKept
+	}
+	g, err := models.Build("gpt", models.Options{Depth: 6, Batch: 1, Seq: 32})
+	require.NoError(t, err)
+	base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
+	require.NoError(t, err)
+	for _, ratio := range []float64{0.6, 0.75, 0.9, 1} {
+		budget := int64(float64(base.PeakAllocated) * ratio)
+		m, err := sim.NewMachine(g, sim.Options{Allocator: alloc.NewIdeal(budget), Capacity: -1})
+		require.NoError(t, err)
+		cfg := DefaultConfig()
+		cfg.Budget = budget
+		cfg.KeepForRemat = true
+		h := &SimHost{M: m}
+		rt, err := New(cfg, h)
+		require.NoError(t, err)
+		rt.fixedRef = rt.fixedKeeps
+		h.d = newDriver(g, rt)
+		_, err = drive(context.Background(), h.d, m.OpTime)
+		name := fmt.Sprintf("gpt ratio %.2f", ratio)
+		if err != nil {
+			require.ErrorIs(t, err, sim.ErrOutOfMemory, name)
+		}
+		require.Zero(t, rt.fixedMismatch, name)
+		checks += rt.fixedChecks
+		kept += rt.Stats().FixedKept
+	}
+	t.Logf("%d storages kept, %d retries decided by their witnesses", kept, checks)
+	require.Greater(t, checks, int64(1000))
+}
