@@ -46,6 +46,34 @@ func (r *Runtime) fixedKeeps(s int32) bool {
 	return bytes > r.storages[s].size
 }
 
+// gptRatios are the budgets, as ratios of the no-recompute peak, that
+// gptUnderDTR runs at.
+var gptRatios = []float64{0.6, 0.75, 0.9, 1}
+
+// gptUnderDTR runs a small GPT (its dropouts unrecomputable) under DTR
+// with KeepForRemat at ratio of its no-recompute peak, the ideal
+// allocator, after setup has set the runtime's test hooks.
+func gptUnderDTR(t *testing.T, ratio float64, setup func(*Runtime)) (*Runtime, *sim.Result, error) {
+	t.Helper()
+	g, err := models.Build("gpt", models.Options{Depth: 6, Batch: 1, Seq: 32})
+	require.NoError(t, err)
+	base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
+	require.NoError(t, err)
+	budget := int64(float64(base.PeakAllocated) * ratio)
+	m, err := sim.NewMachine(g, sim.Options{Allocator: alloc.NewIdeal(budget), Capacity: -1})
+	require.NoError(t, err)
+	cfg := DefaultConfig()
+	cfg.Budget = budget
+	cfg.KeepForRemat = true
+	h := &SimHost{M: m}
+	rt, err := New(cfg, h)
+	require.NoError(t, err)
+	setup(rt)
+	h.d = newDriver(g, rt)
+	_, err = drive(context.Background(), h.d, m.OpTime)
+	return rt, m.Result(), err
+}
+
 // fixedProgram drives rt with a random program whose ops are often
 // unrecomputable (ForbidRemat), with views and releases in random order.
 func fixedProgram(rt *Runtime, rng *rand.Rand, n int) error {
@@ -109,23 +137,8 @@ func TestFixedWitnessesMatchWalk(t *testing.T) {
 		checks += rt.fixedChecks
 		kept += rt.Stats().FixedKept
 	}
-	g, err := models.Build("gpt", models.Options{Depth: 6, Batch: 1, Seq: 32})
-	require.NoError(t, err)
-	base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
-	require.NoError(t, err)
-	for _, ratio := range []float64{0.6, 0.75, 0.9, 1} {
-		budget := int64(float64(base.PeakAllocated) * ratio)
-		m, err := sim.NewMachine(g, sim.Options{Allocator: alloc.NewIdeal(budget), Capacity: -1})
-		require.NoError(t, err)
-		cfg := DefaultConfig()
-		cfg.Budget = budget
-		cfg.KeepForRemat = true
-		h := &SimHost{M: m}
-		rt, err := New(cfg, h)
-		require.NoError(t, err)
-		rt.fixedRef = rt.fixedKeeps
-		h.d = newDriver(g, rt)
-		_, err = drive(context.Background(), h.d, m.OpTime)
+	for _, ratio := range gptRatios {
+		rt, _, err := gptUnderDTR(t, ratio, func(rt *Runtime) { rt.fixedRef = rt.fixedKeeps })
 		name := fmt.Sprintf("gpt ratio %.2f", ratio)
 		if err != nil {
 			require.ErrorIs(t, err, sim.ErrOutOfMemory, name)
@@ -136,4 +149,44 @@ func TestFixedWitnessesMatchWalk(t *testing.T) {
 	}
 	t.Logf("%d storages kept, %d retries decided by their witnesses", kept, checks)
 	require.Greater(t, checks, int64(1000))
+}
+
+// TestDirtyRetriesMatchFullRetries: retryPending, which retries only the
+// pending storages whose witnesses changed (or all when travEpoch moved),
+// gives the runs that retrying every pending storage after every op gives:
+// the same counters, clock and memory, on random programs with
+// unrecomputable ops and on GPT under DTR at several budgets.
+func TestDirtyRetriesMatchFullRetries(t *testing.T) {
+	var kept int64
+	for seed := uint64(1); seed <= 40; seed++ {
+		var st [2]Stats
+		var errs [2]error
+		for i, all := range []bool{false, true} {
+			cfg := DefaultConfig()
+			cfg.EvicteeMinSize = 0
+			cfg.Budget = 60_000 + int64(seed%8)*15_000
+			rt, err := New(cfg, nil)
+			require.NoError(t, err)
+			rt.retryAll = all
+			errs[i] = fixedProgram(rt, rand.New(rand.NewPCG(seed, 11)), 600)
+			st[i] = rt.Stats()
+		}
+		require.Equal(t, errs[1] == nil, errs[0] == nil, "seed %d", seed)
+		require.Equal(t, st[1], st[0], "seed %d", seed)
+		kept += st[0].FixedKept
+	}
+	for _, ratio := range gptRatios {
+		var st [2]Stats
+		var res [2]*sim.Result
+		for i, all := range []bool{false, true} {
+			rt, r, _ := gptUnderDTR(t, ratio, func(rt *Runtime) { rt.retryAll = all })
+			st[i], res[i] = rt.Stats(), r
+		}
+		name := fmt.Sprintf("gpt ratio %.2f", ratio)
+		require.Equal(t, st[1], st[0], name)
+		require.Equal(t, res[1].PeakAllocated, res[0].PeakAllocated, name)
+		require.Equal(t, res[1].TotalNs, res[0].TotalNs, name)
+		kept += st[0].FixedKept
+	}
+	require.Positive(t, kept)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 
 	"github.com/remat-dev/remat/sim"
@@ -140,7 +141,12 @@ type storage struct {
 	// then
 	witOff, witN int32
 	witEpoch     uint64
-	kept         bool // released, kept resident for evicted dependents (KeepForRemat)
+	// witGen numbers the storage's witness sets (watch entries of older
+	// ones are stale); pendPos is its index in the runtime's pending list
+	// while pendingFree
+	witGen  uint32
+	pendPos int32
+	kept    bool // released, kept resident for evicted dependents (KeepForRemat)
 	// liveKids (once refExt is 0, see markGone): the distinct dependent
 	// storages not yet gone
 	liveKids int32
@@ -220,6 +226,8 @@ type Runtime struct {
 	fixedRef      func(s int32) bool
 	fixedChecks   int64
 	fixedMismatch int64
+	// retryAll (tests) makes retryPending retry every pending storage.
+	retryAll bool
 
 	// evalBest: the best score of the choice in progress (+Inf: none);
 	// evaluate may stop summing a numerator that puts a candidate above it
@@ -289,6 +297,16 @@ type Runtime struct {
 	witArena  []int32
 	witLive   int
 	travEpoch uint64
+	// watchHead[x] heads the list (in watchArena) of the pending storages
+	// that x is a witness of; dirty has a bit per pending list position:
+	// retry it at the next retryPending. pendHoles counts the pending
+	// list's removed entries (-1); retryEpoch is travEpoch at the last
+	// retry.
+	watchHead  []int32
+	watchArena []watchEntry
+	dirty      []uint64
+	pendHoles  int
+	retryEpoch uint64
 
 	// burst: the number of the current free call; lbOn: its scores are
 	// monotone (see startBurst).
@@ -404,35 +422,38 @@ func (r *Runtime) recycle(cfg Config, host Host) error {
 	}
 	old := *r
 	*r = Runtime{
-		ops:       old.ops[:0],
-		tensors:   old.tensors[:0],
-		storages:  old.storages[:0],
-		pool:      old.pool[:0],
-		ufParent:  old.ufParent[:0],
-		ufValue:   old.ufValue[:0],
-		ufLive:    old.ufLive[:0],
-		ufMark:    old.ufMark[:0],
-		walk:      old.walk[:0],
-		edges:     old.edges[:0],
-		needStamp: old.needStamp,
-		needVal:   old.needVal,
-		needStack: old.needStack[:0],
-		gone:      old.gone[:0],
-		goneStack: old.goneStack[:0],
-		nn:        old.nn[:0],
-		nnVisit:   old.nnVisit[:0],
-		stack:     old.stack[:0],
-		scratch:   old.scratch[:0],
-		pending:   old.pending[:0],
-		witArena:  old.witArena[:0],
-		slab32:    old.slab32[:0],
-		slab64:    old.slab64[:0],
-		slabT:     old.slabT[:0],
-		idx:       old.idx,
-		inc:       old.inc[:0],
-		incTmp:    old.incTmp[:0],
-		incMark:   old.incMark[:0],
-		incGen:    old.incGen,
+		ops:        old.ops[:0],
+		tensors:    old.tensors[:0],
+		storages:   old.storages[:0],
+		pool:       old.pool[:0],
+		ufParent:   old.ufParent[:0],
+		ufValue:    old.ufValue[:0],
+		ufLive:     old.ufLive[:0],
+		ufMark:     old.ufMark[:0],
+		walk:       old.walk[:0],
+		edges:      old.edges[:0],
+		needStamp:  old.needStamp,
+		needVal:    old.needVal,
+		needStack:  old.needStack[:0],
+		gone:       old.gone[:0],
+		goneStack:  old.goneStack[:0],
+		nn:         old.nn[:0],
+		nnVisit:    old.nnVisit[:0],
+		stack:      old.stack[:0],
+		scratch:    old.scratch[:0],
+		pending:    old.pending[:0],
+		witArena:   old.witArena[:0],
+		watchHead:  old.watchHead[:0],
+		watchArena: old.watchArena[:0],
+		dirty:      old.dirty[:0],
+		slab32:     old.slab32[:0],
+		slab64:     old.slab64[:0],
+		slabT:      old.slabT[:0],
+		idx:        old.idx,
+		inc:        old.inc[:0],
+		incTmp:     old.incTmp[:0],
+		incMark:    old.incMark[:0],
+		incGen:     old.incGen,
 	}
 	clear(r.needStamp)
 	r.init(cfg, host)
@@ -462,6 +483,7 @@ func (r *Runtime) newStorage(s storage) int32 {
 	r.walk = append(r.walk, newWalkNode())
 	r.gone = append(r.gone, false)
 	r.nn = append(r.nn, false)
+	r.watchHead = append(r.watchHead, -1)
 	if r.incOn {
 		r.incNew()
 	}
@@ -474,6 +496,12 @@ func (r *Runtime) setResidency(s int32, material, swapped bool) {
 	st := &r.storages[s]
 	if (material || swapped) && r.traversable(s) {
 		r.travEpoch++
+	}
+	if r.watchHead[s] >= 0 {
+		r.notify(s)
+	}
+	if st.pendingFree {
+		r.markDirty(s)
 	}
 	st.material, st.swapped = material, swapped
 	w := &r.walk[s]
@@ -632,8 +660,16 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 			}
 		}
 		s.tensors = append(s.tensors, t)
-		if s.refExt == 0 && len(s.tensors) > 1 && r.traversable(r.tensors[t].st) {
-			r.travEpoch++ // a view of a released, evicted storage
+		if s.refExt == 0 && len(s.tensors) > 1 {
+			if r.traversable(r.tensors[t].st) {
+				r.travEpoch++ // a view of a released, evicted storage
+			}
+			if r.watchHead[r.tensors[t].st] >= 0 {
+				r.notify(r.tensors[t].st)
+			}
+			if s.pendingFree {
+				r.markDirty(r.tensors[t].st)
+			}
 		}
 		s.refExt++
 		if !seen {
@@ -736,6 +772,9 @@ func (r *Runtime) Release(t TensorID) error {
 	}
 	s.refExt--
 	tt.refExt--
+	if s.refExt == 0 && r.watchHead[tt.st] >= 0 {
+		r.notify(tt.st)
+	}
 	if s.refExt == 0 && !r.goneOff {
 		r.markGone(tt.st)
 	}
@@ -1136,6 +1175,12 @@ func (r *Runtime) Pin(t TensorID) error {
 		return nil
 	}
 	r.lock(tt.st)
+	if r.watchHead[tt.st] >= 0 {
+		r.notify(tt.st)
+	}
+	if s.pendingFree {
+		r.markDirty(tt.st)
+	}
 	s.pinned = true
 	return nil
 }
@@ -1167,6 +1212,9 @@ func (r *Runtime) fix(s int32) {
 	}
 	if r.traversable(s) {
 		r.travEpoch++
+	}
+	if r.watchHead[s] >= 0 {
+		r.notify(s)
 	}
 	st.fixed = true
 	if !r.cfg.Swap {
@@ -1254,7 +1302,9 @@ walk:
 		r.fix(cs)
 	}
 	r.scratch = r.scratch[:base]
-	st.pendingFree = false
+	if st.pendingFree {
+		r.unpend(s)
+	}
 	r.evict(s, false)
 	r.stats.EagerFrees++
 	return true
@@ -1268,13 +1318,59 @@ func (r *Runtime) traversable(x int32) bool {
 	return !xs.material && !xs.swapped && xs.refExt == 0 && !xs.pinned && !xs.fixed
 }
 
-// keepPending keeps s resident, pending a retry of releaseFixed.
+// keepPending keeps s resident, pending a retry of releaseFixed. Unless
+// witnesses of the current travEpoch keep it (a change to one of them
+// marks it dirty, see notify), it is retried at the next retryPending.
 func (r *Runtime) keepPending(s int32) {
-	if st := &r.storages[s]; !st.pendingFree {
+	st := &r.storages[s]
+	if !st.pendingFree {
 		st.pendingFree = true
+		st.pendPos = int32(len(r.pending))
 		r.pending = append(r.pending, s)
+		for len(r.dirty) < (len(r.pending)+63)>>6 {
+			r.dirty = append(r.dirty, 0)
+		}
 		r.stats.FixedKept++
 	}
+	if st.refInt != 0 || st.witN == 0 || st.witEpoch != r.travEpoch {
+		r.dirty[st.pendPos>>6] |= 1 << (st.pendPos & 63)
+	}
+}
+
+// markDirty has pending storage s retried at the next retryPending.
+func (r *Runtime) markDirty(s int32) {
+	p := r.storages[s].pendPos
+	r.dirty[p>>6] |= 1 << (p & 63)
+}
+
+// unpend takes s, no longer pending, off the pending list.
+func (r *Runtime) unpend(s int32) {
+	st := &r.storages[s]
+	st.pendingFree = false
+	r.clearWitnesses(s)
+	r.dirty[st.pendPos>>6] &^= 1 << (st.pendPos & 63)
+	r.pending[st.pendPos] = -1
+	st.pendPos = -1
+	r.pendHoles++
+}
+
+// watchEntry lists pending storage s (its witness set gen) on the watch
+// list of its witness x.
+type watchEntry struct {
+	x, s, next int32
+	gen        uint32
+}
+
+// notify marks dirty the pending storages whose current witnesses include
+// x, whose state is about to change, and empties x's watch list.
+func (r *Runtime) notify(x int32) {
+	for e := r.watchHead[x]; e >= 0; e = r.watchArena[e].next {
+		we := &r.watchArena[e]
+		if st := &r.storages[we.s]; st.pendingFree && st.witGen == we.gen {
+			r.markDirty(we.s)
+		}
+	}
+	r.watchHead[x] = -1
 }
 
 // clearWitnesses forgets the witnesses of s.
@@ -1290,15 +1386,24 @@ func (r *Runtime) setWitnesses(s int32, w []int32) {
 	r.clearWitnesses(s)
 	st := &r.storages[s]
 	if len(r.witArena) > 4096 && len(r.witArena) > 4*(r.witLive+len(w)) {
+		// compact both arenas to the current witness sets
+		for _, e := range r.watchArena {
+			r.watchHead[e.x] = -1
+		}
+		r.watchArena = r.watchArena[:0]
 		arena := make([]int32, 0, 2*(r.witLive+len(w)))
 		for _, p := range r.pending {
+			if p < 0 || p == s {
+				continue
+			}
 			ps := &r.storages[p]
-			if p == s || ps.witN == 0 {
+			if ps.witN == 0 {
 				continue
 			}
 			off := int32(len(arena))
 			arena = append(arena, r.witArena[ps.witOff:ps.witOff+ps.witN]...)
 			ps.witOff = off
+			r.watch(p, arena[off:])
 		}
 		r.witArena = arena
 	}
@@ -1306,7 +1411,18 @@ func (r *Runtime) setWitnesses(s int32, w []int32) {
 	r.witArena = append(r.witArena, w...)
 	st.witN = int32(len(w))
 	st.witEpoch = r.travEpoch
+	st.witGen++
 	r.witLive += len(w)
+	r.watch(s, w)
+}
+
+// watch puts s (its current witness set) on the watch lists of w.
+func (r *Runtime) watch(s int32, w []int32) {
+	gen := r.storages[s].witGen
+	for _, x := range w {
+		r.watchArena = append(r.watchArena, watchEntry{x: x, s: s, next: r.watchHead[x], gen: gen})
+		r.watchHead[x] = int32(len(r.watchArena) - 1)
+	}
 }
 
 // witnessesHold reports whether pending storage s is still kept, judged
@@ -1347,7 +1463,6 @@ func (r *Runtime) witnessesHold(s int32) bool {
 			break
 		}
 	}
-	resumed := len(stack) > 0
 walk:
 	for len(stack) > 0 && !keep && bytes <= st.size {
 		x := stack[len(stack)-1]
@@ -1381,7 +1496,9 @@ walk:
 	}
 	r.stack = stack[:0]
 	held := keep || bytes > st.size
-	if held && (resumed || len(r.scratch)-base != int(st.witN)) {
+	if held {
+		// a retry comes after a change to a witness, whose watch list
+		// that emptied: register the witnesses again
 		r.setWitnesses(s, r.scratch[base:])
 	}
 	r.scratch = r.scratch[:base]
@@ -1389,22 +1506,68 @@ walk:
 }
 
 // retryPending tries again to free the unrecomputable storages kept by
-// releaseFixed.
+// releaseFixed, in the order they were kept, as if each were retried:
+// a storage whose witnesses of the current travEpoch are unchanged since
+// they kept it would be kept again, and is skipped. The others are marked
+// dirty (keepPending, notify; all of them when travEpoch has moved), and
+// one marked dirty during the pass is retried in it if it comes later in
+// the order, at the next pass otherwise, as a full pass would.
 func (r *Runtime) retryPending() {
-	j := 0
-	for _, s := range r.pending {
-		st := &r.storages[s]
-		if !st.material || st.pinned || st.refExt > 0 {
-			st.pendingFree = false
-			r.clearWitnesses(s)
-			continue
-		}
-		if !r.releaseFixed(s) {
-			r.pending[j] = s
-			j++
+	if r.pendHoles > 64 && 2*r.pendHoles > len(r.pending) {
+		r.compactPending()
+	}
+	if r.travEpoch != r.retryEpoch || r.retryAll {
+		r.retryEpoch = r.travEpoch
+		for i, s := range r.pending {
+			if s >= 0 {
+				r.dirty[i>>6] |= 1 << (i & 63)
+			}
 		}
 	}
+	for w := range r.dirty {
+		var done uint64 // the bits of this word passed already
+		for {
+			word := r.dirty[w] &^ done
+			if word == 0 {
+				break
+			}
+			b := uint(bits.TrailingZeros64(word))
+			done |= 2<<b - 1
+			r.dirty[w] &^= 1 << b
+			s := r.pending[w<<6|int(b)]
+			if s < 0 {
+				continue
+			}
+			st := &r.storages[s]
+			if !st.material || st.pinned || st.refExt > 0 {
+				r.unpend(s)
+				continue
+			}
+			r.releaseFixed(s)
+		}
+	}
+}
+
+// compactPending drops the removed entries of the pending list (its
+// order kept) and moves the dirty bits with the entries.
+func (r *Runtime) compactPending() {
+	j := 0
+	for i, s := range r.pending {
+		if s < 0 {
+			continue
+		}
+		d := r.dirty[i>>6]>>(i&63)&1 != 0
+		r.dirty[i>>6] &^= 1 << (i & 63)
+		if d {
+			r.dirty[j>>6] |= 1 << (j & 63)
+		}
+		r.pending[j] = s
+		r.storages[s].pendPos = int32(j)
+		j++
+	}
 	r.pending = r.pending[:j]
+	r.dirty = r.dirty[:(j+63)>>6]
+	r.pendHoles = 0
 }
 
 // --- pool ---
