@@ -1256,14 +1256,13 @@ func (r *Runtime) releaseFixed(s int32) bool {
 	r.clearWitnesses(s)
 	g := r.newMark()
 	r.walk[s].mark = g
-	stack := append(r.stack[:0], s)
+	queue := append(r.stack[:0], s)
 	base := len(r.scratch)
 	var fixBytes int64
 	keep := false
 walk:
-	for len(stack) > 0 {
-		x := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
+	for head := 0; head < len(queue); head++ {
+		x := queue[head]
 		for ns, c := r.neighbours(x, kidsList); ; ns, c = r.chunk(c) {
 			for _, cs := range ns {
 				if r.walk[cs].mark == g {
@@ -1283,7 +1282,7 @@ walk:
 					r.scratch = append(r.scratch[:base], cs)
 					break walk
 				default:
-					stack = append(stack, cs)
+					queue = append(queue, cs)
 				}
 			}
 			if c < 0 {
@@ -1291,7 +1290,7 @@ walk:
 			}
 		}
 	}
-	r.stack = stack[:0]
+	r.stack = queue[:0]
 	if keep || fixBytes > st.size {
 		r.setWitnesses(s, r.scratch[base:])
 		r.scratch = r.scratch[:base]
@@ -1464,9 +1463,8 @@ func (r *Runtime) witnessesHold(s int32) bool {
 		}
 	}
 walk:
-	for len(stack) > 0 && !keep && bytes <= st.size {
-		x := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
+	for head := 0; head < len(stack) && !keep && bytes <= st.size; head++ {
+		x := stack[head]
 		for ns, c := r.neighbours(x, kidsList); ; ns, c = r.chunk(c) {
 			for _, cs := range ns {
 				if r.walk[cs].mark == g {
