@@ -297,6 +297,10 @@ type Runtime struct {
 	witArena  []int32
 	witLive   int
 	travEpoch uint64
+	// trav[x] is travEpoch+1 when a walk of releaseFixed (or a check of
+	// witnesses) went through x at that count: only then can a witness of
+	// the current count depend on x staying traversable (see leave)
+	trav []uint64
 	// watchHead[x] heads the list (in watchArena) of the pending storages
 	// that x is a witness of; dirty has a bit per pending list position:
 	// retry it at the next retryPending. pendHoles counts the pending
@@ -443,6 +447,7 @@ func (r *Runtime) recycle(cfg Config, host Host) error {
 		scratch:    old.scratch[:0],
 		pending:    old.pending[:0],
 		witArena:   old.witArena[:0],
+		trav:       old.trav[:0],
 		watchHead:  old.watchHead[:0],
 		watchArena: old.watchArena[:0],
 		dirty:      old.dirty[:0],
@@ -484,6 +489,7 @@ func (r *Runtime) newStorage(s storage) int32 {
 	r.gone = append(r.gone, false)
 	r.nn = append(r.nn, false)
 	r.watchHead = append(r.watchHead, -1)
+	r.trav = append(r.trav, 0)
 	if r.incOn {
 		r.incNew()
 	}
@@ -495,7 +501,7 @@ func (r *Runtime) newStorage(s storage) int32 {
 func (r *Runtime) setResidency(s int32, material, swapped bool) {
 	st := &r.storages[s]
 	if (material || swapped) && r.traversable(s) {
-		r.travEpoch++
+		r.leave(s)
 	}
 	if r.watchHead[s] >= 0 {
 		r.notify(s)
@@ -662,7 +668,7 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 		s.tensors = append(s.tensors, t)
 		if s.refExt == 0 && len(s.tensors) > 1 {
 			if r.traversable(r.tensors[t].st) {
-				r.travEpoch++ // a view of a released, evicted storage
+				r.leave(r.tensors[t].st) // a view of a released, evicted storage
 			}
 			if r.watchHead[r.tensors[t].st] >= 0 {
 				r.notify(r.tensors[t].st)
@@ -1211,7 +1217,7 @@ func (r *Runtime) fix(s int32) {
 		return
 	}
 	if r.traversable(s) {
-		r.travEpoch++
+		r.leave(s)
 	}
 	if r.watchHead[s] >= 0 {
 		r.notify(s)
@@ -1283,6 +1289,7 @@ walk:
 					break walk
 				default:
 					queue = append(queue, cs)
+					r.trav[cs] = r.travEpoch + 1
 				}
 			}
 			if c < 0 {
@@ -1315,6 +1322,17 @@ walk:
 func (r *Runtime) traversable(x int32) bool {
 	xs := &r.storages[x]
 	return !xs.material && !xs.swapped && xs.refExt == 0 && !xs.pinned && !xs.fixed
+}
+
+// leave records that traversable storage x is about to stop being
+// traversable. The witnesses recorded since travEpoch last moved were
+// found by walks through traversable storages; only if x was one of them
+// may one of those witnesses no longer be reached, and travEpoch moves
+// (voiding them all). Witnesses of earlier counts are void already.
+func (r *Runtime) leave(x int32) {
+	if r.trav[x] == r.travEpoch+1 {
+		r.travEpoch++
+	}
 }
 
 // keepPending keeps s resident, pending a retry of releaseFixed. Unless
@@ -1457,6 +1475,7 @@ func (r *Runtime) witnessesHold(s int32) bool {
 			r.scratch = append(r.scratch[:base], x)
 		default:
 			stack = append(stack, x)
+			r.trav[x] = r.travEpoch + 1
 		}
 		if keep {
 			break
@@ -1485,6 +1504,7 @@ walk:
 					break walk
 				default:
 					stack = append(stack, cs)
+					r.trav[cs] = r.travEpoch + 1
 				}
 			}
 			if c < 0 {
