@@ -292,8 +292,9 @@ type Runtime struct {
 
 	pending []int32 // storages kept by releaseFixed
 	// witArena holds the witnesses of the storages kept by releaseFixed
-	// (witLive: how many entries are current); travEpoch counts the
-	// storages that stopped being traversable (see traversable)
+	// (witLive: how many entries are current); travEpoch counts the times
+	// a storage that a current witness may be reached through stopped
+	// being traversable (see traversable, leave)
 	witArena  []int32
 	witLive   int
 	travEpoch uint64
