@@ -152,7 +152,7 @@ func TestFixedWitnessesMatchWalk(t *testing.T) {
 }
 
 // TestDirtyRetriesMatchFullRetries: retryPending, which retries only the
-// pending storages whose witnesses changed (or all when travEpoch moved),
+// pending storages whose witnesses changed or may no longer be reached,
 // gives the runs that retrying every pending storage after every op gives:
 // the same counters, clock and memory, on random programs with
 // unrecomputable ops and on GPT under DTR at several budgets.

@@ -135,12 +135,10 @@ type storage struct {
 	// RNG state, impure): never dropped, only swapped.
 	fixed       bool
 	pendingFree bool // unrecomputable, released, kept resident for dependents
-	// witOff, witN, witEpoch (a storage kept by releaseFixed): the
-	// dependents its last walk or check found that keep it (witnesses, in
-	// the runtime's witArena; witN 0: none) and the runtime's travEpoch
-	// then
+	// witOff, witN (a storage kept by releaseFixed): the dependents its
+	// last walk or check found that keep it (witnesses, in the runtime's
+	// witArena; witN 0: none)
 	witOff, witN int32
-	witEpoch     uint64
 	// witGen numbers the storage's witness sets (watch entries of older
 	// ones are stale); pendPos is its index in the runtime's pending list
 	// while pendingFree
@@ -292,26 +290,21 @@ type Runtime struct {
 
 	pending []int32 // storages kept by releaseFixed
 	// witArena holds the witnesses of the storages kept by releaseFixed
-	// (witLive: how many entries are current); travEpoch counts the times
-	// a storage that a current witness may be reached through stopped
-	// being traversable (see traversable, leave)
-	witArena  []int32
-	witLive   int
-	travEpoch uint64
-	// trav[x] is travEpoch+1 when a walk of releaseFixed (or a check of
-	// witnesses) went through x at that count: only then can a witness of
-	// the current count depend on x staying traversable (see leave)
-	trav []uint64
+	// (witLive: how many entries are current). trav[x]: a walk of
+	// releaseFixed (or a check of witnesses) went through x since x last
+	// stopped being traversable; current witnesses may be reached through
+	// the storages marked so, and only through them (see leave)
+	witArena []int32
+	witLive  int
+	trav     []bool
 	// watchHead[x] heads the list (in watchArena) of the pending storages
 	// that x is a witness of; dirty has a bit per pending list position:
 	// retry it at the next retryPending. pendHoles counts the pending
-	// list's removed entries (-1); retryEpoch is travEpoch at the last
-	// retry.
+	// list's removed entries (-1).
 	watchHead  []int32
 	watchArena []watchEntry
 	dirty      []uint64
 	pendHoles  int
-	retryEpoch uint64
 
 	// burst: the number of the current free call; lbOn: its scores are
 	// monotone (see startBurst).
@@ -490,7 +483,7 @@ func (r *Runtime) newStorage(s storage) int32 {
 	r.gone = append(r.gone, false)
 	r.nn = append(r.nn, false)
 	r.watchHead = append(r.watchHead, -1)
-	r.trav = append(r.trav, 0)
+	r.trav = append(r.trav, false)
 	if r.incOn {
 		r.incNew()
 	}
@@ -954,15 +947,26 @@ func (r *Runtime) nnDropped(y int32) {
 		r.nn[y] = true
 		return
 	}
-	stack := append(r.nnVisit[:0], y)
+	r.nnVisit = r.clearUp(y, r.nn, r.nnVisit, nil)
+}
+
+// clearUp walks up from storage x (its producers' inputs, and theirs)
+// through the storages whose mark is set, clearing the marks, and calls
+// visit (if not nil) with every storage it looks at. stack is scratch
+// space, returned for reuse.
+func (r *Runtime) clearUp(x int32, mark []bool, stack []int32, visit func(p int32)) []int32 {
+	stack = append(stack[:0], x)
 	for len(stack) > 0 {
-		x := stack[len(stack)-1]
+		y := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		for ns, c := r.neighbours(x, parsList); ; ns, c = r.chunk(c) {
+		for ns, c := r.neighbours(y, parsList); ; ns, c = r.chunk(c) {
 			for _, p := range ns {
-				if r.nn[p] {
-					r.nn[p] = false
+				if mark[p] {
+					mark[p] = false
 					stack = append(stack, p)
+				}
+				if visit != nil {
+					visit(p)
 				}
 			}
 			if c < 0 {
@@ -970,7 +974,7 @@ func (r *Runtime) nnDropped(y int32) {
 			}
 		}
 	}
-	r.nnVisit = stack
+	return stack
 }
 
 // nnKids reports whether every dropped, not gone dependent of storage y is
@@ -1290,7 +1294,7 @@ walk:
 					break walk
 				default:
 					queue = append(queue, cs)
-					r.trav[cs] = r.travEpoch + 1
+					r.trav[cs] = true
 				}
 			}
 			if c < 0 {
@@ -1326,19 +1330,28 @@ func (r *Runtime) traversable(x int32) bool {
 }
 
 // leave records that traversable storage x is about to stop being
-// traversable. The witnesses recorded since travEpoch last moved were
-// found by walks through traversable storages; only if x was one of them
-// may one of those witnesses no longer be reached, and travEpoch moves
-// (voiding them all). Witnesses of earlier counts are void already.
+// traversable. Only if a walk went through x since it last left (trav) can
+// a current witness be reached through it: then the kept storages whose
+// walks may have, those above x through storages marked trav, lose their
+// witnesses (their next retry walks), and the marks passed are cleared.
+// Each mark is cleared once for each time a walk set it.
 func (r *Runtime) leave(x int32) {
-	if r.trav[x] == r.travEpoch+1 {
-		r.travEpoch++
+	if !r.trav[x] {
+		return
 	}
+	r.trav[x] = false
+	r.goneStack = r.clearUp(x, r.trav, r.goneStack, func(p int32) {
+		if ps := &r.storages[p]; ps.pendingFree && ps.witN != 0 {
+			r.clearWitnesses(p)
+			r.markDirty(p)
+		}
+	})
 }
 
 // keepPending keeps s resident, pending a retry of releaseFixed. Unless
-// witnesses of the current travEpoch keep it (a change to one of them
-// marks it dirty, see notify), it is retried at the next retryPending.
+// witnesses keep it (a change to one of them, or to a storage their paths
+// go through, marks it dirty: notify, leave), it is retried at the next
+// retryPending.
 func (r *Runtime) keepPending(s int32) {
 	st := &r.storages[s]
 	if !st.pendingFree {
@@ -1350,7 +1363,7 @@ func (r *Runtime) keepPending(s int32) {
 		}
 		r.stats.FixedKept++
 	}
-	if st.refInt != 0 || st.witN == 0 || st.witEpoch != r.travEpoch {
+	if st.refInt != 0 || st.witN == 0 {
 		r.dirty[st.pendPos>>6] |= 1 << (st.pendPos & 63)
 	}
 }
@@ -1398,8 +1411,8 @@ func (r *Runtime) clearWitnesses(s int32) {
 	st.witN = 0
 }
 
-// setWitnesses records w as the witnesses that keep s, at the current
-// travEpoch. The arena is compacted when most of it is stale.
+// setWitnesses records w as the witnesses that keep s. The arena is
+// compacted when most of it is stale.
 func (r *Runtime) setWitnesses(s int32, w []int32) {
 	r.clearWitnesses(s)
 	st := &r.storages[s]
@@ -1428,7 +1441,6 @@ func (r *Runtime) setWitnesses(s int32, w []int32) {
 	st.witOff = int32(len(r.witArena))
 	r.witArena = append(r.witArena, w...)
 	st.witN = int32(len(w))
-	st.witEpoch = r.travEpoch
 	st.witGen++
 	r.witLive += len(w)
 	r.watch(s, w)
@@ -1444,17 +1456,17 @@ func (r *Runtime) watch(s int32, w []int32) {
 }
 
 // witnessesHold reports whether pending storage s is still kept, judged
-// from its witnesses without walking from s again. While no traversable
-// storage has stopped being traversable (travEpoch unchanged), every
-// witness is still reached from s, by the walk's path or through witnesses
-// that have become traversable since. A witness still resident (not pinned
-// or unrecomputable) counts its bytes, one still referenced and evicted
-// keeps s; one now traversable is walked on from, for new witnesses, until
-// they keep s. If they do not, or the epoch has moved, the caller walks from
-// s: only that walk frees s.
+// from its witnesses without walking from s again. While s has witnesses
+// (leave drops them when a storage their walk went through stops being
+// traversable), every witness is still reached from s, by the walk's path
+// or through witnesses that have become traversable since. A witness still
+// resident (not pinned or unrecomputable) counts its bytes, one still
+// referenced and evicted keeps s; one now traversable is walked on from,
+// for new witnesses, until they keep s. If they do not, or s has none, the
+// caller walks from s: only that walk frees s.
 func (r *Runtime) witnessesHold(s int32) bool {
 	st := &r.storages[s]
-	if st.witN == 0 || st.witEpoch != r.travEpoch {
+	if st.witN == 0 {
 		return false
 	}
 	g := r.newMark()
@@ -1476,7 +1488,7 @@ func (r *Runtime) witnessesHold(s int32) bool {
 			r.scratch = append(r.scratch[:base], x)
 		default:
 			stack = append(stack, x)
-			r.trav[x] = r.travEpoch + 1
+			r.trav[x] = true
 		}
 		if keep {
 			break
@@ -1505,7 +1517,7 @@ walk:
 					break walk
 				default:
 					stack = append(stack, cs)
-					r.trav[cs] = r.travEpoch + 1
+					r.trav[cs] = true
 				}
 			}
 			if c < 0 {
@@ -1526,17 +1538,16 @@ walk:
 
 // retryPending tries again to free the unrecomputable storages kept by
 // releaseFixed, in the order they were kept, as if each were retried:
-// a storage whose witnesses of the current travEpoch are unchanged since
-// they kept it would be kept again, and is skipped. The others are marked
-// dirty (keepPending, notify; all of them when travEpoch has moved), and
+// a storage whose witnesses are unchanged since they kept it, and still
+// reached, would be kept again, and is skipped. The others are marked
+// dirty (keepPending, notify, leave), and
 // one marked dirty during the pass is retried in it if it comes later in
 // the order, at the next pass otherwise, as a full pass would.
 func (r *Runtime) retryPending() {
 	if r.pendHoles > 64 && 2*r.pendHoles > len(r.pending) {
 		r.compactPending()
 	}
-	if r.travEpoch != r.retryEpoch || r.retryAll {
-		r.retryEpoch = r.travEpoch
+	if r.retryAll {
 		for i, s := range r.pending {
 			if s >= 0 {
 				r.dirty[i>>6] |= 1 << (i & 63)
