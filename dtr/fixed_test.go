@@ -17,33 +17,21 @@ import (
 // effects: whether the storages reached from s through traversable ones
 // include a referenced evicted one or resident ones of more bytes than s.
 func (r *Runtime) fixedKeeps(s int32) bool {
-	seen := map[int32]bool{s: true}
-	stack := []int32{s}
 	var bytes int64
-	for len(stack) > 0 {
-		x := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		for _, t := range r.storages[x].tensors {
-			for _, c := range r.tensors[t].children {
-				k := r.tensors[c].st
-				if seen[k] {
-					continue
-				}
-				seen[k] = true
-				ks := &r.storages[k]
-				switch {
-				case ks.pinned || ks.fixed:
-				case ks.material || ks.swapped:
-					bytes += ks.size
-				case ks.refExt > 0:
-					return true
-				default:
-					stack = append(stack, k)
-				}
-			}
+	ref := r.walkDependents(s, func(k int32) (bool, bool) {
+		ks := &r.storages[k]
+		switch {
+		case ks.pinned || ks.fixed:
+		case ks.material || ks.swapped:
+			bytes += ks.size
+		case ks.refExt > 0:
+			return false, true
+		default:
+			return true, false
 		}
-	}
-	return bytes > r.storages[s].size
+		return false, false
+	})
+	return ref || bytes > r.storages[s].size
 }
 
 // gptRatios are the budgets, as ratios of the no-recompute peak, that

@@ -11,12 +11,12 @@ import (
 	"github.com/remat-dev/remat/graph/dtrlog"
 )
 
-// refNeeded is stillNeeded's definition as a plain walk: whether a storage
-// the program reads again is reachable from s through dropped dependents,
-// with no cap and without skipping the storages markGone marked.
-func (r *Runtime) refNeeded(s int32) bool {
-	seen := make([]bool, len(r.storages))
-	seen[s] = true
+// walkDependents visits, depth first, each storage that depends on s (by
+// the tensors' children, not the runtime's walk lists), once: visit says
+// whether to go on through k and whether to stop the walk. It reports
+// whether a visit stopped it.
+func (r *Runtime) walkDependents(s int32, visit func(k int32) (through, stop bool)) bool {
+	seen := map[int32]bool{s: true}
 	stack := []int32{s}
 	for len(stack) > 0 {
 		x := stack[len(stack)-1]
@@ -24,18 +24,33 @@ func (r *Runtime) refNeeded(s int32) bool {
 		for _, t := range r.storages[x].tensors {
 			for _, c := range r.tensors[t].children {
 				k := r.tensors[c].st
-				if seen[k] || !r.dropped(k) {
+				if seen[k] {
 					continue
 				}
 				seen[k] = true
-				if r.storages[k].refExt > 0 && r.progNextUse(k) < math.MaxInt64 {
+				through, stop := visit(k)
+				if stop {
 					return true
 				}
-				stack = append(stack, k)
+				if through {
+					stack = append(stack, k)
+				}
 			}
 		}
 	}
 	return false
+}
+
+// refNeeded is stillNeeded's definition as a plain walk: whether a storage
+// the program reads again is reachable from s through dropped dependents,
+// with no cap and without skipping the storages markGone marked.
+func (r *Runtime) refNeeded(s int32) bool {
+	return r.walkDependents(s, func(k int32) (bool, bool) {
+		if !r.dropped(k) {
+			return false, false
+		}
+		return true, r.storages[k].refExt > 0 && r.progNextUse(k) < math.MaxInt64
+	})
 }
 
 // checkGone fails unless every storage marked gone has no external
@@ -47,21 +62,11 @@ func checkGone(t *testing.T, r *Runtime, name string) (gone int) {
 			continue
 		}
 		gone++
-		seen := map[int32]bool{int32(s): true}
-		stack := []int32{int32(s)}
-		for len(stack) > 0 {
-			x := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			require.Zero(t, r.storages[x].refExt, "%s: storage %d is gone, but %d, which depends on it, is referenced", name, s, x)
-			for _, tt := range r.storages[x].tensors {
-				for _, c := range r.tensors[tt].children {
-					if k := r.tensors[c].st; !seen[k] {
-						seen[k] = true
-						stack = append(stack, k)
-					}
-				}
-			}
-		}
+		require.Zero(t, r.storages[s].refExt, "%s: storage %d is gone but referenced", name, s)
+		r.walkDependents(int32(s), func(k int32) (bool, bool) {
+			require.Zero(t, r.storages[k].refExt, "%s: storage %d is gone, but %d, which depends on it, is referenced", name, s, k)
+			return true, false
+		})
 	}
 	return gone
 }

@@ -270,9 +270,10 @@ type Runtime struct {
 	// the program nor a rematerialization will read s again: need's walks
 	// stop at it. goneOff: a released storage was read again, which voids
 	// that reasoning for the rest of the run (gone stays all false).
-	gone      []bool
-	goneOff   bool
-	goneStack []int32
+	// upStack is the scratch stack of markGone and leave.
+	gone    []bool
+	goneOff bool
+	upStack []int32
 	// nn[s] (with nnOn, that is keeps()): stillNeeded's memo that the
 	// dropped storage s is not needed. It holds for a dropped storage that
 	// the program does not read again and whose dropped, not gone
@@ -434,7 +435,7 @@ func (r *Runtime) recycle(cfg Config, host Host) error {
 		needVal:    old.needVal,
 		needStack:  old.needStack[:0],
 		gone:       old.gone[:0],
-		goneStack:  old.goneStack[:0],
+		upStack:    old.upStack[:0],
 		nn:         old.nn[:0],
 		nnVisit:    old.nnVisit[:0],
 		stack:      old.stack[:0],
@@ -1109,7 +1110,7 @@ func (r *Runtime) markGone(s int32) {
 	if live > 0 {
 		return
 	}
-	stack := append(r.goneStack[:0], s)
+	stack := append(r.upStack[:0], s)
 	r.gone[s] = true
 	for len(stack) > 0 {
 		x := stack[len(stack)-1]
@@ -1136,7 +1137,7 @@ func (r *Runtime) markGone(s int32) {
 			}
 		}
 	}
-	r.goneStack = stack
+	r.upStack = stack
 }
 
 // resetNeed invalidates need's memo (two generations per state: on the
@@ -1265,45 +1266,11 @@ func (r *Runtime) releaseFixed(s int32) bool {
 		return false
 	}
 	r.clearWitnesses(s)
-	g := r.newMark()
-	r.walk[s].mark = g
-	queue := append(r.stack[:0], s)
-	base := len(r.scratch)
-	var fixBytes int64
-	keep := false
-walk:
-	for head := 0; head < len(queue); head++ {
-		x := queue[head]
-		for ns, c := r.neighbours(x, kidsList); ; ns, c = r.chunk(c) {
-			for _, cs := range ns {
-				if r.walk[cs].mark == g {
-					continue
-				}
-				r.walk[cs].mark = g
-				cst := &r.storages[cs]
-				switch {
-				case cst.pinned || cst.fixed:
-				case cst.material || cst.swapped:
-					r.scratch = append(r.scratch, cs)
-					if fixBytes += cst.size; fixBytes > st.size {
-						break walk // s stays: the rest of the walk cannot change that
-					}
-				case cst.refExt > 0:
-					keep = true // a referenced evicted dependent may need s
-					r.scratch = append(r.scratch[:base], cs)
-					break walk
-				default:
-					queue = append(queue, cs)
-					r.trav[cs] = true
-				}
-			}
-			if c < 0 {
-				break
-			}
-		}
-	}
-	r.stack = queue[:0]
-	if keep || fixBytes > st.size {
+	r.walk[s].mark = r.newMark()
+	w := fixedWalk{size: st.size, base: len(r.scratch), queue: append(r.stack[:0], s)}
+	r.fixedRun(&w)
+	base := w.base
+	if w.decided() {
 		r.setWitnesses(s, r.scratch[base:])
 		r.scratch = r.scratch[:base]
 		r.keepPending(s)
@@ -1319,6 +1286,71 @@ walk:
 	r.evict(s, false)
 	r.stats.EagerFrees++
 	return true
+}
+
+// fixedWalk is the state of releaseFixed's walk (or of a check of
+// witnesses) for a storage of size bytes: the resident dependents found
+// (r.scratch from base; only the referenced evicted one once keep), their
+// bytes, and the queue of traversable storages still to expand.
+type fixedWalk struct {
+	size  int64
+	base  int
+	queue []int32
+	head  int
+	bytes int64
+	keep  bool
+}
+
+// decided reports whether what the walk found keeps the storage.
+func (w *fixedWalk) decided() bool { return w.keep || w.bytes > w.size }
+
+// fixedReach takes storage x, reached by the walk, into account: a pinned
+// or unrecomputable one is passed over, a resident one counts its bytes, a
+// referenced evicted one keeps the storage, a traversable one is queued
+// (and marked trav). It reports whether the walk is decided.
+func (r *Runtime) fixedReach(w *fixedWalk, x int32) bool {
+	xs := &r.storages[x]
+	switch {
+	case xs.pinned || xs.fixed:
+	case xs.material || xs.swapped:
+		r.scratch = append(r.scratch, x)
+		w.bytes += xs.size
+	case xs.refExt > 0:
+		w.keep = true // a referenced evicted dependent may need the storage
+		r.scratch = append(r.scratch[:w.base], x)
+	default:
+		w.queue = append(w.queue, x)
+		r.trav[x] = true
+	}
+	return w.decided()
+}
+
+// fixedRun expands the walk's queue breadth first (the storages reached
+// carry the current walk mark) until it is decided or empty, and hands the
+// queue's buffer back to r.stack. Breadth first, the nearby resident
+// dependents that settle a decision are found before a long chain of freed
+// storages is followed to its end; the decision depends only on the set
+// reached.
+func (r *Runtime) fixedRun(w *fixedWalk) {
+	g := r.stGen
+walk:
+	for ; w.head < len(w.queue) && !w.decided(); w.head++ {
+		for ns, c := r.neighbours(w.queue[w.head], kidsList); ; ns, c = r.chunk(c) {
+			for _, x := range ns {
+				if r.walk[x].mark == g {
+					continue
+				}
+				r.walk[x].mark = g
+				if r.fixedReach(w, x) {
+					break walk
+				}
+			}
+			if c < 0 {
+				break
+			}
+		}
+	}
+	r.stack = w.queue[:0]
 }
 
 // traversable reports whether releaseFixed's walk goes on through storage
@@ -1340,7 +1372,7 @@ func (r *Runtime) leave(x int32) {
 		return
 	}
 	r.trav[x] = false
-	r.goneStack = r.clearUp(x, r.trav, r.goneStack, func(p int32) {
+	r.upStack = r.clearUp(x, r.trav, r.upStack, func(p int32) {
 		if ps := &r.storages[p]; ps.pendingFree && ps.witN != 0 {
 			r.clearWitnesses(p)
 			r.markDirty(p)
@@ -1471,68 +1503,21 @@ func (r *Runtime) witnessesHold(s int32) bool {
 	}
 	g := r.newMark()
 	r.walk[s].mark = g
-	base := len(r.scratch)
-	stack := r.stack[:0]
-	var bytes int64
-	keep := false
+	w := fixedWalk{size: st.size, base: len(r.scratch), queue: r.stack[:0]}
 	for _, x := range r.witArena[st.witOff : st.witOff+st.witN] {
 		r.walk[x].mark = g
-		xs := &r.storages[x]
-		switch {
-		case xs.pinned || xs.fixed:
-		case xs.material || xs.swapped:
-			r.scratch = append(r.scratch, x)
-			bytes += xs.size
-		case xs.refExt > 0:
-			keep = true
-			r.scratch = append(r.scratch[:base], x)
-		default:
-			stack = append(stack, x)
-			r.trav[x] = true
-		}
-		if keep {
+		if r.fixedReach(&w, x); w.keep {
 			break
 		}
 	}
-walk:
-	for head := 0; head < len(stack) && !keep && bytes <= st.size; head++ {
-		x := stack[head]
-		for ns, c := r.neighbours(x, kidsList); ; ns, c = r.chunk(c) {
-			for _, cs := range ns {
-				if r.walk[cs].mark == g {
-					continue
-				}
-				r.walk[cs].mark = g
-				cst := &r.storages[cs]
-				switch {
-				case cst.pinned || cst.fixed:
-				case cst.material || cst.swapped:
-					r.scratch = append(r.scratch, cs)
-					if bytes += cst.size; bytes > st.size {
-						break walk
-					}
-				case cst.refExt > 0:
-					keep = true
-					r.scratch = append(r.scratch[:base], cs)
-					break walk
-				default:
-					stack = append(stack, cs)
-					r.trav[cs] = true
-				}
-			}
-			if c < 0 {
-				break
-			}
-		}
-	}
-	r.stack = stack[:0]
-	held := keep || bytes > st.size
+	r.fixedRun(&w)
+	held := w.decided()
 	if held {
 		// a retry comes after a change to a witness, whose watch list
 		// that emptied: register the witnesses again
-		r.setWitnesses(s, r.scratch[base:])
+		r.setWitnesses(s, r.scratch[w.base:])
 	}
-	r.scratch = r.scratch[:base]
+	r.scratch = r.scratch[:w.base]
 	return held
 }
 
