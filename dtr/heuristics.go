@@ -345,6 +345,19 @@ func (r *Runtime) choose() int32 {
 			}
 			return s
 		}
+		if !r.cfg.Parity {
+			// the index is empty: every candidate is below the minimum
+			// size, and the scan would take the largest
+			s := r.largestSmall()
+			if r.idxCheck {
+				counted := r.stats.HeuristicEvals
+				if r.scan() != s {
+					r.idxMismatch++
+				}
+				r.stats.HeuristicEvals = counted
+			}
+			return s
+		}
 	}
 	return r.scan()
 }
@@ -421,11 +434,9 @@ func (r *Runtime) scan() int32 {
 	}
 	if best < 0 && !r.cfg.Parity {
 		// every candidate is below the minimum size: take the largest
-		var bsz int64 = -1
-		for _, s := range r.pool {
-			if s >= 0 && r.storages[s].size > bsz {
-				best, bsz = s, r.storages[s].size
-			}
+		best = r.largestSmall()
+		if r.idxCheck && best != r.largestSmallScan() {
+			r.idxMismatch++
 		}
 	}
 	return best

@@ -163,8 +163,10 @@ type storage struct {
 	ibucket int16
 	ipos    int32
 	seq     int64
-	inext   int64 // lookahead index: next use when keyed
-	knum    int64 // the score numerator the key was computed with
+	// spos is the position in the runtime's small heap (-1: not in it).
+	spos  int32
+	inext int64 // lookahead index: next use when keyed
+	knum  int64 // the score numerator the key was computed with
 	// lb is a lower bound of the storage's score for the rest of eviction
 	// burst lbBurst (see startBurst).
 	lb      float64
@@ -204,6 +206,10 @@ type Runtime struct {
 	pool    []int32 // storage ids in pool order, -1 = hole
 	holes   int
 	poolSeq int64 // sequence numbers given to pool entries (pool order)
+	// small is a heap of the pool members below Config.EvicteeMinSize,
+	// largest first and, among equal sizes, first in pool order: the scan's
+	// fallback choice when no candidate passes the size filter (small.go).
+	small []int32
 
 	// idx is the candidate index (nil: scan the pool).
 	idx *candIndex
@@ -425,6 +431,7 @@ func (r *Runtime) recycle(cfg Config, host Host) error {
 		tensors:    old.tensors[:0],
 		storages:   old.storages[:0],
 		pool:       old.pool[:0],
+		small:      old.small[:0],
 		ufParent:   old.ufParent[:0],
 		ufValue:    old.ufValue[:0],
 		ufLive:     old.ufLive[:0],
@@ -644,7 +651,7 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 		} else {
 			o.sizes[i] = out.Bytes
 			o.total += out.Bytes
-			st = r.newStorage(storage{size: out.Bytes, root: t, lastAccess: negInf, poolPos: -1, ecn: -1, ibucket: -1, ipos: -1})
+			st = r.newStorage(storage{size: out.Bytes, root: t, lastAccess: negInf, poolPos: -1, ecn: -1, ibucket: -1, ipos: -1, spos: -1})
 		}
 		r.newTensor(tensor{op: id, index: int32(i), st: st, refExt: 1})
 	}
@@ -1596,6 +1603,9 @@ func (r *Runtime) makeEvictable(s int32) {
 	r.pool = append(r.pool, s)
 	st.seq = r.poolSeq
 	r.poolSeq++
+	if st.size < r.cfg.EvicteeMinSize {
+		r.smallInsert(s)
+	}
 	if r.idx != nil {
 		r.idxInsert(s)
 		if r.cfg.Parity && st.compute == 0 && !st.inZero {
@@ -1612,6 +1622,9 @@ func (r *Runtime) makeUnevictable(s int32) {
 	}
 	if st.ibucket != -1 {
 		r.idxRemove(s)
+	}
+	if st.spos >= 0 {
+		r.smallRemove(s)
 	}
 	r.pool[st.poolPos] = -1
 	st.poolPos = -1
