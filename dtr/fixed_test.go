@@ -109,7 +109,7 @@ func fixedProgram(rt *Runtime, rng *rand.Rand, n int) error {
 // programs with unrecomputable ops, and on GPT (dropouts without saved RNG
 // state) under DTR at several budgets.
 func TestFixedWitnessesMatchWalk(t *testing.T) {
-	var checks, kept int64
+	var checks, kept, grouped int64
 	for seed := uint64(1); seed <= 40; seed++ {
 		cfg := DefaultConfig()
 		cfg.EvicteeMinSize = 0
@@ -124,6 +124,7 @@ func TestFixedWitnessesMatchWalk(t *testing.T) {
 		require.Zero(t, rt.fixedMismatch, "seed %d", seed)
 		checks += rt.fixedChecks
 		kept += rt.Stats().FixedKept
+		grouped += rt.grpHeld
 	}
 	for _, ratio := range gptRatios {
 		rt, _, err := gptUnderDTR(t, ratio, func(rt *Runtime) { rt.fixedRef = rt.fixedKeeps })
@@ -134,9 +135,11 @@ func TestFixedWitnessesMatchWalk(t *testing.T) {
 		require.Zero(t, rt.fixedMismatch, name)
 		checks += rt.fixedChecks
 		kept += rt.Stats().FixedKept
+		grouped += rt.grpHeld
 	}
-	t.Logf("%d storages kept, %d retries decided by their witnesses", kept, checks)
+	t.Logf("%d storages kept, %d retries decided by their witnesses, %d kept by a group's check", kept, checks, grouped)
 	require.Greater(t, checks, int64(1000))
+	require.Greater(t, grouped, int64(1000))
 }
 
 // TestDirtyRetriesMatchFullRetries: retryPending, which retries only the

@@ -312,6 +312,15 @@ type Runtime struct {
 	watchArena []watchEntry
 	dirty      []uint64
 	pendHoles  int
+	// witness groups (fixedgroup.go): groups, the retired ones' numbers,
+	// the ones whose owner changed, each storage's membership and the
+	// group each storage owns (-1: none)
+	groups      []fixedGroup
+	freeGroups  []int32
+	dirtyGroups []int32
+	grpm        []grpMember
+	ownGrp      []int32
+	grpHeld     int64 // members kept by their group's check (tests)
 
 	// burst: the number of the current free call; lbOn: its scores are
 	// monotone (see startBurst).
@@ -452,6 +461,9 @@ func (r *Runtime) recycle(cfg Config, host Host) error {
 		trav:       old.trav[:0],
 		watchHead:  old.watchHead[:0],
 		watchArena: old.watchArena[:0],
+		groups:     old.groups[:0],
+		grpm:       old.grpm[:0],
+		ownGrp:     old.ownGrp[:0],
 		dirty:      old.dirty[:0],
 		slab32:     old.slab32[:0],
 		slab64:     old.slab64[:0],
@@ -492,6 +504,8 @@ func (r *Runtime) newStorage(s storage) int32 {
 	r.nn = append(r.nn, false)
 	r.watchHead = append(r.watchHead, -1)
 	r.trav = append(r.trav, false)
+	r.grpm = append(r.grpm, grpMember{grp: -1, pos: -1})
+	r.ownGrp = append(r.ownGrp, -1)
 	if r.incOn {
 		r.incNew()
 	}
@@ -1258,6 +1272,9 @@ func (r *Runtime) fix(s int32) {
 // of freed gradients to the current one.
 func (r *Runtime) releaseFixed(s int32) bool {
 	st := &r.storages[s]
+	if r.grpm[s].grp >= 0 {
+		r.grpDetach(s)
+	}
 	if st.refInt != 0 {
 		r.keepPending(s)
 		return false
@@ -1278,7 +1295,7 @@ func (r *Runtime) releaseFixed(s int32) bool {
 	r.fixedRun(&w)
 	base := w.base
 	if w.decided() {
-		r.setWitnesses(s, r.scratch[base:])
+		r.keepOn(s, r.scratch[base:], w.keep)
 		r.scratch = r.scratch[:base]
 		r.keepPending(s)
 		return false
@@ -1380,7 +1397,7 @@ func (r *Runtime) leave(x int32) {
 	}
 	r.trav[x] = false
 	r.upStack = r.clearUp(x, r.trav, r.upStack, func(p int32) {
-		if ps := &r.storages[p]; ps.pendingFree && ps.witN != 0 {
+		if ps := &r.storages[p]; ps.pendingFree && (ps.witN != 0 || r.grpm[p].grp >= 0) {
 			r.clearWitnesses(p)
 			r.markDirty(p)
 		}
@@ -1402,7 +1419,7 @@ func (r *Runtime) keepPending(s int32) {
 		}
 		r.stats.FixedKept++
 	}
-	if st.refInt != 0 || st.witN == 0 {
+	if st.refInt != 0 || (st.witN == 0 && r.grpm[s].grp < 0) {
 		r.dirty[st.pendPos>>6] |= 1 << (st.pendPos & 63)
 	}
 }
@@ -1436,6 +1453,10 @@ type watchEntry struct {
 func (r *Runtime) notify(x int32) {
 	for e := r.watchHead[x]; e >= 0; e = r.watchArena[e].next {
 		we := &r.watchArena[e]
+		if we.s < 0 {
+			r.groupNotify(-2-we.s, we.gen)
+			continue
+		}
 		if st := &r.storages[we.s]; st.pendingFree && st.witGen == we.gen {
 			r.markDirty(we.s)
 		}
@@ -1448,6 +1469,9 @@ func (r *Runtime) clearWitnesses(s int32) {
 	st := &r.storages[s]
 	r.witLive -= int(st.witN)
 	st.witN = 0
+	if r.grpm[s].grp >= 0 {
+		r.grpRemove(s)
+	}
 }
 
 // setWitnesses records w as the witnesses that keep s. The arena is
@@ -1474,6 +1498,11 @@ func (r *Runtime) setWitnesses(s int32, w []int32) {
 			arena = append(arena, r.witArena[ps.witOff:ps.witOff+ps.witN]...)
 			ps.witOff = off
 			r.watch(p, arena[off:])
+		}
+		for g := range r.groups {
+			if r.groups[g].live {
+				r.watchGroup(int32(g))
+			}
 		}
 		r.witArena = arena
 	}
@@ -1522,7 +1551,7 @@ func (r *Runtime) witnessesHold(s int32) bool {
 	if held {
 		// a retry comes after a change to a witness, whose watch list
 		// that emptied: register the witnesses again
-		r.setWitnesses(s, r.scratch[w.base:])
+		r.keepOn(s, r.scratch[w.base:], w.keep)
 	}
 	r.scratch = r.scratch[:w.base]
 	return held
@@ -1546,9 +1575,11 @@ func (r *Runtime) retryPending() {
 			}
 		}
 	}
+	r.processGroups()
 	for w := range r.dirty {
 		var done uint64 // the bits of this word passed already
 		for {
+			r.processGroups()
 			word := r.dirty[w] &^ done
 			if word == 0 {
 				break
