@@ -158,7 +158,7 @@ func TestDirtyRetriesMatchFullRetries(t *testing.T) {
 			cfg.Budget = 60_000 + int64(seed%8)*15_000
 			rt, err := New(cfg, nil)
 			require.NoError(t, err)
-			rt.retryAll = all
+			rt.retryAll, rt.noDead = all, all
 			errs[i] = fixedProgram(rt, rand.New(rand.NewPCG(seed, 11)), 600)
 			st[i] = rt.Stats()
 		}
@@ -170,7 +170,7 @@ func TestDirtyRetriesMatchFullRetries(t *testing.T) {
 		var st [2]Stats
 		var res [2]*sim.Result
 		for i, all := range []bool{false, true} {
-			rt, r, _ := gptUnderDTR(t, ratio, func(rt *Runtime) { rt.retryAll = all })
+			rt, r, _ := gptUnderDTR(t, ratio, func(rt *Runtime) { rt.retryAll, rt.noDead = all, all })
 			st[i], res[i] = rt.Stats(), r
 		}
 		name := fmt.Sprintf("gpt ratio %.2f", ratio)

@@ -354,6 +354,7 @@ func (r *Runtime) groupWalk(y int32, need int64) (z int32, keep bool) {
 				case xs.refExt > 0:
 					r.stack = q[:0]
 					return x, true
+				case r.deadAt[x] == r.deadEpoch:
 				default:
 					q = append(q, x)
 					r.trav[x] = true

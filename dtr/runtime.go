@@ -321,6 +321,12 @@ type Runtime struct {
 	grpm        []grpMember
 	ownGrp      []int32
 	grpHeld     int64 // members kept by their group's check (tests)
+	// deadAt[x] == deadEpoch: a walk of releaseFixed found that freed
+	// storage x reaches no resident or referenced storage (see deadAfter);
+	// leave ends the epoch
+	deadAt    []uint32
+	deadEpoch uint32
+	noDead    bool // tests: never mark
 
 	// burst: the number of the current free call; lbOn: its scores are
 	// monotone (see startBurst).
@@ -409,6 +415,7 @@ func (r *Runtime) init(cfg Config, host Host) {
 		r.limit = math.MaxInt64
 	}
 	r.stats.Clock = 1
+	r.deadEpoch = 1 // deadAt starts at 0: nothing dead
 	r.incOn = incFor(&cfg)
 	if k := indexKind(&cfg); k != idxNone {
 		if r.idx != nil {
@@ -464,6 +471,7 @@ func (r *Runtime) recycle(cfg Config, host Host) error {
 		groups:     old.groups[:0],
 		grpm:       old.grpm[:0],
 		ownGrp:     old.ownGrp[:0],
+		deadAt:     old.deadAt[:0],
 		dirty:      old.dirty[:0],
 		slab32:     old.slab32[:0],
 		slab64:     old.slab64[:0],
@@ -506,6 +514,7 @@ func (r *Runtime) newStorage(s storage) int32 {
 	r.trav = append(r.trav, false)
 	r.grpm = append(r.grpm, grpMember{grp: -1, pos: -1})
 	r.ownGrp = append(r.ownGrp, -1)
+	r.deadAt = append(r.deadAt, 0)
 	if r.incOn {
 		r.incNew()
 	}
@@ -1300,6 +1309,7 @@ func (r *Runtime) releaseFixed(s int32) bool {
 		r.keepPending(s)
 		return false
 	}
+	r.deadAfter(w.queue)
 	for _, cs := range r.scratch[base:] {
 		r.fix(cs)
 	}
@@ -1310,6 +1320,25 @@ func (r *Runtime) releaseFixed(s int32) bool {
 	r.evict(s, false)
 	r.stats.EagerFrees++
 	return true
+}
+
+// deadAfter marks dead the storages an undecided walk went through (q: s,
+// then the freed storages queued). The resident dependents it found become
+// unrecomputable and are passed over from now on, and it found no
+// referenced evicted one, so nothing any of them reaches counts for a walk
+// any more: later walks (a backward pass that ends frees its kept storages
+// one after another, each after a walk over the same freed region) stop at
+// them. That holds until a freed storage stops being passable, which
+// leave, called then, records by ending the epoch: freeing a storage
+// cannot make a dead one reach anything, as a dead one reaches no resident
+// storage to free.
+func (r *Runtime) deadAfter(q []int32) {
+	if r.noDead {
+		return
+	}
+	for _, x := range q {
+		r.deadAt[x] = r.deadEpoch
+	}
 }
 
 // fixedWalk is the state of releaseFixed's walk (or of a check of
@@ -1342,6 +1371,8 @@ func (r *Runtime) fixedReach(w *fixedWalk, x int32) bool {
 	case xs.refExt > 0:
 		w.keep = true // a referenced evicted dependent may need the storage
 		r.scratch = append(r.scratch[:w.base], x)
+	case r.deadAt[x] == r.deadEpoch:
+		// nothing behind it counts
 	default:
 		w.queue = append(w.queue, x)
 		r.trav[x] = true
@@ -1392,6 +1423,11 @@ func (r *Runtime) traversable(x int32) bool {
 // witnesses (their next retry walks), and the marks passed are cleared.
 // Each mark is cleared once for each time a walk set it.
 func (r *Runtime) leave(x int32) {
+	r.deadEpoch++
+	if r.deadEpoch == 0 {
+		clear(r.deadAt)
+		r.deadEpoch = 1
+	}
 	if !r.trav[x] {
 		return
 	}
