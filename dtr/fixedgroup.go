@@ -122,72 +122,22 @@ func (r *Runtime) groupNotify(g int32, gen uint32) {
 	r.dirtyGroups = append(r.dirtyGroups, g)
 }
 
-func (r *Runtime) grpAbove(a, b int32) bool { return r.grpm[a].need > r.grpm[b].need }
-
 func (r *Runtime) grpInsert(g, s int32, need int64) {
 	gr := &r.groups[g]
-	r.grpm[s] = grpMember{grp: g, pos: int32(len(gr.heap)), need: need}
-	gr.heap = append(gr.heap, s)
-	r.grpUp(gr.heap, int(r.grpm[s].pos))
+	r.grpm[s] = grpMember{grp: g, need: need}
+	gr.heap = r.grpH.push(gr.heap, s)
 }
 
 // grpRemove takes s out of its group (empty groups are retired).
 func (r *Runtime) grpRemove(s int32) {
 	m := &r.grpm[s]
-	g := m.grp
-	gr := &r.groups[g]
-	i, last := int(m.pos), len(gr.heap)-1
+	g, i := m.grp, int(m.pos)
 	m.grp, m.pos = -1, -1
-	if i != last {
-		x := gr.heap[last]
-		gr.heap[i] = x
-		r.grpm[x].pos = int32(i)
-		gr.heap = gr.heap[:last]
-		r.grpDown(gr.heap, i)
-		r.grpUp(gr.heap, int(r.grpm[x].pos))
-	} else {
-		gr.heap = gr.heap[:last]
-	}
+	gr := &r.groups[g]
+	gr.heap = r.grpH.remove(gr.heap, i)
 	if len(gr.heap) == 0 && !gr.dirty {
 		r.freeGroup(g)
 	}
-}
-
-func (r *Runtime) grpUp(h []int32, i int) {
-	x := h[i]
-	for i > 0 {
-		p := (i - 1) / 2
-		if !r.grpAbove(x, h[p]) {
-			break
-		}
-		h[i] = h[p]
-		r.grpm[h[i]].pos = int32(i)
-		i = p
-	}
-	h[i] = x
-	r.grpm[x].pos = int32(i)
-}
-
-func (r *Runtime) grpDown(h []int32, i int) {
-	n := len(h)
-	x := h[i]
-	for {
-		c := 2*i + 1
-		if c >= n {
-			break
-		}
-		if c+1 < n && r.grpAbove(h[c+1], h[c]) {
-			c++
-		}
-		if !r.grpAbove(h[c], x) {
-			break
-		}
-		h[i] = h[c]
-		r.grpm[h[i]].pos = int32(i)
-		i = c
-	}
-	h[i] = x
-	r.grpm[x].pos = int32(i)
 }
 
 // grpDetach takes pending storage s out of its group for a retry of its

@@ -336,30 +336,31 @@ func (r *Runtime) choose() int32 {
 				// the reference's count, not the index's
 				r.stats.HeuristicEvals = evals + r.scanEvals(s)
 			}
-			if r.idxCheck {
-				counted := r.stats.HeuristicEvals
-				if r.scan() != s {
-					r.idxMismatch++
-				}
-				r.stats.HeuristicEvals = counted
-			}
+			r.checkScan(s)
 			return s
 		}
 		if !r.cfg.Parity {
 			// the index is empty: every candidate is below the minimum
 			// size, and the scan would take the largest
 			s := r.largestSmall()
-			if r.idxCheck {
-				counted := r.stats.HeuristicEvals
-				if r.scan() != s {
-					r.idxMismatch++
-				}
-				r.stats.HeuristicEvals = counted
-			}
+			r.checkScan(s)
 			return s
 		}
 	}
 	return r.scan()
+}
+
+// checkScan (idxCheck, tests) counts in idxMismatch a choice s that the
+// scan, run without counting its evaluations, would not make.
+func (r *Runtime) checkScan(s int32) {
+	if !r.idxCheck {
+		return
+	}
+	counted := r.stats.HeuristicEvals
+	if r.scan() != s {
+		r.idxMismatch++
+	}
+	r.stats.HeuristicEvals = counted
 }
 
 // scan is the linear candidate search over the pool.

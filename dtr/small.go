@@ -18,66 +18,13 @@ func (r *Runtime) smallAbove(a, b int32) bool {
 }
 
 // smallInsert adds pool member s (its seq set) to the small heap.
-func (r *Runtime) smallInsert(s int32) {
-	r.storages[s].spos = int32(len(r.small))
-	r.small = append(r.small, s)
-	r.smallUp(len(r.small) - 1)
-}
+func (r *Runtime) smallInsert(s int32) { r.small = r.smallH.push(r.small, s) }
 
 // smallRemove takes s out of the small heap.
 func (r *Runtime) smallRemove(s int32) {
 	i := int(r.storages[s].spos)
 	r.storages[s].spos = -1
-	last := len(r.small) - 1
-	if i != last {
-		x := r.small[last]
-		r.small[i] = x
-		r.storages[x].spos = int32(i)
-		r.small = r.small[:last]
-		r.smallDown(i)
-		r.smallUp(int(r.storages[x].spos))
-		return
-	}
-	r.small = r.small[:last]
-}
-
-func (r *Runtime) smallUp(i int) {
-	h := r.small
-	x := h[i]
-	for i > 0 {
-		p := (i - 1) / 2
-		if !r.smallAbove(x, h[p]) {
-			break
-		}
-		h[i] = h[p]
-		r.storages[h[i]].spos = int32(i)
-		i = p
-	}
-	h[i] = x
-	r.storages[x].spos = int32(i)
-}
-
-func (r *Runtime) smallDown(i int) {
-	h := r.small
-	n := len(h)
-	x := h[i]
-	for {
-		c := 2*i + 1
-		if c >= n {
-			break
-		}
-		if c+1 < n && r.smallAbove(h[c+1], h[c]) {
-			c++
-		}
-		if !r.smallAbove(h[c], x) {
-			break
-		}
-		h[i] = h[c]
-		r.storages[h[i]].spos = int32(i)
-		i = c
-	}
-	h[i] = x
-	r.storages[x].spos = int32(i)
+	r.small = r.smallH.remove(r.small, i)
 }
 
 // largestSmall returns the scan's fallback choice: the largest pool member
