@@ -231,7 +231,10 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 			}
 		}
 	}
+	// diff counts the storages live across each cut and xdiff XORs their
+	// IDs, so that where one storage is live the running XOR names it.
 	diff := make([]int32, nf+1)
+	xdiff := make([]graph.TensorID, nf+1)
 	for r := 0; r < nt; r++ {
 		if root[r] != graph.TensorID(r) {
 			continue
@@ -243,6 +246,8 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 		if q := lastFwdRead[r]; q > int32(p) {
 			diff[p]++
 			diff[q]--
+			xdiff[p] ^= graph.TensorID(r)
+			xdiff[q] ^= graph.TensorID(r)
 		}
 	}
 	// The cut after op i is a stage boundary when at most one activation
@@ -255,18 +260,18 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 	}
 	var stages []Stage
 	live := int32(0)
+	liveX := graph.TensorID(0)
 	start := 0
 	for i := 0; i < nf; i++ {
 		live += diff[i]
+		liveX ^= xdiff[i]
 		out := graph.NoTensor
 		cut := i == nf-1 || live == 0
 		if !cut && live == 1 {
-			for k := start; k <= i && out == graph.NoTensor; k++ {
-				for _, t := range g.Ops[k].Outputs {
-					if root[t] == t && lastFwdRead[t] > int32(i) {
-						out = t
-					}
-				}
+			// The one storage live across the cut, if the stage being
+			// closed produced it.
+			if int(g.Tensors[liveX].Producer) >= start {
+				out = liveX
 			}
 			// Not between a storage's producer and an in-place op writing
 			// it (conv | ReLU_): the next stage could not re-run its
@@ -449,7 +454,7 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 		stageMeasureFwd(g, wsOf, root, pinnedSt, lastRead, readByOwnBwd, st)
 		stageLeaf(g, timeOf, wsOf, root, pinned, pinnedSt, lastRead, needR, readByOwnBwd, st)
 	}
-	rd := newRootReaders(g, root, nf)
+	rd := newRootReaders(g, root, nf, stageOf)
 	opAtRank := make([]graph.OpID, n+1)
 	for i := nf; i < no; i++ {
 		opAtRank[rank[i]] = graph.OpID(i)
@@ -790,7 +795,7 @@ func stageMeasureBwd(g *graph.Graph, wsOf StageTimeFunc, root []graph.TensorID, 
 			// the incoming gradient and this backward's own outputs. Others
 			// (the stage input, held gradients) belong to the caller.
 			p := g.Tensors[r].Producer
-			if p == graph.NoOp || !(stageOf[p] == s || (stageOf[p] == s+1 && g.Ops[p].Phase == graph.Backward && stageOnlyReadBy(g, rd, r, stageOf, s))) {
+			if p == graph.NoOp || !(stageOf[p] == s || (stageOf[p] == s+1 && g.Ops[p].Phase == graph.Backward && stageOnlyReadBy(rd, r, s))) {
 				continue
 			}
 			if lastUse[r] == rank[op] {
@@ -842,25 +847,31 @@ func isOutputOf(o *graph.Op, t graph.TensorID) bool {
 
 // stageOnlyReadBy reports whether every reader of storage r is a backward op
 // of stage s (r is then a gradient passed into s, counted in its base).
-func stageOnlyReadBy(g *graph.Graph, rd *rootReaders, r graph.TensorID, stageOf []int32, s int32) bool {
-	for _, c := range rd.of(r) {
-		if stageOf[c] != s || g.Ops[c].Phase != graph.Backward {
-			return false
-		}
-	}
-	return true
+func stageOnlyReadBy(rd *rootReaders, r graph.TensorID, s int32) bool {
+	b := rd.bwdStage[r]
+	return b == s || b == readByNone
 }
+
+// Values of rootReaders.bwdStage besides a stage index.
+const (
+	readByNone  = -1 // no non-forward op reads the storage
+	readByMixed = -2 // read by an update op or by backward ops of several stages
+)
 
 // rootReaders lists, per storage, the non-forward ops reading it directly
-// or through a view (flat CSR arrays).
+// or through a view (flat CSR arrays), and the one stage whose backward ops
+// are all of them, if there is one (bwdStage: computed once, so that a
+// storage read by every stage, such as a weight gradient accumulated in
+// place, costs its readers once rather than once per stage).
 type rootReaders struct {
-	start []int32
-	ops   []graph.OpID
+	start    []int32
+	ops      []graph.OpID
+	bwdStage []int32
 }
 
-func newRootReaders(g *graph.Graph, root []graph.TensorID, nf int) *rootReaders {
+func newRootReaders(g *graph.Graph, root []graph.TensorID, nf int, stageOf []int32) *rootReaders {
 	nt := len(g.Tensors)
-	rd := &rootReaders{start: make([]int32, nt+1)}
+	rd := &rootReaders{start: make([]int32, nt+1), bwdStage: make([]int32, nt)}
 	for i := nf; i < len(g.Ops); i++ {
 		for _, t := range g.Ops[i].Inputs {
 			rd.start[root[t]+1]++
@@ -877,6 +888,17 @@ func newRootReaders(g *graph.Graph, root []graph.TensorID, nf int) *rootReaders 
 			rd.ops[fill[r]] = graph.OpID(i)
 			fill[r]++
 		}
+	}
+	for r := range rd.bwdStage {
+		b := int32(readByNone)
+		for _, c := range rd.of(graph.TensorID(r)) {
+			if g.Ops[c].Phase != graph.Backward || (b != readByNone && stageOf[c] != b) {
+				b = readByMixed
+				break
+			}
+			b = stageOf[c]
+		}
+		rd.bwdStage[r] = b
 	}
 	return rd
 }
