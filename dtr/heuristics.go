@@ -111,8 +111,11 @@ func (r *Runtime) staleness(s int32) int64 {
 }
 
 // eqNeighbours returns the summed value of the distinct eq-classes of the
-// evicted neighbours of s.
-func (r *Runtime) eqNeighbours(s int32) int64 {
+// evicted neighbours of s. It leaves s, that sum and the sum of the
+// classes' floors (value less slack, see ufSlack) in eqOf, eqSum and
+// eqFloor for the candidate index's keys (eqKeyPart), and with reg
+// registers s with each class (regAdd).
+func (r *Runtime) eqNeighbours(s int32, reg bool) int64 {
 	r.markGen++
 	if r.markGen == 0 {
 		for i := range r.ufMark {
@@ -121,7 +124,7 @@ func (r *Runtime) eqNeighbours(s int32) int64 {
 		r.markGen = 1
 	}
 	g := r.markGen
-	var sum int64
+	var sum, floor int64
 	for _, d := range [2]int{parsList, kidsList} {
 		for ns, c := r.neighbours(s, d); ; ns, c = r.chunk(c) {
 			for _, n := range ns {
@@ -136,6 +139,10 @@ func (r *Runtime) eqNeighbours(s int32) int64 {
 				if r.ufMark[root] != g {
 					r.ufMark[root] = g
 					sum += r.ufValue[root]
+					floor += r.ufValue[root] - max(r.ufSlack[root], 0)
+					if reg {
+						r.regAdd(root, s, r.storages[s].kgen)
+					}
 				}
 			}
 			if c < 0 {
@@ -143,6 +150,7 @@ func (r *Runtime) eqNeighbours(s int32) int64 {
 			}
 		}
 	}
+	r.eqOf, r.eqSum, r.eqFloor = s, sum, floor
 	return sum
 }
 
@@ -267,6 +275,7 @@ func (r *Runtime) withRegions(s int32, both bool, m, d int64) int64 {
 // evaluate scores candidate s (see withRegions for evalBest).
 func (r *Runtime) evaluate(s int32) score {
 	r.stats.HeuristicEvals++
+	r.eqOf = -1
 	st := &r.storages[s]
 	switch r.cfg.Heuristic {
 	case HDTR:
@@ -276,7 +285,7 @@ func (r *Runtime) evaluate(s int32) score {
 		}
 		return mkScore(r.withRegions(s, true, m, d), m, d)
 	case HDTREqClass:
-		return mkScore(st.compute+r.eqNeighbours(s), r.sizeTerm(s), r.staleness(s))
+		return mkScore(st.compute+r.eqNeighbours(s, false), r.sizeTerm(s), r.staleness(s))
 	case HDTRLocal:
 		return mkScore(st.compute, r.sizeTerm(s), r.staleness(s))
 	case MSPS:
@@ -290,7 +299,7 @@ func (r *Runtime) evaluate(s int32) score {
 	case Size:
 		return mkScore(1, r.sizeTerm(s), 1)
 	case MegEngine:
-		sc := mkScore(st.est+r.eqNeighbours(s), r.sizeTerm(s), r.staleness(s))
+		sc := mkScore(st.est+r.eqNeighbours(s, false), r.sizeTerm(s), r.staleness(s))
 		if st.remats > 0 {
 			sc.mul = math.Pow(1.0001, float64(st.remats))
 			sc.f *= sc.mul
@@ -305,7 +314,7 @@ func (r *Runtime) evaluate(s int32) score {
 		if d < 1 {
 			d = 1
 		}
-		return mkScore(st.compute+r.eqNeighbours(s), r.sizeTerm(s), d)
+		return mkScore(st.compute+r.eqNeighbours(s, false), r.sizeTerm(s), d)
 	case LookaheadMSPS:
 		n := r.nextUse(s)
 		if n == math.MaxInt64 {
@@ -351,7 +360,10 @@ func (r *Runtime) choose() int32 {
 }
 
 // checkScan (idxCheck, tests) counts in idxMismatch a choice s that the
-// scan, run without counting its evaluations, would not make.
+// scan, run without counting its evaluations, would not make, and every
+// filed eq-class key (outside neg epochs) whose numerator exceeds the one
+// the candidate has now: such a key is no lower bound, whether or not this
+// choice shows it.
 func (r *Runtime) checkScan(s int32) {
 	if !r.idxCheck {
 		return
@@ -361,6 +373,18 @@ func (r *Runtime) checkScan(s int32) {
 		r.idxMismatch++
 	}
 	r.stats.HeuristicEvals = counted
+	if x := r.idx; x != nil && x.eq && !x.neg {
+		for b, h := range x.heaps {
+			if b == idxZero || b == idxNever || b == idxInfB {
+				continue
+			}
+			for _, c := range h {
+				if r.keyNum(c) < r.storages[c].knum {
+					r.idxMismatch++
+				}
+			}
+		}
+	}
 }
 
 // scan is the linear candidate search over the pool.

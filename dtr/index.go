@@ -101,8 +101,16 @@ type candIndex struct {
 	kind  idxKind
 	heaps [][]int32 // per bucket: storage ids, min-heap on storage.ikey
 	lo    []float64 // staleness family: lower bound of c/m in the bucket
-	full  []uint64  // bitset of non-empty buckets
-	stack []int32   // scratch: DFS over a heap
+	// kmin (staleness and lookahead families): the least knum/size of the
+	// bucket's members since it was last empty. A member's key does not
+	// change while it is filed, so this is a lower bound of c/m over the
+	// members, tighter than lo: layers of one shape share one c/m, and
+	// with lo's slack (up to 2^(1/16)) alone a search walked every member
+	// whose staleness was within that factor of the best's (a fixed share
+	// of the pool on a deep chain, so each choice grew with the model).
+	kmin  []float64
+	full  []uint64 // bitset of non-empty buckets
+	stack []int32  // scratch: DFS over a heap
 	// eq: the key's numerator includes the eq-class neighbour cost
 	// (dtr-eqclass, lookahead), lowered to stay a lower bound of the
 	// score's (see keyNum). Evictions only raise class values; a
@@ -133,6 +141,25 @@ type candIndex struct {
 	allow     int64
 	dropped   []int32
 	refresh   []int32
+	// Outside neg epochs keys count the neighbour cost exactly, and a
+	// class that loses value re-keys the candidates whose keys counted it:
+	// reg lists, per eq-class root, the candidates registered when keyed
+	// (nodes of a flat linked list; a node is stale once its candidate
+	// was keyed again, kgen), merged with their classes; flush lists the
+	// roots that lost value since the last re-keying.
+	reg   classLists
+	flush []int32
+}
+
+// classLists holds a linked list of (candidate, key generation) nodes per
+// eq-class root, in flat arrays with a free list.
+type classLists struct {
+	head, tail []int32 // per root: first and last node, -1: empty
+	n, compact []int32 // per root: nodes, and nodes after the last compaction
+	s          []int32 // per node: candidate
+	gen        []uint32
+	next       []int32
+	free       int32
 }
 
 func indexKind(cfg *Config) idxKind {
@@ -153,7 +180,7 @@ func indexKind(cfg *Config) idxKind {
 }
 
 func newCandIndex(k idxKind) *candIndex {
-	x := &candIndex{kind: k, heaps: make([][]int32, idxBuckets), lo: make([]float64, idxBuckets), full: make([]uint64, (idxBuckets+63)/64)}
+	x := &candIndex{kind: k, heaps: make([][]int32, idxBuckets), lo: make([]float64, idxBuckets), kmin: make([]float64, idxBuckets), full: make([]uint64, (idxBuckets+63)/64), reg: classLists{free: -1}}
 	for b := idxFirst; b < idxInfB; b++ {
 		x.lo[b] = math.Exp2(float64(b-idxFirst-idxOctaves*idxPerOctave)/idxPerOctave) * (1 - idxSlack)
 	}
@@ -163,13 +190,15 @@ func newCandIndex(k idxKind) *candIndex {
 
 // reset empties x for a new run with index kind k, keeping its buffers.
 func (x *candIndex) reset(k idxKind) {
-	heaps, lo, full := x.heaps, x.lo, x.full
+	heaps, lo, kmin, full := x.heaps, x.lo, x.kmin, x.full
 	for b := range heaps {
 		heaps[b] = heaps[b][:0]
 	}
 	clear(full)
-	*x = candIndex{kind: k, heaps: heaps, lo: lo, full: full, stack: x.stack[:0], kept: x.kept[:0],
-		zeroCost: x.zeroCost[:0], dropped: x.dropped[:0], refresh: x.refresh[:0]}
+	reg := classLists{head: x.reg.head[:0], tail: x.reg.tail[:0], n: x.reg.n[:0], compact: x.reg.compact[:0],
+		s: x.reg.s[:0], gen: x.reg.gen[:0], next: x.reg.next[:0], free: -1}
+	*x = candIndex{kind: k, heaps: heaps, lo: lo, kmin: kmin, full: full, stack: x.stack[:0], kept: x.kept[:0],
+		zeroCost: x.zeroCost[:0], dropped: x.dropped[:0], refresh: x.refresh[:0], reg: reg, flush: x.flush[:0]}
 }
 
 // seqKeyed reports whether bucket b's heap is ordered by pool sequence (the
@@ -223,7 +252,7 @@ func (r *Runtime) bucketOf(s int32) int {
 			return idxNever
 		}
 		st.ikey = float64(st.lastAccess)
-		kn := r.keyNum(s)
+		kn := r.fileKeyNum(s)
 		st.knum = kn
 		switch {
 		case st.size == 0:
@@ -244,7 +273,7 @@ func (r *Runtime) bucketOf(s int32) int {
 		case st.size == 0:
 			return idxInfB
 		}
-		kn := r.keyNum(s)
+		kn := r.fileKeyNum(s)
 		st.knum = kn
 		if kn == 0 {
 			st.ikey = float64(st.seq)
@@ -278,12 +307,43 @@ func (r *Runtime) bucketOf(s int32) int {
 func (r *Runtime) keyNum(s int32) int64 {
 	c := r.storages[s].compute
 	if r.idx.eq {
-		c = max(c+r.eqKeyPart(r.eqNeighbours(s)), 0)
+		r.eqNeighbours(s, false)
+		c = max(c+r.eqKeyPart(), 0)
 	}
 	return c
 }
 
-// eqKeyPart is the part of eq-class neighbour cost e a key may count.
+// fileKeyNum is keyNum for a key being filed: outside neg epochs it
+// registers s, at a new key generation, with every class its key counts.
+func (r *Runtime) fileKeyNum(s int32) int64 {
+	st := &r.storages[s]
+	if !r.idx.eq {
+		return st.compute
+	}
+	st.kgen++
+	r.eqNeighbours(s, !r.idx.neg)
+	return max(st.compute+r.eqKeyPart(), 0)
+}
+
+// eqSlackShift sets how far below its value a class's floor is set (1/32
+// of the value: eqSlack). A smaller slack gives tighter keys and more
+// re-keying: none at all re-keyed the registered candidates at every
+// recomputation, which made the parity eq-class sweeps of the traced logs
+// 1.2-5x slower; with 1/4 a GPT of 1,428 layers (batch 1, seq 128, 0.6)
+// took 2.9 s instead of 1.85 s, with 1/256 the traced unroll-gan's parity
+// sweep 0.21 s instead of 0.08 s.
+const eqSlackShift = 5
+
+// eqSlack is the slack a class of value v starts with (and gets again when
+// its candidates are re-keyed): its floor is then v - v/32.
+func eqSlack(v int64) int64 { return max(v, 0) >> eqSlackShift }
+
+// eqKeyPart is the part of the eq-class neighbour cost the last
+// eqNeighbours call found that a key may count. Outside neg epochs that is
+// the sum of the classes' floors: a class's value falls only when one of
+// its storages is recomputed, and before it falls below its floor the
+// candidates registered with it are re-keyed (idxClassDropped); merges add
+// values and floors alike.
 //
 // In parity mode a recomputation lowers its class by its current cost,
 // which exceeds what its eviction added when a view op raised that cost
@@ -296,11 +356,11 @@ func (r *Runtime) keyNum(s int32) int64 {
 // every candidate is re-keyed at once, see compute), keys with e - 2(allow
 // - drop) - ufNeg, which may be below the storage's own cost
 // (parityIndexable then checks that no exact score can be negative).
-func (r *Runtime) eqKeyPart(e int64) int64 {
+func (r *Runtime) eqKeyPart() int64 {
 	if x := r.idx; x.neg {
-		return e - 2*(x.allow-x.drop) - r.ufNeg
+		return r.eqSum - 2*(x.allow-x.drop) - r.ufNeg
 	}
-	return max(e-(r.idx.allow-r.idx.drop), 0)
+	return r.eqFloor
 }
 
 // idxDropped re-keys, after recomputations, the candidates next to the
@@ -312,11 +372,143 @@ func (r *Runtime) idxDropped() {
 	if x.drop > x.allow {
 		r.idxNewEpoch()
 	} else {
+		for _, c := range x.flush {
+			r.idxFlushClass(c)
+		}
 		for _, s := range x.dropped {
 			r.idxRekeyNeighbours(s)
 		}
 	}
 	x.dropped = x.dropped[:0]
+	x.flush = x.flush[:0]
+}
+
+// idxClassDropped records that the class whose root is c lost dec of its
+// value. Within a neg epoch the drop counts against the epoch's allowance.
+// Outside one the drop has come out of the class's slack, and once that is
+// spent (the value is below the floor the keys counted) the candidates
+// registered with the class are re-keyed (idxDropped) from a new floor.
+func (r *Runtime) idxClassDropped(c int32, dec int64) {
+	x := r.idx
+	switch {
+	case x.neg:
+		x.drop += dec
+	case r.ufSlack[c] >= 0:
+	case int(c) < len(x.reg.head) && x.reg.head[c] >= 0:
+		x.flush = append(x.flush, c)
+	default:
+		r.ufSlack[c] = eqSlack(r.ufValue[c]) // no key counts it
+	}
+}
+
+// idxFlushClass gives class root c, if its slack is spent, a new floor and
+// re-keys the candidates registered with it whose current keys counted it
+// (their registration's generation is their key's). Re-keying registers
+// them again with the classes they count now.
+func (r *Runtime) idxFlushClass(c int32) {
+	if r.ufSlack[c] >= 0 {
+		return // flushed already (listed twice)
+	}
+	r.ufSlack[c] = eqSlack(r.ufValue[c])
+	l := &r.idx.reg
+	if int(c) >= len(l.head) {
+		return
+	}
+	n := l.head[c]
+	l.head[c], l.tail[c], l.n[c], l.compact[c] = -1, -1, 0, 0
+	for n >= 0 {
+		s, gen, next := l.s[n], l.gen[n], l.next[n]
+		l.next[n], l.free = l.free, n
+		if st := &r.storages[s]; st.kgen == gen && st.ibucket >= 0 {
+			r.idxRekey(s)
+		}
+		n = next
+	}
+}
+
+// regAdd registers candidate s, keyed at generation gen, with class root c.
+func (r *Runtime) regAdd(c, s int32, gen uint32) {
+	l := &r.idx.reg
+	l.size(c)
+	n := l.free
+	if n >= 0 {
+		l.free = l.next[n]
+		l.s[n], l.gen[n], l.next[n] = s, gen, -1
+	} else {
+		n = int32(len(l.s))
+		l.s, l.gen, l.next = append(l.s, s), append(l.gen, gen), append(l.next, -1)
+	}
+	if t := l.tail[c]; t < 0 {
+		l.head[c] = n
+	} else {
+		l.next[t] = n
+	}
+	l.tail[c] = n
+	l.n[c]++
+	if l.n[c] > 2*l.compact[c]+16 {
+		r.regCompact(c)
+	}
+}
+
+// size makes room for class root c's list.
+func (l *classLists) size(c int32) {
+	if int(c) < len(l.head) {
+		return
+	}
+	k := max(int(c)+1, 2*len(l.head))
+	for len(l.head) < k {
+		l.head, l.tail = append(l.head, -1), append(l.tail, -1)
+		l.n, l.compact = append(l.n, 0), append(l.compact, 0)
+	}
+}
+
+// regCompact drops the stale nodes of class root c's list (candidates keyed
+// again since, or taken out of the index: idxRemove moves the generation
+// on), so that a class whose candidates are
+// re-keyed often but which never loses value keeps a list as long as its
+// live registrations (amortised: it runs when the list has doubled).
+func (r *Runtime) regCompact(c int32) {
+	l := &r.idx.reg
+	prev, live := int32(-1), int32(0)
+	for n := l.head[c]; n >= 0; {
+		next := l.next[n]
+		if r.storages[l.s[n]].kgen == l.gen[n] {
+			if prev < 0 {
+				l.head[c] = n
+			} else {
+				l.next[prev] = n
+			}
+			prev = n
+			live++
+		} else {
+			l.next[n], l.free = l.free, n
+		}
+		n = next
+	}
+	if prev < 0 {
+		l.head[c] = -1
+	} else {
+		l.next[prev] = -1
+	}
+	l.tail[c] = prev
+	l.n[c], l.compact[c] = live, live
+}
+
+// regMerge moves class root a's registrations to root b (a merged into b).
+func (r *Runtime) regMerge(a, b int32) {
+	l := &r.idx.reg
+	if int(a) >= len(l.head) || l.head[a] < 0 {
+		return
+	}
+	if l.size(b); l.head[b] < 0 {
+		l.head[b], l.tail[b], l.n[b], l.compact[b] = l.head[a], l.tail[a], l.n[a], l.compact[a]
+	} else {
+		l.next[l.tail[b]] = l.head[a]
+		l.tail[b] = l.tail[a]
+		l.n[b] += l.n[a]
+		l.compact[b] += l.compact[a]
+	}
+	l.head[a], l.tail[a], l.n[a], l.compact[a] = -1, -1, 0, 0
 }
 
 // idxNewEpoch starts an epoch of the eq-class keys: the allowance is a
@@ -369,6 +561,12 @@ func (r *Runtime) idxInsert(s int32) {
 	}
 	b := r.bucketOf(s)
 	h := r.idx.heaps[b]
+	if k := r.idx.kind; (k == idxStale || k == idxAhead) && b >= idxFirst && b < idxInfB {
+		v := float64(st.knum) / float64(st.size)
+		if len(h) == 0 || v < r.idx.kmin[b] {
+			r.idx.kmin[b] = v
+		}
+	}
 	st.ibucket = int16(b)
 	st.ipos = int32(len(h))
 	r.idx.heaps[b] = append(h, s)
@@ -397,6 +595,7 @@ func (r *Runtime) idxRemove(s int32) {
 	i := int(st.ipos)
 	last := len(h) - 1
 	st.ibucket, st.ipos = -1, -1
+	st.kgen++ // its class registrations are stale
 	if i != last {
 		h[i] = h[last]
 		r.storages[h[i]].ipos = int32(i)
@@ -486,7 +685,7 @@ func (r *Runtime) bound(b int, s int32) float64 {
 		if d <= 0 {
 			return math.Inf(1)
 		}
-		return r.idx.lo[b] / float64(d)
+		return r.idx.blo(b) / float64(d)
 	case idxAhead:
 		if b == idxNever {
 			return 0
@@ -495,12 +694,22 @@ func (r *Runtime) bound(b int, s int32) float64 {
 		if d < 1 {
 			d = 1
 		}
-		return r.idx.lo[b] / float64(d)
+		return r.idx.blo(b) / float64(d)
 	}
 	if math.IsInf(st.ikey, 0) {
 		return st.ikey // size 0 (Inf - Inf x slack would be NaN)
 	}
 	return st.ikey - math.Abs(st.ikey)*idxSlack
+}
+
+// blo returns a lower bound of c/m over the members of bucket b of the
+// staleness or lookahead index: the larger of the bucket's edge and its
+// members' least key (less the slack).
+func (x *candIndex) blo(b int) float64 {
+	if b < idxFirst || b >= idxInfB {
+		return x.lo[b]
+	}
+	return max(x.lo[b], x.kmin[b]*(1-idxSlack))
 }
 
 // startBurst begins an eviction burst: the choices of one free call, between
@@ -734,7 +943,7 @@ func (r *Runtime) idxSearch(b int, c *idxChoice) {
 		sc := r.evaluate(s)
 		r.evalBest = math.Inf(1)
 		r.lbStore(s, sc)
-		if st := &r.storages[s]; r.idx.eq && b != idxNever && max(st.compute+r.eqKeyPart(sc.num-st.compute), 0) > st.knum {
+		if st := &r.storages[s]; r.idx.eq && b != idxNever && r.eqOf == s && max(st.compute+r.eqKeyPart(), 0) > st.knum {
 			r.idx.refresh = append(r.idx.refresh, s)
 		}
 		if seq := r.storages[s].seq; c.best < 0 || r.idxBetter(sc, seq, c.bs, c.bseq) {

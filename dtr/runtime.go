@@ -165,8 +165,9 @@ type storage struct {
 	seq     int64
 	// spos is the position in the runtime's small heap (-1: not in it).
 	spos  int32
-	inext int64 // lookahead index: next use when keyed
-	knum  int64 // the score numerator the key was computed with
+	inext int64  // lookahead index: next use when keyed
+	knum  int64  // the score numerator the key was computed with
+	kgen  uint32 // the key's generation (index.go: class registrations)
 	// lb is a lower bound of the storage's score for the rest of eviction
 	// burst lbBurst (see startBurst).
 	lb      float64
@@ -254,10 +255,19 @@ type Runtime struct {
 	// compute).
 	ufParent []int32
 	ufValue  []int64
-	ufLive   []int32
-	ufNeg    int64
-	ufMark   []uint32
-	markGen  uint32
+	// ufSlack (the candidate index's eq-class keys, index.go): per root,
+	// how far the class's value may still fall before the keys that count
+	// it must be re-keyed; keys count its floor, value - slack.
+	ufSlack []int64
+	// eqOf, eqSum, eqFloor: the last eqNeighbours call's storage, sum
+	// and floor sum
+	eqOf    int32
+	eqSum   int64
+	eqFloor int64
+	ufLive  []int32
+	ufNeg   int64
+	ufMark  []uint32
+	markGen uint32
 
 	// walk holds the storages' walk nodes (same index), edges their
 	// neighbour lists (walk.go); stGen is the current walk's mark
@@ -457,6 +467,7 @@ func (r *Runtime) recycle(cfg Config, host Host) error {
 		small:      old.small[:0],
 		ufParent:   old.ufParent[:0],
 		ufValue:    old.ufValue[:0],
+		ufSlack:    old.ufSlack[:0],
 		ufLive:     old.ufLive[:0],
 		ufMark:     old.ufMark[:0],
 		walk:       old.walk[:0],
@@ -1800,6 +1811,7 @@ func (r *Runtime) ufNew(v int64) int32 {
 	n := int32(len(r.ufParent))
 	r.ufParent = append(r.ufParent, -1)
 	r.ufValue = append(r.ufValue, v)
+	r.ufSlack = append(r.ufSlack, eqSlack(v))
 	r.ufLive = append(r.ufLive, 1)
 	r.ufMark = append(r.ufMark, 0)
 	return n
@@ -1825,9 +1837,15 @@ func (r *Runtime) ufMerge(l, rr int32) {
 		return
 	}
 	r.ufParent[a] = b
+	if r.idx != nil && r.idx.eq {
+		r.regMerge(a, b)
+	}
 	va, vb, la, lb := r.ufValue[a], r.ufValue[b], r.ufLive[a], r.ufLive[b]
 	r.ufNeg += liveNeg(va+vb, la+lb) - liveNeg(va, la) - liveNeg(vb, lb)
 	r.ufValue[b], r.ufLive[b] = va+vb, la+lb
+	// keys counting either class count its floor; the merged floor is
+	// their sum, so the slacks add
+	r.ufSlack[b] += r.ufSlack[a]
 }
 
 // ufAdd adds d to the value of the class whose root is root.
@@ -1835,6 +1853,7 @@ func (r *Runtime) ufAdd(root int32, d int64) {
 	v, l := r.ufValue[root], r.ufLive[root]
 	r.ufNeg += liveNeg(v+d, l) - liveNeg(v, l)
 	r.ufValue[root] = v + d
+	r.ufSlack[root] += d
 }
 
 // ufKill records that a storage of the class whose root is root is no
@@ -2184,12 +2203,12 @@ func (r *Runtime) compute(t int32, remat bool) error {
 				// negative (ufNeg)
 				dec = r.hcost(s)
 			}
-			if r.idx != nil && r.idx.eq {
-				r.idx.dropped = append(r.idx.dropped, s)
-				r.idx.drop += dec
-			}
 			root := r.ufFind(st.ecn)
 			r.ufAdd(root, -dec)
+			if r.idx != nil && r.idx.eq {
+				r.idx.dropped = append(r.idx.dropped, s)
+				r.idxClassDropped(root, dec)
+			}
 			r.ufKill(root)
 			if r.idx != nil && r.idx.eq && r.ufNeg > 0 && !r.idx.neg {
 				r.idx.drop = r.idx.allow + 1 // keys made without negative mass: re-key all (idxDropped)
