@@ -114,9 +114,9 @@ type candIndex struct {
 	// eq: the key's numerator includes the eq-class neighbour cost
 	// (dtr-eqclass, lookahead), lowered to stay a lower bound of the
 	// score's (see keyNum). Evictions only raise class values; a
-	// recomputation lowers its class's by what its eviction added. drop
-	// sums those decreases since the epoch began, allow is the epoch's
-	// allowance for them; dropped lists the storages recomputed since
+	// recomputation lowers its class's by what its eviction added. In a
+	// neg epoch (below) drop sums those decreases since the epoch began and
+	// allow is the epoch's allowance for them; dropped lists the storages recomputed since
 	// the last re-keying of their neighbours. refresh lists the
 	// candidates a search found costlier than their keys say (re-keyed
 	// after it: the lazy update).
@@ -141,8 +141,9 @@ type candIndex struct {
 	allow     int64
 	dropped   []int32
 	refresh   []int32
-	// Outside neg epochs keys count the neighbour cost exactly, and a
-	// class that loses value re-keys the candidates whose keys counted it:
+	// Outside neg epochs keys count the floors of the neighbouring
+	// classes (value less slack, Runtime.ufSlack), and a class whose value
+	// falls below its floor re-keys the candidates whose keys counted it:
 	// reg lists, per eq-class root, the candidates registered when keyed
 	// (nodes of a flat linked list; a node is stale once its candidate
 	// was keyed again, kgen), merged with their classes; flush lists the
