@@ -148,8 +148,11 @@ type candIndex struct {
 	// (nodes of a flat linked list; a node is stale once its candidate
 	// was keyed again, kgen), merged with their classes; flush lists the
 	// roots that lost value since the last re-keying.
-	reg   classLists
-	flush []int32
+	// regX and flushX are the same for the candidates keyed with the
+	// classes' exact values (storage.kexact: a search found the floors
+	// too low for them), re-keyed at every drop of a class they count.
+	reg, regX     classLists
+	flush, flushX []int32
 }
 
 // classLists holds a linked list of (candidate, key generation) nodes per
@@ -181,7 +184,7 @@ func indexKind(cfg *Config) idxKind {
 }
 
 func newCandIndex(k idxKind) *candIndex {
-	x := &candIndex{kind: k, heaps: make([][]int32, idxBuckets), lo: make([]float64, idxBuckets), kmin: make([]float64, idxBuckets), full: make([]uint64, (idxBuckets+63)/64), reg: classLists{free: -1}}
+	x := &candIndex{kind: k, heaps: make([][]int32, idxBuckets), lo: make([]float64, idxBuckets), kmin: make([]float64, idxBuckets), full: make([]uint64, (idxBuckets+63)/64), reg: classLists{free: -1}, regX: classLists{free: -1}}
 	for b := idxFirst; b < idxInfB; b++ {
 		x.lo[b] = math.Exp2(float64(b-idxFirst-idxOctaves*idxPerOctave)/idxPerOctave) * (1 - idxSlack)
 	}
@@ -196,10 +199,9 @@ func (x *candIndex) reset(k idxKind) {
 		heaps[b] = heaps[b][:0]
 	}
 	clear(full)
-	reg := classLists{head: x.reg.head[:0], tail: x.reg.tail[:0], n: x.reg.n[:0], compact: x.reg.compact[:0],
-		s: x.reg.s[:0], gen: x.reg.gen[:0], next: x.reg.next[:0], free: -1}
 	*x = candIndex{kind: k, heaps: heaps, lo: lo, kmin: kmin, full: full, stack: x.stack[:0], kept: x.kept[:0],
-		zeroCost: x.zeroCost[:0], dropped: x.dropped[:0], refresh: x.refresh[:0], reg: reg, flush: x.flush[:0]}
+		zeroCost: x.zeroCost[:0], dropped: x.dropped[:0], refresh: x.refresh[:0], reg: x.reg.reset(), regX: x.regX.reset(),
+		flush: x.flush[:0], flushX: x.flushX[:0]}
 }
 
 // seqKeyed reports whether bucket b's heap is ordered by pool sequence (the
@@ -306,12 +308,12 @@ func (r *Runtime) bucketOf(s int32) int {
 // recomputed storage (which may lose the whole class, not just its share)
 // are re-keyed at once. Not counted as a heuristic evaluation.
 func (r *Runtime) keyNum(s int32) int64 {
-	c := r.storages[s].compute
-	if r.idx.eq {
-		r.eqNeighbours(s, false)
-		c = max(c+r.eqKeyPart(), 0)
+	st := &r.storages[s]
+	if !r.idx.eq {
+		return st.compute
 	}
-	return c
+	r.eqNeighbours(s, false)
+	return max(st.compute+r.eqKeyPart(st.kexact), 0)
 }
 
 // fileKeyNum is keyNum for a key being filed: outside neg epochs it
@@ -323,7 +325,7 @@ func (r *Runtime) fileKeyNum(s int32) int64 {
 	}
 	st.kgen++
 	r.eqNeighbours(s, !r.idx.neg)
-	return max(st.compute+r.eqKeyPart(), 0)
+	return max(st.compute+r.eqKeyPart(st.kexact), 0)
 }
 
 // eqSlackShift sets how far below its value a class's floor is set (1/32
@@ -332,7 +334,8 @@ func (r *Runtime) fileKeyNum(s int32) int64 {
 // recomputation, which made the parity eq-class sweeps of the traced logs
 // 1.2-5x slower; with 1/4 a GPT of 1,428 layers (batch 1, seq 128, 0.6)
 // took 2.9 s instead of 1.85 s, with 1/256 the traced unroll-gan's parity
-// sweep 0.21 s instead of 0.08 s.
+// sweep 0.21 s instead of 0.08 s. The candidates for which the slack is
+// too loose are keyed exactly (storage.kexact) instead.
 const eqSlackShift = 5
 
 // eqSlack is the slack a class of value v starts with (and gets again when
@@ -344,7 +347,8 @@ func eqSlack(v int64) int64 { return max(v, 0) >> eqSlackShift }
 // the sum of the classes' floors: a class's value falls only when one of
 // its storages is recomputed, and before it falls below its floor the
 // candidates registered with it are re-keyed (idxClassDropped); merges add
-// values and floors alike.
+// values and floors alike. For a candidate keyed exactly (exact:
+// storage.kexact) it is the classes' values, and every drop re-keys it.
 //
 // In parity mode a recomputation lowers its class by its current cost,
 // which exceeds what its eviction added when a view op raised that cost
@@ -357,9 +361,12 @@ func eqSlack(v int64) int64 { return max(v, 0) >> eqSlackShift }
 // every candidate is re-keyed at once, see compute), keys with e - 2(allow
 // - drop) - ufNeg, which may be below the storage's own cost
 // (parityIndexable then checks that no exact score can be negative).
-func (r *Runtime) eqKeyPart() int64 {
-	if x := r.idx; x.neg {
+func (r *Runtime) eqKeyPart(exact bool) int64 {
+	switch x := r.idx; {
+	case x.neg:
 		return r.eqSum - 2*(x.allow-x.drop) - r.ufNeg
+	case exact:
+		return r.eqSum
 	}
 	return r.eqFloor
 }
@@ -374,7 +381,14 @@ func (r *Runtime) idxDropped() {
 		r.idxNewEpoch()
 	} else {
 		for _, c := range x.flush {
-			r.idxFlushClass(c)
+			if r.ufSlack[c] < 0 {
+				r.ufSlack[c] = eqSlack(r.ufValue[c])
+				r.idxFlushList(&x.reg, c)
+				r.idxFlushList(&x.regX, c)
+			}
+		}
+		for _, c := range x.flushX {
+			r.idxFlushList(&x.regX, c)
 		}
 		for _, s := range x.dropped {
 			r.idxRekeyNeighbours(s)
@@ -382,37 +396,40 @@ func (r *Runtime) idxDropped() {
 	}
 	x.dropped = x.dropped[:0]
 	x.flush = x.flush[:0]
+	x.flushX = x.flushX[:0]
 }
 
 // idxClassDropped records that the class whose root is c lost dec of its
 // value. Within a neg epoch the drop counts against the epoch's allowance.
-// Outside one the drop has come out of the class's slack, and once that is
-// spent (the value is below the floor the keys counted) the candidates
-// registered with the class are re-keyed (idxDropped) from a new floor.
+// Outside one the candidates keyed with the class's exact value are
+// re-keyed (idxDropped), and the drop comes out of the class's slack; once
+// that is spent (the value is below the floor the keys counted) the class
+// gets a new floor and all its registered candidates are re-keyed.
 func (r *Runtime) idxClassDropped(c int32, dec int64) {
 	x := r.idx
-	switch {
-	case x.neg:
+	if x.neg {
 		x.drop += dec
-	case r.ufSlack[c] >= 0:
-	case int(c) < len(x.reg.head) && x.reg.head[c] >= 0:
+		return
+	}
+	if dec != 0 && x.regX.has(c) {
+		x.flushX = append(x.flushX, c)
+	}
+	if r.ufSlack[c] >= 0 {
+		return
+	}
+	if x.reg.has(c) || x.regX.has(c) {
 		x.flush = append(x.flush, c)
-	default:
+	} else {
 		r.ufSlack[c] = eqSlack(r.ufValue[c]) // no key counts it
 	}
 }
 
-// idxFlushClass gives class root c, if its slack is spent, a new floor and
-// re-keys the candidates registered with it whose current keys counted it
-// (their registration's generation is their key's). Re-keying registers
-// them again with the classes they count now.
-func (r *Runtime) idxFlushClass(c int32) {
-	if r.ufSlack[c] >= 0 {
-		return // flushed already (listed twice)
-	}
-	r.ufSlack[c] = eqSlack(r.ufValue[c])
-	l := &r.idx.reg
-	if int(c) >= len(l.head) {
+// idxFlushList re-keys the candidates of list l registered with class
+// root c whose current keys counted it (their registration's generation is
+// their key's). Re-keying registers them again with the classes they count
+// now.
+func (r *Runtime) idxFlushList(l *classLists, c int32) {
+	if !l.has(c) {
 		return
 	}
 	n := l.head[c]
@@ -421,15 +438,32 @@ func (r *Runtime) idxFlushClass(c int32) {
 		s, gen, next := l.s[n], l.gen[n], l.next[n]
 		l.next[n], l.free = l.free, n
 		if st := &r.storages[s]; st.kgen == gen && st.ibucket >= 0 {
+			// back to the floors: only a search that finds them too
+			// low again keys it exactly, so the re-keyings exact keys
+			// cost stay within the evaluations that asked for them
+			st.kexact = false
 			r.idxRekey(s)
 		}
 		n = next
 	}
 }
 
-// regAdd registers candidate s, keyed at generation gen, with class root c.
+// has reports whether class root c has a list.
+func (l *classLists) has(c int32) bool { return int(c) < len(l.head) && l.head[c] >= 0 }
+
+// reset empties l, keeping its buffers.
+func (l *classLists) reset() classLists {
+	return classLists{head: l.head[:0], tail: l.tail[:0], n: l.n[:0], compact: l.compact[:0],
+		s: l.s[:0], gen: l.gen[:0], next: l.next[:0], free: -1}
+}
+
+// regAdd registers candidate s, keyed at generation gen, with class root c
+// (in regX if s is keyed exactly).
 func (r *Runtime) regAdd(c, s int32, gen uint32) {
 	l := &r.idx.reg
+	if r.storages[s].kexact {
+		l = &r.idx.regX
+	}
 	l.size(c)
 	n := l.free
 	if n >= 0 {
@@ -447,7 +481,7 @@ func (r *Runtime) regAdd(c, s int32, gen uint32) {
 	l.tail[c] = n
 	l.n[c]++
 	if l.n[c] > 2*l.compact[c]+16 {
-		r.regCompact(c)
+		r.regCompact(l, c)
 	}
 }
 
@@ -468,8 +502,7 @@ func (l *classLists) size(c int32) {
 // on), so that a class whose candidates are
 // re-keyed often but which never loses value keeps a list as long as its
 // live registrations (amortised: it runs when the list has doubled).
-func (r *Runtime) regCompact(c int32) {
-	l := &r.idx.reg
+func (r *Runtime) regCompact(l *classLists, c int32) {
 	prev, live := int32(-1), int32(0)
 	for n := l.head[c]; n >= 0; {
 		next := l.next[n]
@@ -497,8 +530,13 @@ func (r *Runtime) regCompact(c int32) {
 
 // regMerge moves class root a's registrations to root b (a merged into b).
 func (r *Runtime) regMerge(a, b int32) {
-	l := &r.idx.reg
-	if int(a) >= len(l.head) || l.head[a] < 0 {
+	r.idx.reg.merge(a, b)
+	r.idx.regX.merge(a, b)
+}
+
+// merge moves root a's list to the end of root b's.
+func (l *classLists) merge(a, b int32) {
+	if !l.has(a) {
 		return
 	}
 	if l.size(b); l.head[b] < 0 {
@@ -944,8 +982,14 @@ func (r *Runtime) idxSearch(b int, c *idxChoice) {
 		sc := r.evaluate(s)
 		r.evalBest = math.Inf(1)
 		r.lbStore(s, sc)
-		if st := &r.storages[s]; r.idx.eq && b != idxNever && r.eqOf == s && max(st.compute+r.eqKeyPart(), 0) > st.knum {
-			r.idx.refresh = append(r.idx.refresh, s)
+		if st := &r.storages[s]; r.idx.eq && b != idxNever && r.eqOf == s {
+			if !r.idx.neg && !st.kexact && st.compute+r.eqSum > st.knum {
+				// the floors were too low for it: key it exactly from now on
+				st.kexact = true
+				r.idx.refresh = append(r.idx.refresh, s)
+			} else if max(st.compute+r.eqKeyPart(st.kexact), 0) > st.knum {
+				r.idx.refresh = append(r.idx.refresh, s)
+			}
 		}
 		if seq := r.storages[s].seq; c.best < 0 || r.idxBetter(sc, seq, c.bs, c.bseq) {
 			c.best, c.bs, c.bseq = s, sc, seq

@@ -168,6 +168,10 @@ type storage struct {
 	inext int64  // lookahead index: next use when keyed
 	knum  int64  // the score numerator the key was computed with
 	kgen  uint32 // the key's generation (index.go: class registrations)
+	// kexact: keyed with its eq-classes' exact values rather than their
+	// floors (index.go; set when a search found the floors too low for it,
+	// cleared when it is evicted)
+	kexact bool
 	// lb is a lower bound of the storage's score for the rest of eviction
 	// burst lbBurst (see startBurst).
 	lb      float64
@@ -1766,7 +1770,7 @@ func (r *Runtime) hcost(s int32) int64 {
 func (r *Runtime) evict(s int32, byHeuristic bool) {
 	st := &r.storages[s]
 	r.setResidency(s, false, false)
-	st.kept = false
+	st.kept, st.kexact = false, false
 	r.stats.Memory -= st.size
 	r.makeUnevictable(s)
 	for _, t := range st.tensors {
