@@ -360,7 +360,8 @@ func (r *Runtime) choose() int32 {
 }
 
 // checkScan (idxCheck, tests) counts in idxMismatch a choice s that the
-// scan, run without counting its evaluations, would not make, and every
+// scan, run without counting its evaluations, would not make, every kept
+// storage keyed with a next use earlier than the one it has now, and every
 // filed eq-class key (outside neg epochs) whose numerator exceeds the one
 // the candidate has now: such a key is no lower bound, whether or not this
 // choice shows it.
@@ -373,6 +374,19 @@ func (r *Runtime) checkScan(s int32) {
 		r.idxMismatch++
 	}
 	r.stats.HeuristicEvals = counted
+	if x := r.idx; x != nil && x.keptIdx {
+		// a kept storage's keyed next use must not be before the one a
+		// fresh walk finds now
+		for _, k := range x.kept {
+			st := &r.storages[k]
+			if st.ibucket < 0 || int(st.ibucket) == idxNever {
+				continue
+			}
+			if n, capped := r.keptNext(k); !capped && n > st.inext {
+				r.idxMismatch++
+			}
+		}
+	}
 	if x := r.idx; x != nil && x.eq && !x.neg {
 		for b, h := range x.heaps {
 			if b == idxZero || b == idxNever || b == idxInfB {

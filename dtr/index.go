@@ -121,10 +121,14 @@ type candIndex struct {
 	// candidates a search found costlier than their keys say (re-keyed
 	// after it: the lazy update).
 	eq bool
-	// kept: the storages kept for rematerialization (their next use is a
-	// dependent's, which the heaps cannot follow): evaluated exactly on
-	// every choice; ibucket idxKeptList marks them.
-	kept []int32
+	// kept: the storages kept for rematerialization (storage.kmem; their
+	// next use is a dependent's). With keptIdx (lookahead family, without
+	// swaps or banishing) they are also filed in the heaps, keyed with the
+	// next use their evicted dependents give them (keyKept); the others,
+	// and those whose walk was capped, have ibucket idxKeptList and are
+	// evaluated exactly on every choice.
+	kept    []int32
+	keptIdx bool
 	// never: storages never read again score 0 (lookahead-dtr): they go
 	// to the never-used bucket
 	never bool
@@ -267,6 +271,9 @@ func (r *Runtime) bucketOf(s int32) int {
 		return logBucket(kn, st.size)
 	case idxAhead:
 		n := r.progNextUse(s)
+		if st.kmem {
+			n = r.keptNextUse // keyKept's
+		}
 		st.inext = n
 		st.ikey = -float64(n)
 		switch {
@@ -594,11 +601,17 @@ func (r *Runtime) idxInsert(s int32) {
 		return
 	}
 	if st.kept {
-		st.ibucket = idxKeptList
+		st.kmem = true
 		r.idx.kept = append(r.idx.kept, s)
+		r.keyKept(s)
 		return
 	}
-	b := r.bucketOf(s)
+	r.idxFile(s, r.bucketOf(s))
+}
+
+// idxFile puts s into bucket b's heap (its key set by bucketOf).
+func (r *Runtime) idxFile(s int32, b int) {
+	st := &r.storages[s]
 	h := r.idx.heaps[b]
 	if k := r.idx.kind; (k == idxStale || k == idxAhead) && b >= idxFirst && b < idxInfB {
 		v := float64(st.knum) / float64(st.size)
@@ -616,15 +629,25 @@ func (r *Runtime) idxInsert(s int32) {
 // idxRemove takes s out of the index.
 func (r *Runtime) idxRemove(s int32) {
 	st := &r.storages[s]
-	b := int(st.ibucket)
-	if b == idxKeptList {
-		st.ibucket = -1
+	if st.kmem {
+		st.kmem = false
 		for i, x := range r.idx.kept {
 			if x == s {
 				r.idx.kept = append(r.idx.kept[:i], r.idx.kept[i+1:]...)
 				break
 			}
 		}
+	}
+	r.idxUnfile(s)
+}
+
+// idxUnfile takes s out of its bucket's heap, or out of the kept list's
+// unkeyed state.
+func (r *Runtime) idxUnfile(s int32) {
+	st := &r.storages[s]
+	b := int(st.ibucket)
+	if b == idxKeptList {
+		st.ibucket = -1
 		return
 	}
 	if b < 0 {
@@ -649,10 +672,59 @@ func (r *Runtime) idxRemove(s int32) {
 	}
 }
 
+// keyKept files kept storage s, listed in kept: in the heaps when the index
+// keys kept storages (keptIdx) and the walk that finds its next use was not
+// capped, else with idxKeptList (evaluated at every choice).
+//
+// A kept storage is read by no program op (it is released); its next use is
+// the earliest step at which a referenced evicted dependent, reachable
+// through evicted storages, is read (need). Evictions only add paths, and
+// make it earlier; a dependent's release or its becoming gone changes
+// nothing, as the program reads neither again. It gets later only when a
+// dependent reading s directly is recomputed (its path is cut there), or
+// when the step passes it, which means such a dependent was recomputed
+// (the read at that step rematerialized the path from s). Either way s was
+// read, and every op locks its inputs, which takes s out of the index, and
+// files it again, with a fresh walk, when it unlocks them. So a key's next
+// use is never before the one a walk would find now, and its score bound
+// is a bound from below (checkScan checks both in the tests).
+func (r *Runtime) keyKept(s int32) {
+	st := &r.storages[s]
+	if !r.idx.keptIdx {
+		st.ibucket = idxKeptList
+		return
+	}
+	n, capped := r.keptNext(s)
+	if capped {
+		st.ibucket = idxKeptList
+		return
+	}
+	r.keptNextUse = n
+	r.keptKeyed++
+	r.idxFile(s, r.bucketOf(s))
+}
+
+// keptNext returns kept storage s's next use from a fresh walk (its own
+// memo and cap) and whether the walk was capped; the state of a choice in
+// progress (the cap left, the burst bounds' flag) is left as it was.
+func (r *Runtime) keptNext(s int32) (int64, bool) {
+	left, lb, hit := r.needLeft, r.lbOn, r.needCapHit
+	r.resetNeed()
+	n := r.nextUse(s)
+	capped := r.needCapHit
+	r.needLeft, r.lbOn, r.needCapHit = left, lb, hit
+	return n, capped
+}
+
 // idxRekey re-files s after its last access or cost changed.
 func (r *Runtime) idxRekey(s int32) {
 	if r.idx == nil || r.storages[s].ibucket < 0 {
 		return // not indexed, or in the kept list (no key)
+	}
+	if r.storages[s].kmem {
+		r.idxUnfile(s) // it stays listed in kept
+		r.keyKept(s)
+		return
 	}
 	r.idxRemove(s)
 	r.idxInsert(s)
@@ -859,14 +931,25 @@ func (r *Runtime) chooseIndexed() int32 {
 			}
 		}
 	}
-	for _, s := range x.kept {
-		if c.best >= 0 && r.lbSkip(s, c.bs.f) {
-			continue
+	// the kept storages without a key; and, when a walk of need was capped
+	// in this choice (so an evaluated next use may be later than a key's),
+	// the keyed ones too
+	for pass := 0; pass < 2; pass++ {
+		if pass == 1 && !r.needCapHit {
+			break
 		}
-		sc := r.evaluate(s)
-		r.lbStore(s, sc)
-		if seq := r.storages[s].seq; c.best < 0 || r.idxBetter(sc, seq, c.bs, c.bseq) {
-			c.best, c.bs, c.bseq = s, sc, seq
+		for _, s := range x.kept {
+			if (r.storages[s].ibucket == idxKeptList) != (pass == 0) {
+				continue
+			}
+			if c.best >= 0 && r.lbSkip(s, c.bs.f) {
+				continue
+			}
+			sc := r.evaluate(s)
+			r.lbStore(s, sc)
+			if seq := r.storages[s].seq; c.best < 0 || r.idxBetter(sc, seq, c.bs, c.bseq) {
+				c.best, c.bs, c.bseq = s, sc, seq
+			}
 		}
 	}
 	// lazy update: the candidates found costlier than their keys say get
@@ -982,7 +1065,10 @@ func (r *Runtime) idxSearch(b int, c *idxChoice) {
 		sc := r.evaluate(s)
 		r.evalBest = math.Inf(1)
 		r.lbStore(s, sc)
-		if st := &r.storages[s]; r.idx.eq && b != idxNever && r.eqOf == s {
+		if st := &r.storages[s]; st.kmem && b == idxNever && sc.f > 0 {
+			// a kept storage needed again since it was keyed
+			r.idx.refresh = append(r.idx.refresh, s)
+		} else if r.idx.eq && b != idxNever && r.eqOf == s {
 			if !r.idx.neg && !st.kexact && st.compute+r.eqSum > st.knum {
 				// the floors were too low for it: key it exactly from now on
 				st.kexact = true

@@ -172,6 +172,8 @@ type storage struct {
 	// floors (index.go; set when a search found the floors too low for it,
 	// cleared when it is evicted)
 	kexact bool
+	// kmem: listed in the index's kept list
+	kmem bool
 	// lb is a lower bound of the storage's score for the rest of eviction
 	// burst lbBurst (see startBurst).
 	lb      float64
@@ -285,7 +287,13 @@ type Runtime struct {
 	needVal   []int64
 	needGen   uint32
 	needLeft  int // storages need may still visit in this choice
-	needStack []needFrame
+	// needCapHit: a walk of need stopped at the cap since resetNeed
+	needCapHit bool
+	// keptNextUse passes keyKept's next use to bucketOf; keptKeyed
+	// counts the kept storages filed with a key (tests)
+	keptNextUse int64
+	keptKeyed   int64
+	needStack   []needFrame
 	// gone[s]: no external reference to s or to any storage that depends
 	// on it is left, and none can come back (see markGone), so neither
 	// the program nor a rematerialization will read s again: need's walks
@@ -446,6 +454,7 @@ func (r *Runtime) init(cfg Config, host Host) {
 		}
 		r.idx.eq = cfg.Heuristic == HDTREqClass || cfg.Heuristic == Lookahead
 		r.idx.never = cfg.Heuristic == LookaheadDTR
+		r.idx.keptIdx = k == idxAhead && !cfg.Swap && !cfg.Banish
 	} else {
 		r.idx = nil
 	}
@@ -1114,6 +1123,7 @@ func (r *Runtime) need(e int32) int64 {
 					next = cs
 				} else {
 					r.lbOn = false // capped: later values may be lower
+					r.needCapHit = true
 				}
 			}
 		}
@@ -1196,6 +1206,7 @@ func (r *Runtime) markGone(s int32) {
 // stack and done).
 func (r *Runtime) resetNeed() {
 	r.needLeft = needWalk
+	r.needCapHit = false
 	r.needGen += 2
 	if r.needGen == 0 || r.needGen == math.MaxUint32 {
 		clear(r.needStamp)

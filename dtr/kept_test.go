@@ -1,0 +1,86 @@
+package dtr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/remat-dev/remat/graph/models"
+	"github.com/remat-dev/remat/sim"
+	"github.com/remat-dev/remat/sim/alloc"
+)
+
+// keptRun runs zoo model g's training step under DTR with KeepForRemat and
+// heuristic h at ratio of its no-recompute peak (ideal allocator), with
+// the scan (scan) or the index checked against it at every choice.
+func keptRun(t *testing.T, name string, o models.Options, h Heuristic, ratio float64, lazy, scan bool) (*Runtime, error) {
+	t.Helper()
+	g, err := models.Build(name, o)
+	require.NoError(t, err)
+	base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
+	require.NoError(t, err)
+	budget := int64(float64(base.PeakAllocated) * ratio)
+	m, err := sim.NewMachine(g, sim.Options{Allocator: alloc.NewIdeal(budget), Capacity: -1})
+	require.NoError(t, err)
+	cfg := DefaultConfig()
+	cfg.Budget = budget
+	cfg.Heuristic = h
+	cfg.KeepForRemat = true
+	cfg.EvicteeMinSize = 0
+	cfg.Scan = scan
+	cfg.LazyLock = lazy
+	cfg.RematLimit = 50 * base.TotalNs
+	host := &SimHost{M: m}
+	rt, err := New(cfg, host)
+	require.NoError(t, err)
+	rt.idxCheck = !scan
+	host.d = newDriver(g, rt)
+	_, err = drive(context.Background(), host.d, m.OpTime)
+	return rt, err
+}
+
+// TestKeptIndexMatchesScan: with the lookahead heuristics the storages kept
+// for rematerialization are filed in the index with the next use their
+// evicted dependents give them. On zoo models where many are kept, every
+// choice equals the scan's in the same state, every kept key is no earlier
+// than a fresh walk's next use (checkScan), and whole runs equal scan runs.
+func TestKeptIndexMatchesScan(t *testing.T) {
+	cases := []struct {
+		model  string
+		o      models.Options
+		ratios []float64 // above the parameters' share of the peak
+	}{
+		{"gpt", models.Options{Depth: 24, Batch: 1, Seq: 128}, []float64{0.45, 0.5, 0.55, 0.6, 0.65}},
+		{"gpt", models.Options{Depth: 48, Batch: 1, Seq: 128}, []float64{0.5, 0.6}},
+		{"resnet-cifar", models.Options{Depth: 20, Batch: 8}, []float64{0.3}},
+		{"lstm", models.Options{Seq: 40, Batch: 32, Width: 64, Vocab: 100}, []float64{0.45}},
+	}
+	var keyed, choices int64
+	for _, c := range cases {
+		for _, h := range []Heuristic{Lookahead, LookaheadMSPS} {
+			for _, lazy := range []bool{false, true} {
+				for _, ratio := range c.ratios {
+					name := fmt.Sprintf("%s %s lazy=%v %.2f", c.model, h, lazy, ratio)
+					ri, errI := keptRun(t, c.model, c.o, h, ratio, lazy, false)
+					rs, errS := keptRun(t, c.model, c.o, h, ratio, lazy, true)
+					require.Zero(t, ri.idxMismatch, name)
+					require.Equal(t, errS == nil, errI == nil, name)
+					if errS != nil {
+						require.Equal(t, errors.Is(errS, ErrThrashing), errors.Is(errI, ErrThrashing), name)
+					}
+					a, b := ri.Stats(), rs.Stats()
+					require.Equal(t, b.Evictions, a.Evictions, name)
+					require.Equal(t, b.Clock, a.Clock, name)
+					require.Equal(t, b.PeakMemory, a.PeakMemory, name)
+					keyed += ri.keptKeyed
+					choices += a.Evictions
+				}
+			}
+		}
+	}
+	t.Logf("%d choices checked, %d kept storages keyed", choices, keyed)
+	require.Greater(t, keyed, int64(1000))
+}
