@@ -43,7 +43,16 @@ var gptRatios = []float64{0.6, 0.75, 0.9, 1}
 // allocator, after setup has set the runtime's test hooks.
 func gptUnderDTR(t *testing.T, ratio float64, setup func(*Runtime)) (*Runtime, *sim.Result, error) {
 	t.Helper()
-	g, err := models.Build("gpt", models.Options{Depth: 6, Batch: 1, Seq: 32})
+	return zooUnderDTR(t, "gpt", models.Options{Depth: 6, Batch: 1, Seq: 32}, ratio,
+		func(cfg *Config, _ *sim.Result) { cfg.KeepForRemat = true }, setup)
+}
+
+// zooUnderDTR runs zoo model name's training step under DTR at ratio of its
+// no-recompute peak, with the ideal allocator: config adjusts the default
+// Config (given the no-recompute run), setup sets the runtime's test hooks.
+func zooUnderDTR(t *testing.T, name string, o models.Options, ratio float64, config func(*Config, *sim.Result), setup func(*Runtime)) (*Runtime, *sim.Result, error) {
+	t.Helper()
+	g, err := models.Build(name, o)
 	require.NoError(t, err)
 	base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
 	require.NoError(t, err)
@@ -52,7 +61,7 @@ func gptUnderDTR(t *testing.T, ratio float64, setup func(*Runtime)) (*Runtime, *
 	require.NoError(t, err)
 	cfg := DefaultConfig()
 	cfg.Budget = budget
-	cfg.KeepForRemat = true
+	config(&cfg, base)
 	h := &SimHost{M: m}
 	rt, err := New(cfg, h)
 	require.NoError(t, err)

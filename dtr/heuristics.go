@@ -393,7 +393,7 @@ func (r *Runtime) checkScan(s int32) {
 				continue
 			}
 			for _, c := range h {
-				if r.keyNum(c) < r.storages[c].knum {
+				if r.keyNum(c, false) < r.storages[c].knum {
 					r.idxMismatch++
 				}
 			}

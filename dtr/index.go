@@ -259,7 +259,7 @@ func (r *Runtime) bucketOf(s int32) int {
 			return idxNever
 		}
 		st.ikey = float64(st.lastAccess)
-		kn := r.fileKeyNum(s)
+		kn := r.keyNum(s, true)
 		st.knum = kn
 		switch {
 		case st.size == 0:
@@ -270,9 +270,9 @@ func (r *Runtime) bucketOf(s int32) int {
 		}
 		return logBucket(kn, st.size)
 	case idxAhead:
-		n := r.progNextUse(s)
-		if st.kmem {
-			n = r.keptNextUse // keyKept's
+		n := st.inext // a kept storage's: keyKept's walk
+		if !st.kmem {
+			n = r.progNextUse(s)
 		}
 		st.inext = n
 		st.ikey = -float64(n)
@@ -283,7 +283,7 @@ func (r *Runtime) bucketOf(s int32) int {
 		case st.size == 0:
 			return idxInfB
 		}
-		kn := r.fileKeyNum(s)
+		kn := r.keyNum(s, true)
 		st.knum = kn
 		if kn == 0 {
 			st.ikey = float64(st.seq)
@@ -307,31 +307,20 @@ func (r *Runtime) bucketOf(s int32) int {
 }
 
 // keyNum is the score numerator a key is computed with: the storage's
-// cost, plus, when the index tracks it, its eq-class neighbour cost less
-// what the classes may still lose in this epoch (allow - drop): a class's
-// value drops only by recomputations, whose sum over the epoch stays
-// within allow, so the key stays a lower bound of the exact numerator
-// until the epoch ends and everything is re-keyed. The neighbours of a
-// recomputed storage (which may lose the whole class, not just its share)
-// are re-keyed at once. Not counted as a heuristic evaluation.
-func (r *Runtime) keyNum(s int32) int64 {
+// cost, plus, when the index tracks it, the part of its eq-class neighbour
+// cost that stays a lower bound until the classes concerned re-key it
+// (eqKeyPart). With file (a key being filed) it starts a new key
+// generation and, outside neg epochs, registers s with every class the
+// key counts. Not counted as a heuristic evaluation.
+func (r *Runtime) keyNum(s int32, file bool) int64 {
 	st := &r.storages[s]
 	if !r.idx.eq {
 		return st.compute
 	}
-	r.eqNeighbours(s, false)
-	return max(st.compute+r.eqKeyPart(st.kexact), 0)
-}
-
-// fileKeyNum is keyNum for a key being filed: outside neg epochs it
-// registers s, at a new key generation, with every class its key counts.
-func (r *Runtime) fileKeyNum(s int32) int64 {
-	st := &r.storages[s]
-	if !r.idx.eq {
-		return st.compute
+	if file {
+		st.kgen++
 	}
-	st.kgen++
-	r.eqNeighbours(s, !r.idx.neg)
+	r.eqNeighbours(s, file && !r.idx.neg)
 	return max(st.compute+r.eqKeyPart(st.kexact), 0)
 }
 
@@ -589,7 +578,7 @@ func (r *Runtime) idxRekeyNeighbours(s int32) {
 }
 
 func (r *Runtime) idxRekeyIfChanged(s, ns int32) {
-	if ns != s && r.storages[ns].ibucket >= 0 && r.keyNum(ns) != r.storages[ns].knum {
+	if ns != s && r.storages[ns].ibucket >= 0 && r.keyNum(ns, false) != r.storages[ns].knum {
 		r.idxRekey(ns)
 	}
 }
@@ -699,7 +688,7 @@ func (r *Runtime) keyKept(s int32) {
 		st.ibucket = idxKeptList
 		return
 	}
-	r.keptNextUse = n
+	st.inext = n
 	r.keptKeyed++
 	r.idxFile(s, r.bucketOf(s))
 }

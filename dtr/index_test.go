@@ -56,11 +56,7 @@ func TestIndexMatchesScanOnLogs(t *testing.T) {
 					}
 					errS := rs.replay(context.Background(), tr)
 					name := fmt.Sprintf("%s %s lazy=%v ratio %.1f", m, h, lazy, ratio)
-					require.Zero(t, rt.idxMismatch, name)
-					require.Equal(t, errS == nil, errI == nil, name)
-					if errS != nil {
-						require.Equal(t, errors.Is(errS, ErrThrashing), errors.Is(errI, ErrThrashing), name)
-					}
+					requireIndexAgreed(t, name, rt, errI, errS)
 					a, b := rt.Stats(), rs.Stats()
 					// the check re-runs the scan without counting it
 					require.Equal(t, b.Evictions, a.Evictions, name)
@@ -74,6 +70,18 @@ func TestIndexMatchesScanOnLogs(t *testing.T) {
 			}
 		}
 		t.Logf("%s: %d evictions, %d score evaluations with the index, %d with the scan", m, choices, evIdx, evScan)
+	}
+}
+
+// requireIndexAgreed requires that the indexed run ri (checked against the
+// scan at every choice) never chose otherwise, and that it ended as the
+// scan run did (errI, errS): both fine, or both failed, thrashing alike.
+func requireIndexAgreed(t *testing.T, name string, ri *Runtime, errI, errS error) {
+	t.Helper()
+	require.Zero(t, ri.idxMismatch, name)
+	require.Equal(t, errS == nil, errI == nil, name)
+	if errS != nil {
+		require.Equal(t, errors.Is(errS, ErrThrashing), errors.Is(errI, ErrThrashing), name)
 	}
 }
 
@@ -211,11 +219,7 @@ func parityRun(t *testing.T, run func(*Runtime) error, h Heuristic, budget, rema
 // sizes, which make 0/0 scores, and views).
 func TestParityIndexMatchesScan(t *testing.T) {
 	same := func(name string, ri, rs *Runtime, errI, errS error) {
-		require.Zero(t, ri.idxMismatch, name)
-		require.Equal(t, errS == nil, errI == nil, name)
-		if errS != nil {
-			require.Equal(t, errors.Is(errS, ErrThrashing), errors.Is(errI, ErrThrashing), name)
-		}
+		requireIndexAgreed(t, name, ri, errI, errS)
 		require.Equal(t, rs.Stats(), ri.Stats(), name)
 	}
 	var idxEvals, evictions, deficits int64 // deficits: runs with an epoch keyed for negative classes

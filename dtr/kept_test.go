@@ -1,8 +1,6 @@
 package dtr
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"testing"
 
@@ -10,35 +8,18 @@ import (
 
 	"github.com/remat-dev/remat/graph/models"
 	"github.com/remat-dev/remat/sim"
-	"github.com/remat-dev/remat/sim/alloc"
 )
 
-// keptRun runs zoo model g's training step under DTR with KeepForRemat and
-// heuristic h at ratio of its no-recompute peak (ideal allocator), with
-// the scan (scan) or the index checked against it at every choice.
+// keptRun runs zoo model name under DTR with KeepForRemat and heuristic h
+// at ratio of its no-recompute peak, eager or lazy locking, with the scan
+// (scan) or the index checked against it at every choice.
 func keptRun(t *testing.T, name string, o models.Options, h Heuristic, ratio float64, lazy, scan bool) (*Runtime, error) {
 	t.Helper()
-	g, err := models.Build(name, o)
-	require.NoError(t, err)
-	base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
-	require.NoError(t, err)
-	budget := int64(float64(base.PeakAllocated) * ratio)
-	m, err := sim.NewMachine(g, sim.Options{Allocator: alloc.NewIdeal(budget), Capacity: -1})
-	require.NoError(t, err)
-	cfg := DefaultConfig()
-	cfg.Budget = budget
-	cfg.Heuristic = h
-	cfg.KeepForRemat = true
-	cfg.EvicteeMinSize = 0
-	cfg.Scan = scan
-	cfg.LazyLock = lazy
-	cfg.RematLimit = 50 * base.TotalNs
-	host := &SimHost{M: m}
-	rt, err := New(cfg, host)
-	require.NoError(t, err)
-	rt.idxCheck = !scan
-	host.d = newDriver(g, rt)
-	_, err = drive(context.Background(), host.d, m.OpTime)
+	rt, _, err := zooUnderDTR(t, name, o, ratio, func(cfg *Config, base *sim.Result) {
+		cfg.Heuristic, cfg.KeepForRemat, cfg.EvicteeMinSize = h, true, 0
+		cfg.Scan, cfg.LazyLock = scan, lazy
+		cfg.RematLimit = 50 * base.TotalNs
+	}, func(rt *Runtime) { rt.idxCheck = !scan })
 	return rt, err
 }
 
@@ -66,11 +47,7 @@ func TestKeptIndexMatchesScan(t *testing.T) {
 					name := fmt.Sprintf("%s %s lazy=%v %.2f", c.model, h, lazy, ratio)
 					ri, errI := keptRun(t, c.model, c.o, h, ratio, lazy, false)
 					rs, errS := keptRun(t, c.model, c.o, h, ratio, lazy, true)
-					require.Zero(t, ri.idxMismatch, name)
-					require.Equal(t, errS == nil, errI == nil, name)
-					if errS != nil {
-						require.Equal(t, errors.Is(errS, ErrThrashing), errors.Is(errI, ErrThrashing), name)
-					}
+					requireIndexAgreed(t, name, ri, errI, errS)
 					a, b := ri.Stats(), rs.Stats()
 					require.Equal(t, b.Evictions, a.Evictions, name)
 					require.Equal(t, b.Clock, a.Clock, name)

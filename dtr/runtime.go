@@ -265,15 +265,15 @@ type Runtime struct {
 	// how far the class's value may still fall before the keys that count
 	// it must be re-keyed; keys count its floor, value - slack.
 	ufSlack []int64
+	ufLive  []int32
+	ufNeg   int64
+	ufMark  []uint32
+	markGen uint32
 	// eqOf, eqSum, eqFloor: the last eqNeighbours call's storage, sum
 	// and floor sum
 	eqOf    int32
 	eqSum   int64
 	eqFloor int64
-	ufLive  []int32
-	ufNeg   int64
-	ufMark  []uint32
-	markGen uint32
 
 	// walk holds the storages' walk nodes (same index), edges their
 	// neighbour lists (walk.go); stGen is the current walk's mark
@@ -289,11 +289,8 @@ type Runtime struct {
 	needLeft  int // storages need may still visit in this choice
 	// needCapHit: a walk of need stopped at the cap since resetNeed
 	needCapHit bool
-	// keptNextUse passes keyKept's next use to bucketOf; keptKeyed
-	// counts the kept storages filed with a key (tests)
-	keptNextUse int64
-	keptKeyed   int64
-	needStack   []needFrame
+	needStack  []needFrame
+	keptKeyed  int64 // kept storages filed with a key (tests)
 	// gone[s]: no external reference to s or to any storage that depends
 	// on it is left, and none can come back (see markGone), so neither
 	// the program nor a rematerialization will read s again: need's walks

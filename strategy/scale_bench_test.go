@@ -43,3 +43,58 @@ func BenchmarkScale(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDTRIndexScale plans strategy dtr (the CLI's options: lookahead,
+// kept storages for rematerialization, the caching allocator) at about 10k
+// and 100k ops on three families (the CLI's model options), and reports the
+// heuristic evaluations per eviction (the sim result's evictions: frees
+// whose tensor a recompute brought back). With an index whose bounds hold
+// their precision as the model grows, the figure stays flat across the two
+// sizes.
+//
+//	go test ./strategy -run XXX -bench DTRIndexScale -benchtime 1x
+func BenchmarkDTRIndexScale(b *testing.B) {
+	cases := []struct {
+		model  string
+		o      models.Options
+		ratio  float64
+		depths [2]int
+	}{
+		{"chain", models.Options{Optimizer: "sgd"}, 0.5, [2]int{5000, 50000}},
+		{"resnet-cifar", models.Options{Optimizer: "sgd"}, 0.5, [2]int{950, 9500}},
+		{"gpt", models.Options{Batch: 1, Seq: 128, Optimizer: "sgd"}, 0.6, [2]int{142, 1428}},
+	}
+	dtrS, err := Lookup("dtr")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range cases {
+		for _, depth := range c.depths {
+			o, s, err := OptionsFor(config.Defaults(), sim.Profile{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			mo := c.o
+			mo.Depth, mo.InPlaceUpdate = depth, s.Bool(config.InplaceUpdate)
+			g, err := models.Build(c.model, mo)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if o, err = WithBudgetRatio(context.Background(), g, o, c.ratio); err != nil {
+				b.Fatal(err)
+			}
+			b.Run(c.model+"/ops="+strconv.Itoa(len(g.Ops)), func(b *testing.B) {
+				var res Result
+				for i := 0; i < b.N; i++ {
+					if res, err = dtrS.Plan(context.Background(), g, o); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if res.Sim == nil || res.Sim.Evictions == 0 {
+					b.Fatalf("no evictions: %s %s", res.Status, res.Reason)
+				}
+				b.ReportMetric(float64(res.Stats.Evaluations)/float64(res.Sim.Evictions), "evals/eviction")
+			})
+		}
+	}
+}
