@@ -66,6 +66,7 @@ func TestConvertedParityIndexMatchesScan(t *testing.T) {
 			rs, errS := parityRun(t, replay, h, b, base.ComputeNs, true)
 			name := fmt.Sprintf("%s ratio %.1f", h, ratio)
 			require.Zero(t, ri.idxMismatch, name)
+			require.Zero(t, ri.idxBadKeys, name)
 			require.Equal(t, errS == nil, errI == nil, name)
 			require.Equal(t, rs.Stats(), ri.Stats(), name)
 			evictions += ri.Stats().Evictions

@@ -161,3 +161,74 @@ func TestVGG19FitsWithDTR(t *testing.T) {
 	require.Greater(t, st.Remats, int64(0))
 	t.Logf("vgg19 batch 300: peak reserved %d of %d, remats %d, host retries %d, overhead %.3f", res.PeakReserved, capa, st.Remats, st.HostRetries, float64(m.Clock())/float64(res.ComputeNs))
 }
+
+// cachingUnderDTR runs zoo model name under DTR (lookahead with KeepForRemat,
+// as planDTR runs it, or heuristic h) on a Machine whose caching allocator
+// holds capacity times the no-recompute peak, with the runtime's budget at
+// budget times that peak, so that allocations fail on fragmentation and the
+// runtime evicts for them (retryHost). check runs the scan beside every
+// indexed choice.
+func cachingUnderDTR(t *testing.T, name string, o models.Options, h Heuristic, capacity, budget float64, check bool) (*Runtime, *sim.Result, error) {
+	t.Helper()
+	g, err := models.Build(name, o)
+	require.NoError(t, err)
+	base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
+	require.NoError(t, err)
+	m, err := sim.NewMachine(g, sim.Options{Allocator: alloc.NewCaching(int64(float64(base.PeakAllocated) * capacity)), Capacity: -1})
+	require.NoError(t, err)
+	cfg := DefaultConfig()
+	cfg.Budget = int64(float64(base.PeakAllocated) * budget)
+	cfg.Heuristic, cfg.KeepForRemat = h, true
+	cfg.RematLimit = 50 * base.TotalNs
+	host := &SimHost{M: m}
+	rt, err := New(cfg, host)
+	require.NoError(t, err)
+	rt.idxCheck = check
+	host.d = newDriver(g, rt)
+	_, err = drive(context.Background(), host.d, m.OpTime)
+	return rt, m.Result(), err
+}
+
+// TestFragChoiceMatchesScan: after a failed host allocation the runtime
+// evicts the candidate whose score counts the free bytes next to its block.
+// With the caching allocator listing the blocks next to free memory, that
+// choice is the index's ordinary one or one of those blocks' storages; it
+// must equal the fragmentation-mode scan's at every retry.
+func TestFragChoiceMatchesScan(t *testing.T) {
+	cases := []struct {
+		model  string
+		o      models.Options
+		capBud [][2]float64 // capacity and budget, as ratios of the peak
+	}{
+		{"resnet-cifar", models.Options{Depth: 56, Batch: 32}, [][2]float64{{0.5, 0.6}, {0.6, 0.6}, {0.4, 0.45}}},
+		{"densenet121", models.Options{Batch: 16, Image: 64}, [][2]float64{{0.6, 0.6}}},
+	}
+	hs := []Heuristic{Lookahead, HDTR, HDTREqClass, LookaheadMSPS}
+	if testing.Short() {
+		cases, hs = cases[:1], hs[:2]
+	}
+	var retries, evals, skips int64
+	for _, c := range cases {
+		for _, h := range hs {
+			for _, capBud := range c.capBud {
+				name := fmt.Sprintf("%s %s capacity %.2f budget %.2f", c.model, h, capBud[0], capBud[1])
+				ri, resI, errI := cachingUnderDTR(t, c.model, c.o, h, capBud[0], capBud[1], true)
+				_, resS, errS := cachingUnderDTR(t, c.model, c.o, h, capBud[0], capBud[1], false)
+				require.Zero(t, ri.idxMismatch, name)
+				require.Equal(t, errS == nil, errI == nil, name)
+				if errI != nil {
+					require.True(t, errors.Is(errI, sim.ErrOutOfMemory) || errors.Is(errI, ErrThrashing), name)
+				}
+				require.Equal(t, resS.PeakReserved, resI.PeakReserved, name)
+				require.Equal(t, resS.Evictions, resI.Evictions, name)
+				retries += ri.Stats().HostRetries
+				evals += ri.fragEvals
+				skips += ri.fragSkips
+			}
+		}
+	}
+	t.Logf("%d evictions after failed host allocations checked; %d candidates next to free memory evaluated, %d ruled out by their bound", retries, evals, skips)
+	require.Greater(t, retries, int64(200))
+	require.Greater(t, evals, int64(100))
+	require.Greater(t, skips, int64(50))
+}

@@ -360,11 +360,11 @@ func (r *Runtime) choose() int32 {
 }
 
 // checkScan (idxCheck, tests) counts in idxMismatch a choice s that the
-// scan, run without counting its evaluations, would not make, every kept
-// storage keyed with a next use earlier than the one it has now, and every
-// filed eq-class key (outside neg epochs) whose numerator exceeds the one
-// the candidate has now: such a key is no lower bound, whether or not this
-// choice shows it.
+// scan, run without counting its evaluations, would not make, and in
+// idxBadKeys every kept storage keyed with a next use earlier than the one
+// an uncapped walk finds now, and every filed eq-class key (outside neg
+// epochs) whose numerator exceeds the one the candidate has now: such a
+// key is no lower bound, whether or not this choice shows it.
 func (r *Runtime) checkScan(s int32) {
 	if !r.idxCheck {
 		return
@@ -376,16 +376,19 @@ func (r *Runtime) checkScan(s int32) {
 	r.stats.HeuristicEvals = counted
 	if x := r.idx; x != nil && x.keptIdx {
 		// a kept storage's keyed next use must not be before the one a
-		// fresh walk finds now
+		// fresh, uncapped walk finds now
+		walkCap := r.needCap
+		r.needCap = math.MaxInt
 		for _, k := range x.kept {
 			st := &r.storages[k]
 			if st.ibucket < 0 || int(st.ibucket) == idxNever {
 				continue
 			}
-			if n, capped := r.keptNext(k); !capped && n > st.inext {
-				r.idxMismatch++
+			if n, _ := r.keptNext(k); n > st.inext {
+				r.idxBadKeys++
 			}
 		}
+		r.needCap = walkCap
 	}
 	if x := r.idx; x != nil && x.eq && !x.neg {
 		for b, h := range x.heaps {
@@ -394,7 +397,7 @@ func (r *Runtime) checkScan(s int32) {
 			}
 			for _, c := range h {
 				if r.keyNum(c, false) < r.storages[c].knum {
-					r.idxMismatch++
+					r.idxBadKeys++
 				}
 			}
 		}

@@ -685,6 +685,7 @@ func (r *Runtime) keyKept(s int32) {
 	}
 	n, capped := r.keptNext(s)
 	if capped {
+		r.keptCapped++
 		st.ibucket = idxKeptList
 		return
 	}
@@ -924,8 +925,11 @@ func (r *Runtime) chooseIndexed() int32 {
 	// in this choice (so an evaluated next use may be later than a key's),
 	// the keyed ones too
 	for pass := 0; pass < 2; pass++ {
-		if pass == 1 && !r.needCapHit {
-			break
+		if pass == 1 {
+			if !r.needCapHit {
+				break
+			}
+			r.keptCapPasses++
 		}
 		for _, s := range x.kept {
 			if (r.storages[s].ibucket == idxKeptList) != (pass == 0) {

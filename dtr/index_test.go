@@ -79,6 +79,7 @@ func TestIndexMatchesScanOnLogs(t *testing.T) {
 func requireIndexAgreed(t *testing.T, name string, ri *Runtime, errI, errS error) {
 	t.Helper()
 	require.Zero(t, ri.idxMismatch, name)
+	require.Zero(t, ri.idxBadKeys, name)
 	require.Equal(t, errS == nil, errI == nil, name)
 	if errS != nil {
 		require.Equal(t, errors.Is(errS, ErrThrashing), errors.Is(errI, ErrThrashing), name)
@@ -156,6 +157,7 @@ func TestIndexMatchesScanRandom(t *testing.T) {
 				}
 				name := fmt.Sprintf("seed %d %s min %d", seed, h, minSize)
 				require.Zero(t, rt.idxMismatch, name)
+				require.Zero(t, rt.idxBadKeys, name)
 				evictions += rt.Stats().Evictions
 			}
 		}

@@ -1,6 +1,7 @@
 package dtr
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -60,4 +61,63 @@ func TestKeptIndexMatchesScan(t *testing.T) {
 	}
 	t.Logf("%d choices checked, %d kept storages keyed", choices, keyed)
 	require.Greater(t, keyed, int64(1000))
+}
+
+// TestKeptCappedWalks lowers the need walks' cap so that keying kept
+// storages hits it: a kept storage whose walk was capped stays in the list
+// evaluated at every choice, the keyed ones are evaluated exactly in a
+// choice whose walks were capped, and every filed key stays a bound of the
+// next use an uncapped walk finds (idxBadKeys). Choices themselves may
+// differ from the scan's here, since capped walks depend on the order
+// candidates are evaluated in; the runs must still fit their budgets.
+func TestKeptCappedWalks(t *testing.T) {
+	cases := []struct {
+		model string
+		o     models.Options
+		ratio float64
+	}{
+		{"gpt", models.Options{Depth: 24, Batch: 1, Seq: 128}, 0.55},
+		{"gpt", models.Options{Depth: 24, Batch: 1, Seq: 128}, 0.7},
+		{"resnet-cifar", models.Options{Depth: 20, Batch: 8}, 0.3},
+		{"lstm", models.Options{Seq: 40, Batch: 32, Width: 64, Vocab: 100}, 0.45},
+	}
+	var keyed, capped, passes, choices, differ int64
+	completed := 0
+	for _, walkCap := range []int{4, 24, 64} {
+		for _, c := range cases {
+			for _, h := range []Heuristic{Lookahead, LookaheadMSPS} {
+				for _, lazy := range []bool{false, true} {
+					name := fmt.Sprintf("cap %d %s %s lazy=%v %.2f", walkCap, c.model, h, lazy, c.ratio)
+					var budget int64
+					rt, _, err := zooUnderDTR(t, c.model, c.o, c.ratio, func(cfg *Config, base *sim.Result) {
+						cfg.Heuristic, cfg.KeepForRemat, cfg.EvicteeMinSize = h, true, 0
+						cfg.LazyLock = lazy
+						cfg.RematLimit = 50 * base.TotalNs
+						budget = cfg.Budget
+					}, func(rt *Runtime) {
+						rt.idxCheck = true
+						rt.needCap = walkCap
+					})
+					if err != nil {
+						require.True(t, errors.Is(err, sim.ErrOutOfMemory) || errors.Is(err, ErrThrashing), name)
+					} else {
+						completed++
+					}
+					require.Zero(t, rt.idxBadKeys, name)
+					require.LessOrEqual(t, rt.Stats().PeakMemory, budget, name)
+					keyed += rt.keptKeyed
+					capped += rt.keptCapped
+					passes += rt.keptCapPasses
+					choices += rt.Stats().Evictions
+					differ += rt.idxMismatch
+				}
+			}
+		}
+	}
+	t.Logf("%d runs completed; %d choices (%d unlike the scan's, %d evaluating keyed kept storages after a capped walk); %d kept storages keyed, %d left unkeyed by a capped walk",
+		completed, choices, differ, passes, keyed, capped)
+	require.Greater(t, completed, 8)
+	require.Greater(t, keyed, int64(100))
+	require.Greater(t, capped, int64(100))
+	require.Greater(t, passes, int64(100))
 }

@@ -222,9 +222,11 @@ type Runtime struct {
 	// idx is the candidate index (nil: scan the pool).
 	idx *candIndex
 	// idxCheck (tests) runs the scan after every indexed choice and counts
-	// disagreements in idxMismatch.
+	// disagreements in idxMismatch, and checks every filed key against the
+	// state, counting keys that are no bound in idxBadKeys.
 	idxCheck    bool
 	idxMismatch int64
+	idxBadKeys  int64
 	// needRef (tests) is compared with every stillNeeded answer that its
 	// cap did not cut, counting the answers in needChecks and the
 	// disagreements in needMismatch.
@@ -287,10 +289,20 @@ type Runtime struct {
 	needVal   []int64
 	needGen   uint32
 	needLeft  int // storages need may still visit in this choice
+	// needCap: the storages need and stillNeeded may visit per choice
+	// (needWalk; tests lower it to reach the capped paths)
+	needCap int
 	// needCapHit: a walk of need stopped at the cap since resetNeed
 	needCapHit bool
 	needStack  []needFrame
 	keptKeyed  int64 // kept storages filed with a key (tests)
+	keptCapped int64 // kept storages left unkeyed: their walk was capped (tests)
+	// keptCapPasses: choices whose capped walks had the keyed kept
+	// storages evaluated exactly (tests)
+	keptCapPasses int64
+	// fragEvals and fragSkips: candidates next to free memory that
+	// chooseFrag evaluated, and that their index bound ruled out (tests)
+	fragEvals, fragSkips int64
 	// gone[s]: no external reference to s or to any storage that depends
 	// on it is left, and none can come back (see markGone), so neither
 	// the program nor a rematerialization will read s again: need's walks
@@ -436,6 +448,7 @@ func (r *Runtime) init(cfg Config, host Host) {
 		r.limit = math.MaxInt64
 	}
 	r.stats.Clock = 1
+	r.needCap = needWalk
 	r.deadEpoch = 1 // deadAt starts at 0: nothing dead
 	r.smallH = posHeap{above: r.smallAbove, setPos: func(x, i int32) { r.storages[x].spos = i }}
 	r.grpH = posHeap{
@@ -928,7 +941,7 @@ func (r *Runtime) neededBy(s int32) int64 {
 // reachable from s through dropped dependents. It answers neededBy(s) <
 // MaxInt64 for the current state without need's memo: the walk stops at
 // the first such storage instead of looking for the earliest use, and it
-// visits at most needWalk storages (beyond them, s counts as not needed,
+// visits at most needCap storages (beyond them, s counts as not needed,
 // as need's capped walks do).
 //
 // A walk that ends without finding one has shown that none of the storages
@@ -944,7 +957,7 @@ func (r *Runtime) stillNeeded(s int32) bool {
 	r.walk[s].mark = m
 	stack := append(r.stack[:0], s)
 	visit := r.nnVisit[:0]
-	left := needWalk
+	left := r.needCap
 	found := false
 	r.needCapped = false
 	for len(stack) > 0 && !found {
@@ -1068,7 +1081,7 @@ func (r *Runtime) dropped(s int32) bool {
 // dependent still on the search stack (a cycle through views of an earlier
 // storage) contributes nothing, a value at the current step stops the
 // search of its storage early (nothing is earlier), and once the choice has
-// visited needWalk storages the unvisited dependents count as not needed.
+// visited needCap storages the unvisited dependents count as not needed.
 func (r *Runtime) need(e int32) int64 {
 	if len(r.needStamp) < len(r.storages) {
 		r.needStamp = append(r.needStamp, make([]uint32, len(r.storages)-len(r.needStamp))...)
@@ -1202,7 +1215,7 @@ func (r *Runtime) markGone(s int32) {
 // resetNeed invalidates need's memo (two generations per state: on the
 // stack and done).
 func (r *Runtime) resetNeed() {
-	r.needLeft = needWalk
+	r.needLeft = r.needCap
 	r.needCapHit = false
 	r.needGen += 2
 	if r.needGen == 0 || r.needGen == math.MaxUint32 {
@@ -1991,14 +2004,100 @@ func (r *Runtime) retryHost(err error) error {
 	if !r.cfg.AutoDrop {
 		return fmt.Errorf("dtr: %w: host allocation failed and auto drop is off: %w", sim.ErrOutOfMemory, err)
 	}
-	r.fragMode = true
-	s := r.choose()
-	r.fragMode = false
+	s := r.chooseFrag()
 	if s < 0 {
 		return fmt.Errorf("dtr: %w: host allocation failed with nothing left to evict: %w", sim.ErrOutOfMemory, err)
 	}
 	r.stats.HostRetries++
 	return r.evictOne(s)
+}
+
+// neighbourHost is an AdjacencyHost that can list the storages with free
+// memory next to them (SimHost on a caching allocator), in time that grows
+// with the free blocks rather than the resident storages. It reports false
+// when it cannot.
+type neighbourHost interface {
+	FreeNeighbours(visit func(t TensorID)) bool
+}
+
+// chooseFrag returns the candidate to evict after a host allocation
+// failure: the one the scan would choose with each candidate's size term
+// counting the free bytes next to its block (fragMode). A candidate with
+// no free neighbour scores as it does outside fragMode, and one with some
+// scores lower; so with a neighbourHost the choice is the better of the
+// index's ordinary choice, scored in fragMode, and the candidates next to
+// free memory, evaluated in fragMode, under the scan's order (idxBetter).
+// Without one, or without an index, it is the fragMode scan.
+func (r *Runtime) chooseFrag() int32 {
+	nh, ok := r.host.(neighbourHost)
+	if !ok || r.idx == nil || r.noise != nil || r.cfg.Heuristic == MegEngine {
+		r.fragMode = true
+		s := r.choose()
+		r.fragMode = false
+		return s
+	}
+	best := r.choose()
+	if best < 0 || r.storages[best].size < r.cfg.EvicteeMinSize {
+		// no candidate of the minimum size: the scan takes the largest
+		// small one in fragMode too
+		return best
+	}
+	r.fragMode = true
+	bs, bseq := r.evaluate(best), r.storages[best].seq
+	listed := nh.FreeNeighbours(func(t TensorID) {
+		s := r.tensors[t].st
+		st := &r.storages[s]
+		if s == best || st.poolPos < 0 || st.size < r.cfg.EvicteeMinSize {
+			return
+		}
+		if r.fragSkip(s, bs.f) {
+			r.fragSkips++
+			return
+		}
+		r.fragEvals++
+		if bs.f > 0 && !math.IsInf(bs.f, 1) && !r.noScanCut {
+			r.evalBest = bs.f
+		}
+		sc := r.evaluate(s)
+		r.evalBest = math.Inf(1)
+		if r.idxBetter(sc, st.seq, bs, bseq) {
+			best, bs, bseq = s, sc, st.seq
+		}
+	})
+	if !listed {
+		best = r.scan()
+	}
+	if r.idxCheck {
+		counted := r.stats.HeuristicEvals
+		if r.scan() != best {
+			r.idxMismatch++
+		}
+		r.stats.HeuristicEvals = counted
+	}
+	r.fragMode = false
+	return best
+}
+
+// fragSkip reports whether candidate s, filed in the index, scores above
+// best in fragMode by its index bound alone: its score outside fragMode is
+// at least its bound, and in fragMode its size term grows from its size to
+// its size plus the free bytes next to it, which scales the score down by
+// that ratio. Not in a choice where a need walk was capped (a kept
+// storage's key may then be above its evaluated score).
+func (r *Runtime) fragSkip(s int32, best float64) bool {
+	st := &r.storages[s]
+	if st.ibucket < 0 || r.needCapHit || !(best > 0) || math.IsInf(best, 1) || st.size <= 0 {
+		return false
+	}
+	lb := r.bound(int(st.ibucket), s)
+	if !(lb > 0) || math.IsInf(lb, 1) {
+		return false
+	}
+	m := st.size
+	if r.adj != nil {
+		m += r.adj.AdjacentFree(TensorID(st.root))
+	}
+	return lb*float64(st.size)/float64(m) > best+math.Abs(best)*1e-9
 }
 
 // ensure makes tensor p readable (recompute or swap in).

@@ -25,6 +25,10 @@ import (
 type SimHost struct {
 	M *sim.Machine
 	d *graphDriver
+	// rev maps the Machine's graph tensors to runtime tensors (-1: none),
+	// for the first revN entries of the recorder's tenMap
+	rev  []TensorID
+	revN int
 }
 
 // ErrUnboundHost is returned by a SimHost not created by RunOnMachine (it
@@ -101,6 +105,33 @@ func (h *SimHost) AdjacentFree(t TensorID) int64 {
 		return 0
 	}
 	return h.M.AdjacentFree(g)
+}
+
+// FreeNeighbours implements neighbourHost: it calls visit with the runtime
+// tensor of every resident storage with free memory next to its block (see
+// sim.Machine.FreeNeighbours), and reports false, visiting nothing, when
+// the Machine cannot list them or h is not bound to a graph run.
+func (h *SimHost) FreeNeighbours(visit func(t TensorID)) bool {
+	if !h.bound() {
+		return false
+	}
+	tm := h.d.rec.tenMap
+	if h.rev == nil {
+		h.rev = make([]TensorID, len(h.M.Graph().Tensors))
+		for i := range h.rev {
+			h.rev[i] = -1
+		}
+	}
+	for ; h.revN < len(tm); h.revN++ {
+		if g := tm[h.revN]; g >= 0 && int(g) < len(h.rev) {
+			h.rev[g] = TensorID(h.revN)
+		}
+	}
+	return h.M.FreeNeighbours(func(g graph.TensorID) {
+		if t := h.rev[g]; t >= 0 {
+			visit(t)
+		}
+	})
 }
 
 // RunOnMachine runs g's default schedule under DTR on m (op times from

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/sim/alloc"
 )
 
 // InPlaceRule says which inputs of an op may lend their storage to the op's
@@ -157,6 +158,29 @@ func (m *Machine) InPlaceReuses() int {
 		return 0
 	}
 	return m.inPlaceN
+}
+
+// FreeNeighbours calls visit with every resident storage (a tensor that
+// owns its block) whose AdjacentFree is positive, in the allocator's order,
+// and reports true, when the allocator can list them
+// (alloc.NeighbourAllocator, as alloc.NewCaching's); otherwise it visits
+// nothing and reports false. Its work grows with the allocator's free
+// blocks, not with the resident tensors.
+func (m *Machine) FreeNeighbours(visit func(t graph.TensorID)) bool {
+	if m.missing() || m.nbr == nil {
+		return false
+	}
+	m.nbr.FreeNeighbours(func(b alloc.Block) {
+		if int(b) >= len(m.owner) {
+			return
+		}
+		t := m.owner[b]
+		if t < 0 || m.block[t] != b || m.state[t] != Resident || m.flags[t]&flArena != 0 {
+			return
+		}
+		visit(graph.TensorID(t))
+	})
+	return true
 }
 
 // AdjacentFree returns the free bytes physically adjacent to t's storage

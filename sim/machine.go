@@ -183,9 +183,10 @@ type Machine struct {
 	devName  string
 	cost     CostModel
 	alloc    alloc.Allocator
-	addr     alloc.AddressAllocator // alloc, when it places blocks at addresses
-	inPlace  alloc.InPlaceAllocator // alloc, when Options.InPlace and supported
-	capacity int64                  // usable bytes; unlimited if not limited
+	addr     alloc.AddressAllocator   // alloc, when it places blocks at addresses
+	nbr      alloc.NeighbourAllocator // alloc, when it lists blocks next to free memory
+	inPlace  alloc.InPlaceAllocator   // alloc, when Options.InPlace and supported
+	capacity int64                    // usable bytes; unlimited if not limited
 	limited  bool
 
 	// per tensor
@@ -230,7 +231,13 @@ type Machine struct {
 	timeline             []TimelinePoint
 	events               []Event
 	oom                  *OOMInfo
-	strategy             string
+	// oomPending: oom.Largest is still to be filled in (fillOOM) from the
+	// state of the failure, which nothing has changed since
+	oomPending bool
+	strategy   string
+	// owner[b]: the tensor block b was last handed to (-1: a workspace),
+	// kept when nbr is set; FreeNeighbours checks it against block
+	owner []int32
 }
 
 // ErrNoMachine is returned by the methods of a Machine that NewMachine did
@@ -385,6 +392,7 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 		m.alloc = alloc.NewIdeal(c)
 	}
 	m.addr, _ = m.alloc.(alloc.AddressAllocator)
+	m.nbr, _ = m.alloc.(alloc.NeighbourAllocator)
 	if ip, ok := m.alloc.(alloc.InPlaceAllocator); ok && opts.InPlace {
 		m.inPlace = ip
 	}
@@ -517,7 +525,7 @@ func (m *Machine) Reset() error {
 	m.records = m.records[:0]
 	m.timeline = m.timeline[:0]
 	m.events = m.events[:0]
-	m.oom = nil
+	m.oom, m.oomPending = nil, false
 	m.arenaSz, m.arenaB = 0, -1
 	m.step = -1 // initial allocations belong to no step
 	// Resident from the start: tensors without a producer, in ID order.
@@ -588,7 +596,20 @@ func (m *Machine) allocate(bytes int64, t, op int32) (alloc.Block, error) {
 		return -1, fmt.Errorf("allocator %s would hold %d bytes, capacity is %d: %w", m.alloc.Name(), a, m.capacity, ErrOutOfMemory)
 	}
 	m.records = append(m.records, liveRec{t: t, op: op, start: int32(m.step), end: openEnd, bytes: bytes})
+	m.setOwner(b, t)
 	return b, nil
+}
+
+// setOwner notes that block b now holds tensor t (-1: a workspace).
+func (m *Machine) setOwner(b alloc.Block, t int32) {
+	if m.nbr == nil || b < 0 {
+		return
+	}
+	if int(b) >= len(m.owner) {
+		m.owner = append(m.owner, make([]int32, int(b)+1-len(m.owner))...)
+		m.owner = m.owner[:cap(m.owner)]
+	}
+	m.owner[b] = t
 }
 
 // release frees a block and closes its live record.
@@ -626,7 +647,7 @@ func (m *Machine) endStep() {
 			Allocated: m.alloc.Allocated(), Reserved: m.reserved()})
 	}
 	m.step++
-	m.oom = nil
+	m.oom, m.oomPending = nil, false
 	m.stepMaxA, m.stepMaxR = m.alloc.Allocated(), m.reserved()
 }
 
@@ -664,9 +685,22 @@ func (m *Machine) oomErr(sk StepKind, op graph.OpID, t graph.TensorID, req int64
 	if op >= 0 {
 		info.OpName = m.g.Ops[op].Name
 	}
-	info.Largest = m.topLive(func(r *liveRec) bool { return r.end == openEnd })
-	m.oom = info
+	m.oom, m.oomPending = info, true
 	return e
+}
+
+// fillOOM fills in the largest live tensors of a pending out-of-memory
+// record, from the state of the failure. A failed call leaves the Machine
+// unchanged and a successful one ends its step, which drops the record, so
+// only the calls that change the state without a step (Pin, Unpin, the
+// workspace drain of Replay's error path) and Result call it. A runtime
+// that makes room after every failed allocation and retries (DTR on the
+// Machine) thus never pays for the scan of the records (topLive).
+func (m *Machine) fillOOM() {
+	if m.oomPending {
+		m.oom.Largest = m.topLive(func(r *liveRec) bool { return r.end == openEnd })
+		m.oomPending = false
+	}
 }
 
 // topLive returns the TopTensorsKept largest records that keep selects, in
@@ -816,6 +850,7 @@ func (m *Machine) compute(op graph.OpID, next []Step) error {
 			if in := m.inPlaceDonor(o, m.ipRule[op], out, next); in != graph.NoTensor {
 				if b, ok := m.inPlace.AllocInPlace(m.block[in], m.bytes[out]); ok {
 					m.block[out] = b
+					m.setOwner(b, int32(out))
 					donor = in
 					m.records = append(m.records, liveRec{t: int32(out), op: int32(op), start: int32(m.step), end: openEnd, bytes: m.bytes[out]})
 					continue
@@ -934,6 +969,7 @@ func (m *Machine) pushWorkspace(b alloc.Block, rec int32) {
 
 // drainWorkspaces releases every workspace still in the ring.
 func (m *Machine) drainWorkspaces() {
+	m.fillOOM()
 	n := len(m.ring)
 	for ; m.ringLen > 0; m.ringLen-- {
 		s := m.ring[m.ringHead]
@@ -1110,6 +1146,7 @@ func (m *Machine) Pin(t graph.TensorID) {
 	if !m.hasTensor(t) {
 		return
 	}
+	m.fillOOM()
 	m.flags[t] |= flPinned
 	m.flags[m.root[t]] |= flPinned
 }
@@ -1117,6 +1154,7 @@ func (m *Machine) Pin(t graph.TensorID) {
 // Unpin clears t's pin (not its storage's).
 func (m *Machine) Unpin(t graph.TensorID) {
 	if m.hasTensor(t) {
+		m.fillOOM()
 		m.flags[t] &^= flPinned
 	}
 }
@@ -1287,6 +1325,7 @@ func (m *Machine) Result() *Result {
 	if m.missing() {
 		return &Result{TopAtPeak: []LiveTensor{}}
 	}
+	m.fillOOM()
 	res := &Result{
 		Graph: m.g.Name, Strategy: m.strategy, Device: m.devName, Allocator: m.alloc.Name(),
 		Capacity: m.Capacity(), Steps: m.step,

@@ -602,3 +602,71 @@ func TestStateAndKindNames(t *testing.T) {
 	assert.Error(t, k.UnmarshalText([]byte("nope")))
 	assert.True(t, errors.Is(&StepError{Err: ErrInvalidPlan}, ErrInvalidPlan))
 }
+
+// TestOOMRecordKeepsFailureState: an out-of-memory record lists the
+// largest live tensors of the failure's state. It stays through failed
+// calls (which change nothing) and a Pin, and the next successful step
+// drops it.
+func TestOOMRecordKeepsFailureState(t *testing.T) {
+	g := chain(t)
+	names := func(o *OOMInfo) []string {
+		var n []string
+		for _, l := range o.Largest {
+			n = append(n, l.Name)
+		}
+		return n
+	}
+	m, err := NewMachine(g, Options{Capacity: 850})
+	require.NoError(t, err)
+	for op := graph.OpID(0); op < 3; op++ {
+		require.NoError(t, m.Compute(op))
+	}
+	require.ErrorIs(t, m.Compute(3), ErrOutOfMemory)
+	want := names(m.Result().OOM)
+	assert.Equal(t, []string{"b", "a", "x", "c", "w"}, want) // as TestOOMInfo's
+	require.ErrorIs(t, m.Compute(3), ErrOutOfMemory)
+	require.Error(t, m.Free(tW)) // pinned
+	m.Pin(tA)
+	m.Unpin(tA)
+	require.NotNil(t, m.Result().OOM)
+	assert.Equal(t, want, names(m.Result().OOM))
+	require.NoError(t, m.Free(tA))
+	assert.Nil(t, m.Result().OOM)
+}
+
+// TestFreeNeighbours: on the caching allocator the Machine lists the
+// resident storages with free memory next to their blocks, the ones whose
+// AdjacentFree is positive; on other allocators it lists nothing.
+func TestFreeNeighbours(t *testing.T) {
+	g := chain(t)
+	m, err := NewMachine(g, Options{Allocator: alloc.NewCaching(0), Capacity: -1})
+	require.NoError(t, err)
+	check := func() {
+		got := map[graph.TensorID]bool{}
+		require.True(t, m.FreeNeighbours(func(x graph.TensorID) {
+			require.False(t, got[x], "tensor %d listed twice", x)
+			got[x] = true
+		}))
+		for i := range g.Tensors {
+			x := graph.TensorID(i)
+			assert.Equal(t, m.AdjacentFree(x) > 0 && m.Storage(x) == x, got[x], "tensor %d", x)
+		}
+	}
+	var listed int
+	for _, op := range []graph.OpID{0, 1, -1, 2, 3, 0, 4, -2, 5, 6} {
+		switch op {
+		case -1:
+			require.NoError(t, m.Free(tA)) // leaves a cached block between live ones
+		case -2:
+			require.NoError(t, m.Free(tB))
+		default:
+			require.NoError(t, m.Compute(op))
+		}
+		m.FreeNeighbours(func(graph.TensorID) { listed++ })
+		check()
+	}
+	require.Positive(t, listed)
+	ideal, err := NewMachine(g, Options{Capacity: -1})
+	require.NoError(t, err)
+	assert.False(t, ideal.FreeNeighbours(func(graph.TensorID) { t.Fatal("listed on the ideal allocator") }))
+}

@@ -98,3 +98,52 @@ func BenchmarkDTRIndexScale(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDTRDeviceScale plans strategy dtr as `sim report --device
+// v100-16gb` does without a budget: for the device's usable capacity, on
+// PyTorch's caching allocator. The models need several times the device,
+// so many allocations fail on fragmentation with the runtime's budget not
+// yet reached, and the runtime evicts a candidate scored with the free
+// bytes next to its block for each. With the allocator listing the blocks
+// next to free memory, those choices evaluate the index's ordinary choice
+// and the listed candidates whose index bound does not rule them out, not
+// every candidate. The deeper model evicts 55 times as often (it needs
+// ten times the memory on the same device), so the figures to compare are
+// per eviction: time and heuristic evaluations.
+//
+//	go test ./strategy -run XXX -bench DTRDeviceScale -benchtime 1x
+func BenchmarkDTRDeviceScale(b *testing.B) {
+	dev, err := sim.Device("v100-16gb")
+	if err != nil {
+		b.Fatal(err)
+	}
+	dtrS, err := Lookup("dtr")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, depth := range []int{950, 9500} {
+		o, s, err := OptionsFor(config.Defaults(), dev)
+		if err != nil {
+			b.Fatal(err)
+		}
+		g, err := models.Build("resnet-cifar", models.Options{Depth: depth, Batch: 256, InPlaceUpdate: s.Bool(config.InplaceUpdate)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("resnet-cifar/ops="+strconv.Itoa(len(g.Ops)), func(b *testing.B) {
+			var res Result
+			for i := 0; i < b.N; i++ {
+				if res, err = dtrS.Plan(context.Background(), g, o); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if res.Sim == nil || res.Status != StatusOK {
+				b.Fatalf("dtr did not fit: %s %s", res.Status, res.Reason)
+			}
+			ev := float64(res.Sim.Evictions)
+			b.ReportMetric(ev, "evictions")
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/ev, "us/eviction")
+			b.ReportMetric(float64(res.Stats.Evaluations)/ev, "evals/eviction")
+		})
+	}
+}

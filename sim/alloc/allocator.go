@@ -49,6 +49,15 @@ type AddressAllocator interface {
 	AdjacentFree(b Block) int64
 }
 
+// NeighbourAllocator is an AddressAllocator that can list the blocks with
+// free memory next to them without looking at every block.
+type NeighbourAllocator interface {
+	AddressAllocator
+	// FreeNeighbours calls visit once with every handed-out block whose
+	// AdjacentFree is positive.
+	FreeNeighbours(visit func(b Block))
+}
+
 // InPlaceAllocator is implemented by allocators that can hand an op's output
 // the storage of an input that dies at that op (MXNET_EXEC_ENABLE_INPLACE).
 type InPlaceAllocator interface {

@@ -347,6 +347,29 @@ func (c *Caching) AdjacentFree(blk Block) int64 {
 	return n
 }
 
+// FreeNeighbours calls visit once with every handed-out block that a
+// cached free block adjoins in its segment (the blocks whose AdjacentFree
+// is positive), walking the free blocks in the pools' order. The work is
+// proportional to the number of free blocks, not of handed-out ones.
+func (c *Caching) FreeNeighbours(visit func(b Block)) {
+	c.init()
+	for p := range c.pools {
+		c.pools[p].each(c.nodes, func(x int32) {
+			m := &c.meta[x]
+			if q := m.next; q >= 0 && c.meta[q].state == blkLive {
+				visit(Block(q))
+			}
+			// a live block with free blocks on both sides is visited as
+			// the next block of the one before it
+			if q := m.prev; q >= 0 && c.meta[q].state == blkLive {
+				if pp := c.meta[q].prev; pp < 0 || c.meta[pp].state != blkCached {
+					visit(Block(q))
+				}
+			}
+		})
+	}
+}
+
 // Fragmentation returns the external fragmentation of the cached memory:
 // 1 - LargestFree / (Reserved - Allocated), in [0, 1); 0 when nothing is
 // cached. It is 0 when all free bytes form one block and approaches 1 when
@@ -631,6 +654,17 @@ func (t *treap) below(n []tnode, k1 int64) int32 {
 }
 
 // max returns the node with the largest key, or -1.
+// each calls f with every node of t in key order.
+func (t *treap) each(n []tnode, f func(x int32)) { eachNode(n, t.root, f) }
+
+func eachNode(n []tnode, x int32, f func(x int32)) {
+	for x >= 0 {
+		eachNode(n, n[x].ch[0], f)
+		f(x)
+		x = n[x].ch[1]
+	}
+}
+
 func (t *treap) max(n []tnode) int32 {
 	cur := t.root
 	if cur < 0 {

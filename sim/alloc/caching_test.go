@@ -18,8 +18,9 @@ const (
 
 // Interface conformance.
 var (
-	_ AddressAllocator = (*Caching)(nil)
-	_ InPlaceAllocator = (*Static)(nil)
+	_ AddressAllocator   = (*Caching)(nil)
+	_ NeighbourAllocator = (*Caching)(nil)
+	_ InPlaceAllocator   = (*Static)(nil)
 )
 
 // keyLess orders treap keys (the order the trees must keep).
@@ -490,6 +491,7 @@ func checkCaching(t *testing.T, c *Caching) {
 		walk(c.pools[p].root)
 		require.Equal(t, nCached[p], n, "pool %d tree size", p)
 	}
+	checkFreeNeighbours(t, c)
 }
 
 // randomTensorBytes draws a tensor size from a mix resembling a CNN/
@@ -518,4 +520,23 @@ func ExampleCaching() {
 	// Output:
 	// 512 12583424 23068672
 	// 1 0 2 1
+}
+
+// checkFreeNeighbours verifies that FreeNeighbours visits, once each,
+// exactly the handed-out blocks whose AdjacentFree is positive.
+func checkFreeNeighbours(t *testing.T, c *Caching) {
+	t.Helper()
+	seen := map[Block]int{}
+	c.FreeNeighbours(func(b Block) { seen[b]++ })
+	want := 0
+	for i := range c.meta {
+		b := Block(i)
+		if c.meta[i].state != blkLive || c.AdjacentFree(b) == 0 {
+			require.Zero(t, seen[b], "block %d: no free neighbour, visited", i)
+			continue
+		}
+		want++
+		require.Equal(t, 1, seen[b], "block %d: %d free bytes next to it, visits", i, c.AdjacentFree(b))
+	}
+	require.Len(t, seen, want)
 }
