@@ -386,6 +386,7 @@ var misuseCases = []misuseCase{
 	{"dtr.SimHost.Free", "zero", false, func() error { new(dtr.SimHost).Free((dtr.TensorID)(0)); return nil }},
 	{"dtr.SimHost.Free", "empty", false, func() error { new(dtr.SimHost).Free((dtr.TensorID)(-1)); return nil }},
 	{"dtr.SimHost.Free", "foreign", false, func() error { new(dtr.SimHost).Free((dtr.TensorID)(1 << 30)); return nil }},
+	{"dtr.SimHost.FreeNeighbours", "zero", false, func() error { _ = new(dtr.SimHost).FreeNeighbours((func(t dtr.TensorID))(nil)); return nil }},
 	{"dtr.SimHost.SwapIn", "zero", false, func() error { err := new(dtr.SimHost).SwapIn((dtr.TensorID)(0)); return err }},
 	{"dtr.SimHost.SwapIn", "empty", false, func() error { err := new(dtr.SimHost).SwapIn((dtr.TensorID)(-1)); return err }},
 	{"dtr.SimHost.SwapIn", "foreign", false, func() error { err := new(dtr.SimHost).SwapIn((dtr.TensorID)(1 << 30)); return err }},
@@ -1250,6 +1251,12 @@ var misuseCases = []misuseCase{
 		err := misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Free((graph.TensorID)(1 << 30))
 		return err
 	}},
+	{"sim.Machine.FreeNeighbours", "zero", false, func() error { _ = new(sim.Machine).FreeNeighbours((func(t graph.TensorID))(nil)); return nil }},
+	{"sim.Machine.FreeNeighbours", "nil", false, func() error { _ = (*sim.Machine)(nil).FreeNeighbours((func(t graph.TensorID))(nil)); return nil }},
+	{"sim.Machine.FreeNeighbours", "foreign", false, func() error {
+		_ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).FreeNeighbours((func(t graph.TensorID))(nil))
+		return nil
+	}},
 	{"sim.Machine.Graph", "zero", false, func() error { _ = new(sim.Machine).Graph(); return nil }},
 	{"sim.Machine.Graph", "nil", false, func() error { _ = (*sim.Machine)(nil).Graph(); return nil }},
 	{"sim.Machine.Graph", "foreign", false, func() error { _ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Graph(); return nil }},
@@ -1448,6 +1455,7 @@ var misuseCases = []misuseCase{
 	{"alloc.Caching.Fragmentation", "zero", false, func() error { _ = new(alloc.Caching).Fragmentation(); return nil }},
 	{"alloc.Caching.Free", "zero", false, func() error { new(alloc.Caching).Free((alloc.Block)(0)); return nil }},
 	{"alloc.Caching.Free", "empty", false, func() error { new(alloc.Caching).Free((alloc.Block)(-1)); return nil }},
+	{"alloc.Caching.FreeNeighbours", "zero", false, func() error { new(alloc.Caching).FreeNeighbours((func(b alloc.Block))(nil)); return nil }},
 	{"alloc.Caching.Name", "zero", false, func() error { _ = new(alloc.Caching).Name(); return nil }},
 	{"alloc.Caching.Reserve", "zero", false, func() error { new(alloc.Caching).Reserve((int)(0)); return nil }},
 	{"alloc.Caching.Reserve", "empty", false, func() error { new(alloc.Caching).Reserve((int)(-1)); return nil }},

@@ -110,10 +110,14 @@ func (h *SimHost) AdjacentFree(t TensorID) int64 {
 // FreeNeighbours implements neighbourHost: it calls visit with the runtime
 // tensor of every resident storage with free memory next to its block (see
 // sim.Machine.FreeNeighbours), and reports false, visiting nothing, when
-// the Machine cannot list them or h is not bound to a graph run.
+// the Machine cannot list them or h is not bound to a graph run. A nil
+// visit visits nothing.
 func (h *SimHost) FreeNeighbours(visit func(t TensorID)) bool {
 	if !h.bound() {
 		return false
+	}
+	if visit == nil {
+		return h.M.FreeNeighbours(nil)
 	}
 	tm := h.d.rec.tenMap
 	if h.rev == nil {

@@ -165,10 +165,13 @@ func (m *Machine) InPlaceReuses() int {
 // and reports true, when the allocator can list them
 // (alloc.NeighbourAllocator, as alloc.NewCaching's); otherwise it visits
 // nothing and reports false. Its work grows with the allocator's free
-// blocks, not with the resident tensors.
+// blocks, not with the resident tensors. A nil visit visits nothing.
 func (m *Machine) FreeNeighbours(visit func(t graph.TensorID)) bool {
 	if m.missing() || m.nbr == nil {
 		return false
+	}
+	if visit == nil {
+		return true
 	}
 	m.nbr.FreeNeighbours(func(b alloc.Block) {
 		if int(b) >= len(m.owner) {

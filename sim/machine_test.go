@@ -666,6 +666,7 @@ func TestFreeNeighbours(t *testing.T) {
 		check()
 	}
 	require.Positive(t, listed)
+	assert.True(t, m.FreeNeighbours(nil), "a nil visit visits nothing")
 	ideal, err := NewMachine(g, Options{Capacity: -1})
 	require.NoError(t, err)
 	assert.False(t, ideal.FreeNeighbours(func(graph.TensorID) { t.Fatal("listed on the ideal allocator") }))

@@ -350,8 +350,12 @@ func (c *Caching) AdjacentFree(blk Block) int64 {
 // FreeNeighbours calls visit once with every handed-out block that a
 // cached free block adjoins in its segment (the blocks whose AdjacentFree
 // is positive), walking the free blocks in the pools' order. The work is
-// proportional to the number of free blocks, not of handed-out ones.
+// proportional to the number of free blocks, not of handed-out ones. A nil
+// visit visits nothing.
 func (c *Caching) FreeNeighbours(visit func(b Block)) {
+	if visit == nil {
+		return
+	}
 	c.init()
 	for p := range c.pools {
 		c.pools[p].each(c.nodes, func(x int32) {
