@@ -35,6 +35,11 @@ func planDTR(ctx context.Context, g *graph.Graph, o Options) (Result, error) {
 	so.Capacity = -1
 	so.Timeline = o.Timeline
 	m, err := sim.NewMachine(g, so)
+	if errors.Is(err, sim.ErrOutOfMemory) {
+		// the parameters and inputs alone do not fit the device: nothing
+		// to evict, a verdict rather than an error
+		return Result{Status: StatusOOM, Reason: "the tensors resident from the start do not fit: " + err.Error()}, nil
+	}
 	if err != nil {
 		return Result{}, err
 	}

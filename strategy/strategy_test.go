@@ -187,3 +187,31 @@ func TestMisuse(t *testing.T) {
 		})
 	}
 }
+
+// TestResidentAboveTheDevice: on a device smaller than the parameters and
+// inputs alone, no strategy errs: each reports that the model does not fit
+// (dtr, which cannot even place the resident tensors, says oom and why).
+func TestResidentAboveTheDevice(t *testing.T) {
+	g, err := models.Build("gpt", models.Options{Depth: 4, Batch: 1, Seq: 16})
+	require.NoError(t, err)
+	var resident int64
+	for i := range g.Tensors {
+		if g.Tensors[i].Producer < 0 {
+			resident += g.Tensors[i].Bytes
+		}
+	}
+	dev, err := sim.Device("v100-16gb")
+	require.NoError(t, err)
+	dev.Capacity = resident / 2
+	o, _, err := OptionsFor(config.Defaults(), dev)
+	require.NoError(t, err)
+	for _, s := range All() {
+		res, err := s.Plan(context.Background(), g, o)
+		require.NoError(t, err, s.Name)
+		assert.Contains(t, []Status{StatusOOM, StatusInfeasible}, res.Status, "%s: %s", s.Name, res.Reason)
+		if s.Name == "dtr" {
+			assert.Equal(t, StatusOOM, res.Status)
+			assert.Contains(t, res.Reason, "resident from the start")
+		}
+	}
+}
