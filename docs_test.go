@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 	"unicode"
+
+	"github.com/remat-dev/remat/internal/testinputs"
 )
 
 // A documented command: where it is shown, the command line as a user types
@@ -326,6 +328,7 @@ func TestDocumentedCommands(t *testing.T) {
 		}
 	}
 	haveTorch := exec.Command("/usr/bin/python3", "-c", "import torch, torchvision").Run() == nil
+	testinputs.Track(t) // the commands run the python tools and the sim built from the tree
 	for _, name := range []string{"tools", "python"} {
 		if err := os.Symlink(filepath.Join(repo, name), filepath.Join(work, name)); err != nil {
 			t.Fatal(err)

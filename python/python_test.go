@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/remat-dev/remat/internal/testinputs"
 )
 
 // pythonWithTorch returns a python3 that imports torch, or "" and why not.
@@ -41,6 +43,7 @@ func TestPythonUnittest(t *testing.T) {
 	if py == "" {
 		t.Skip(why)
 	}
+	testinputs.Track(t)
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/internal/testinputs"
 	"github.com/remat-dev/remat/sim"
 )
 
@@ -167,6 +168,7 @@ func TestTorchExportsMatchTrace(t *testing.T) {
 	if err := exec.Command(py, "-c", "import torch").Run(); err != nil {
 		t.Skip("PyTorch is not installed for /usr/bin/python3")
 	}
+	testinputs.Track(t)
 	dir := t.TempDir()
 	cmd := exec.Command(py, filepath.Join("testdata", "torch_models.py"), dir, "2")
 	out, err := cmd.CombinedOutput()

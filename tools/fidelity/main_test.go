@@ -16,6 +16,8 @@ import (
 	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/graph/onnx"
 	"github.com/remat-dev/remat/sim"
+
+	"github.com/remat-dev/remat/internal/testinputs"
 )
 
 func importFile(t *testing.T, name string, batch int64) *graph.Graph {
@@ -76,6 +78,7 @@ func pythonWithTorch(t *testing.T) string {
 		}
 		out, err := exec.Command(c, "-c", "import torch, torchvision").CombinedOutput()
 		if err == nil {
+			testinputs.Track(t)
 			return c
 		}
 		tried = append(tried, fmt.Sprintf("%s: %v %s", c, err, out))

@@ -1,0 +1,66 @@
+// Package testinputs tells go test's result cache about the files a test
+// reads through other programs. A test that runs python3 scripts, or builds
+// and runs the sim binary, depends on files its own process never opens, so
+// `go test` would replay a cached pass after they changed. Track stats every
+// Python and Go source of the module from the test's process, which go test
+// records as inputs of the test: a changed file then reruns it.
+package testinputs
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Track stats every .py and .go file of the module that contains the
+// working directory, and go.mod and go.sum (skipping .git). It fails the
+// test if the module root cannot be found.
+func Track(t testing.TB) {
+	t.Helper()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatalf("testinputs: %v", err)
+	}
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if d.Name() == ".git" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		n := d.Name()
+		if strings.HasSuffix(n, ".py") || strings.HasSuffix(n, ".go") || n == "go.mod" || n == "go.sum" {
+			if _, err := os.Stat(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("testinputs: walking %s: %v", root, err)
+	}
+}
+
+// moduleRoot returns the nearest directory at or above the working
+// directory that holds a go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fs.ErrNotExist
+		}
+		dir = parent
+	}
+}
