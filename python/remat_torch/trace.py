@@ -139,13 +139,16 @@ class NodeMap:
     the map reads output.grad_fn when the next op starts (or at flush()).
     Strong references to op k's outputs are held only until then."""
 
-    def __init__(self):
+    def __init__(self, rec=None):
         self.pending = None  # (op id, outputs)
         self.nodes = {}  # id(node) -> (node, forward op id)
         self.current = None  # forward op of the node running in backward
         self.started = False  # a node started and has run no kernel yet
         self.node_saved = []  # tensor IDs the starting node unpacked
         self.handles = []
+        self.rec = rec  # the recorder whose ops and tensors the nodes run in
+        self.hold = True  # list a node's inputs on its last kernel (trace's hold_node_inputs)
+        self.open = None  # (first op, first tensor) of the running node
 
     def produced(self, op_id, outs):
         self.flush()
@@ -177,13 +180,19 @@ class NodeMap:
 
     def _enter(self, op_id):
         def pre(grad_outputs):
+            self.open = None  # a node without a post-hook ended unseen
             self.current = op_id
             self.started = True  # the node's saved tensors are unpacked next, before its first kernel
             self.node_saved = []
+            if op_id is not None and self.rec is not None and self.hold:
+                self.open = (len(self.rec.ops), len(self.rec.tensors))
 
         return pre
 
     def _leave(self, grad_inputs, grad_outputs):
+        if self.open is not None:
+            self.rec.hold_to_node_end(*self.open)
+            self.open = None
         self.current = None
 
     def close(self):
@@ -193,6 +202,7 @@ class NodeMap:
         self.nodes = {}
         self.current = None
         self.pending = None
+        self.open = None
 
 
 def is_unpack_detach(func, args, unpacked):
@@ -225,9 +235,30 @@ class _Recorder(TorchDispatchMode):
         self.roots = {}  # storage data_ptr -> root tensor id
         self.phase = "forward"
         self.measure = measure
-        self.nodes = NodeMap()
+        self.nodes = NodeMap(self)
         self.unpacked = []
         self.silent = 0
+
+    def hold_to_node_end(self, first_op, first_tensor):
+        """A backward node's kernels were ops[first_op:]. The tensors they
+        read that existed before the node started (its saved tensors and the
+        gradients the engine passed it) are held until the node returns: the
+        engine keeps its arguments and the node's unpacked saved tensors for
+        the whole call (BmmBackward's second product still holds the mat2
+        its first one read). They are listed as inputs of the node's last
+        kernel, so that a simulation frees them after it, not earlier."""
+        ops = self.ops[first_op:]
+        if not ops:
+            return
+        held = []
+        for op in ops:
+            for tid in op["inputs"]:
+                if tid < first_tensor and tid not in held:
+                    held.append(tid)
+        last = ops[-1]["inputs"]
+        for tid in held:
+            if tid not in last:
+                last.append(tid)
 
     # -- tensors --
 
@@ -374,7 +405,7 @@ def _as_tuple(inputs):
     return (inputs,)
 
 
-def trace(model, inputs, labels, loss_fn=None, optimizer=None, measure=False, name="model"):
+def trace(model, inputs, labels, loss_fn=None, optimizer=None, measure=False, name="model", hold_node_inputs=True):
     """Trace one training step of model and return the graph as a dict in the
     native JSON layout (docs/format.md).
 
@@ -383,7 +414,14 @@ def trace(model, inputs, labels, loss_fn=None, optimizer=None, measure=False, na
     optimizer (over model's parameters) to SGD(lr=0.01). Gradients are set to
     None before the step. With measure, each op's time_ns is the median over
     three traced steps. The step really runs: parameters are updated and
-    batch-norm statistics move, as in training."""
+    batch-norm statistics move, as in training.
+
+    With hold_node_inputs (the default), a backward node's last kernel also
+    lists what the node was given (saved tensors, incoming gradients), which
+    PyTorch holds until the node returns (_Recorder.hold_to_node_end). A
+    trace for a DTR log turns it off: the DTR prototype's logs record what
+    kernels access, and there a held reference does not pin an evicted
+    tensor's memory."""
     inputs = _as_tuple(inputs)
     if loss_fn is None:
         loss_fn = F.cross_entropy
@@ -395,6 +433,7 @@ def trace(model, inputs, labels, loss_fn=None, optimizer=None, measure=False, na
     for _ in range(runs):
         optimizer.zero_grad(set_to_none=True)
         rec = _Recorder(measure=measure)
+        rec.nodes.hold = hold_node_inputs
         for n, p in model.named_parameters():
             rec.add_tensor(p, n, "parameter")
         for n, b in model.named_buffers():

@@ -168,6 +168,41 @@ class TraceTest(unittest.TestCase):
         self.assertEqual(by_type["convolution_backward"], {"convolution"})
         self.assertEqual(by_type["native_batch_norm_backward"], {"native_batch_norm"})
 
+    def test_node_holds_its_inputs_to_the_end(self):
+        """A backward node keeps what it was given (its saved tensors, the
+        gradients the engine passed it) until it returns: the trace lists
+        them as inputs of the node's last kernel. BmmBackward's second
+        product still holds the mat2 its first one read, so an attention's
+        v lives until both products exist."""
+        torch.manual_seed(0)
+        model = TinyGPT(d=32, seq=32)
+        x, y = torch.randint(0, 40, (4, 32)), torch.randint(0, 40, (4,))
+        g = remat_torch.trace(model, x, y)
+        ops = g["ops"]
+        producer = {t["id"]: t.get("producer", -1) for t in g["tensors"]}
+        # a node's kernels: consecutive backward ops with the same forward link
+        groups, checked = [], 0
+        for o in ops:
+            if o["phase"] != "backward" or "forward" not in o:
+                continue
+            if groups and groups[-1][-1]["forward"] == o["forward"] and groups[-1][-1]["id"] == o["id"] - 1:
+                groups[-1].append(o)
+            else:
+                groups.append([o])
+        for grp in groups:
+            first = grp[0]["id"]
+            held = {i for k in grp for i in k["inputs"] if producer[i] < first}
+            missing = held - set(grp[-1]["inputs"])
+            self.assertFalse(missing, "node of %s: its last kernel %s does not hold %s"
+                             % (ops[grp[0]["forward"]]["name"], grp[-1]["name"], sorted(missing)))
+            if len(grp) > 1 and ops[grp[0]["forward"]]["type"] == "bmm":
+                checked += 1
+        self.assertGreater(checked, 0, "no bmm node with several kernels")
+        # and the simulated peak of the trace is PyTorch's
+        rows = measure.measure_strategies(model, (x,), y, ["none"], SIM, name="tinygpt", runs=1)
+        err = abs(rows[0]["pred_peak"] - rows[0]["meas_peak"]) / rows[0]["meas_peak"]
+        self.assertLess(err, 1e-4, "predicted %d, measured %d" % (rows[0]["pred_peak"], rows[0]["meas_peak"]))
+
     def test_op_costs(self):
         """The ops carry what the cost model prices them by: FLOPs of the
         convolutions and matrix products, bytes read and written of the
