@@ -39,6 +39,18 @@ EXTRA = ["googlenet", "squeezenet1_1", "vgg11s", "vit", "lstm"]
 ALL = DEFAULT + EXTRA
 
 
+def known(name):
+    """Whether build() can make name: one of ALL, or a torchvision
+    classification model constructor (torchvision.models.NAME)."""
+    if name in ALL:
+        return True
+    try:
+        import torchvision
+    except ImportError:
+        return False
+    return not name.startswith("_") and name.islower() and callable(getattr(torchvision.models, name, None))
+
+
 class TinyTransformer(nn.Module):
     """Token classifier: embedding, learned positions, a 2-layer
     nn.TransformerEncoder (d_model 128, 4 heads, feed-forward 512), mean
@@ -164,8 +176,8 @@ def main(argv=None):
     ap.add_argument("models", nargs="*", default=DEFAULT, help="models to export (default: %s; also %s)" % (", ".join(DEFAULT), ", ".join(EXTRA)))
     args = ap.parse_args(argv)
     for m in args.models:
-        if m not in ALL:
-            ap.error(f"model {m!r}: expected one of {', '.join(ALL)}")
+        if not known(m):
+            ap.error(f"model {m!r}: expected one of {', '.join(ALL)} or a torchvision.models constructor")
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(0)
     for m in args.models:

@@ -35,7 +35,7 @@ ALLOCATORS = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::a
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("model", choices=fidelity.MODELS)
+    ap.add_argument("model", help="one of %s, or a torchvision.models constructor" % ", ".join(fidelity.MODELS))
     ap.add_argument("batch", type=int)
     ap.add_argument("--image", type=int, default=fidelity.IMAGE, help="image size (default %d, as tools/fidelity.py)" % fidelity.IMAGE)
     ap.add_argument("--optimizer", choices=fidelity.OPTIMIZERS, default="sgd")
@@ -43,6 +43,8 @@ def main(argv=None):
     ap.add_argument("--checkpoint", metavar="MODEL", choices=sorted(ck), help="checkpoint the model as tools/fidelity.py's row of MODEL does")
     ap.add_argument("--events", action="store_true", help="print every [memory] event with its operator")
     args = ap.parse_args(argv)
+    if not fidelity.export_onnx.known(args.model):
+        ap.error("model %r: expected one of %s, or a torchvision.models constructor" % (args.model, ", ".join(fidelity.MODELS)))
     torch.set_num_threads(2)
     model, x, y = fidelity.make(args.model, args.batch, args.image)
     if args.checkpoint:
