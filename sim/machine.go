@@ -54,6 +54,9 @@ type Options struct {
 	// algorithm workspaces (ConvCuDNN, the default, with CudnnTune) or
 	// PyTorch's CPU convolutions (ConvOneDNN, see CPUConvWorkspace).
 	ConvLibrary ConvLibrary
+	// CPUThreads is PyTorch's CPU thread count, for ConvOneDNN's
+	// per-thread buffers (0: DefaultCPUThreads).
+	CPUThreads int
 	// Timeline records per-step memory in Result.Timeline.
 	Timeline bool
 	// Trace records events for WriteTrace in Result.Events.
@@ -285,6 +288,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("options: field ConvWorkspaceLimit is %d, expected >= 0 (0 means %d)", o.ConvWorkspaceLimit, DefaultConvWorkspaceLimit)
 	case !o.ConvLibrary.Valid():
 		return fmt.Errorf("options: field ConvLibrary is %d, expected 0 (cudnn) or 1 (onednn)", o.ConvLibrary)
+	case o.CPUThreads < 0 || o.CPUThreads > 1<<10:
+		return fmt.Errorf("options: field CPUThreads is %d, expected 0..%d (0 means %d)", o.CPUThreads, 1<<10, DefaultCPUThreads)
 	}
 	if _, lim := CapacityOf(*o); o.ReserveAll && !lim {
 		return fmt.Errorf("options: field ReserveAll is set but the capacity is unlimited, expected a Device or a Capacity > 0")
@@ -449,7 +454,7 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 		t := m.cost.OpTime(g, op)
 		ws := op.Workspace
 		if opts.ConvLibrary == ConvOneDNN {
-			ws = max(ws, CPUWorkspace(g, op))
+			ws = max(ws, CPUWorkspace(g, op, opts.CPUThreads))
 		} else if cands := appendConvCandidates(candBuf[:0], g, op); cands != nil {
 			candBuf = cands
 			tune, lim, err := opTune(op, opts.CudnnTune, limit)

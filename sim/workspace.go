@@ -280,6 +280,11 @@ func TempSlots(numTemp, workers int) int {
 	return min(numTemp, workers)
 }
 
+// DefaultCPUThreads is the thread count CPUConvWorkspace assumes for
+// PyTorch's CPU kernels when none is given: the setting cpu.threads'
+// default, and the count the fidelity tables are measured with.
+const DefaultCPUThreads = 2
+
 // ConvLibrary selects whose convolution kernels the Machine models the
 // temporary memory of.
 type ConvLibrary uint8
@@ -338,8 +343,8 @@ func roundUp(v, m int64) int64 { return (v + m - 1) / m * m }
 //
 // PyTorch runs a float convolution through oneDNN (ConvParams::use_mkldnn)
 // unless the batch is 1, the kernel at most 3x3, the group count 1 and the
-// input at most 20480 elements (PyTorch's default thread count is taken to
-// be above 1). oneDNN computes in blocked layouts, so the dense NCHW
+// input at most 20480 elements, or, with a single thread, the convolution
+// is an unstrided 1x1 one of a batch below 16. oneDNN computes in blocked layouts, so the dense NCHW
 // tensors are reordered into temporary buffers with channels padded to a
 // multiple of 16 (b() below), measured with the profiler's allocation
 // events inside aten::convolution_backward (tools/peak_events.py):
@@ -361,9 +366,20 @@ func roundUp(v, m int64) int64 { return (v + m - 1) / m * m }
 // C*R*S x P*Q elements (per batch element, the batch being 1 there) in the
 // forward and in the backward; a 1x1 convolution with stride 1 and no
 // padding reads the input as its columns.
-func CPUConvWorkspace(g *graph.Graph, op *graph.Op) int64 {
+//
+// A depthwise convolution (one input channel per group) whose kernel is at
+// least 4 wide computes its weight gradient on the plain layouts (no gy_r,
+// x_r) with a scratch buffer per thread: gx + gw_b + scratch + gb, where
+// scratch = threads * (4 * weight + e*R*S*P*Q) + 256 bytes (profiler, f32,
+// 1 and 2 threads, 16 to 672 channels, kernels 3x5 to 11x11, strides 1
+// and 2, channel multipliers 1 and 2: exact). threads is PyTorch's
+// intra-op thread count (setting cpu.threads); 0 means DefaultCPUThreads.
+func CPUConvWorkspace(g *graph.Graph, op *graph.Op, threads int) int64 {
 	if g == nil || op == nil {
 		return 0
+	}
+	if threads <= 0 {
+		threads = DefaultCPUThreads
 	}
 	d, ok := convDims(g, op)
 	if !ok {
@@ -383,6 +399,11 @@ func CPUConvWorkspace(g *graph.Graph, op *graph.Op) int64 {
 	}
 	kvol := satMul(d.r, d.s)
 	mkldnn := groups > 1 || (d.r > 3 && d.s > 3) || d.n > 1 || satMul(d.n, d.c, d.h, d.w) > 20480
+	if threads == 1 && d.r == 1 && d.s == 1 && d.n < 16 && d.p == d.h && d.q == d.w && !padded(forwardOf(g, op)) {
+		// One thread: PyTorch runs an unstrided 1x1 convolution of a batch
+		// below 16 with slow_conv2d (faster single-threaded).
+		mkldnn = false
+	}
 	if !mkldnn {
 		f := forwardOf(g, op)
 		if d.r == 1 && d.s == 1 && d.p == d.h && d.q == d.w && !padded(f) {
@@ -438,7 +459,13 @@ func CPUConvWorkspace(g *graph.Graph, op *graph.Op) int64 {
 			// reorders (its im2col scratch is not modelled).
 			xw, gyw = 0, 0
 		}
-		c1 := satAdd(satAdd(satAdd(gx, gyw), satAdd(xw, gwb)), gb)
+		var scratch int64
+		if groups > 1 && d.cg == 1 && d.s >= 4 {
+			// depthwise, kernel at least 4 wide: per-thread scratch
+			xw, gyw = 0, 0
+			scratch = satAdd(satMul(int64(threads), satAdd(satMul(4, wr), satMul(e, kvol, d.p, d.q))), 256)
+		}
+		c1 := satAdd(satAdd(satAdd(gx, gyw), satAdd(xw, gwb)), satAdd(gb, scratch))
 		c2 := satAdd(satAdd(gx, gwb), satAdd(satAdd(gb, gb), gw))
 		peak = max(peak, c1, c2)
 	}
@@ -453,11 +480,11 @@ func CPUConvWorkspace(g *graph.Graph, op *graph.Op) int64 {
 // strided view (see StridedGradient): the gradient of a transposed or
 // concatenated activation, as a ViT's patch embedding or a batch-first
 // LSTM's embedding receives.
-func CPUWorkspace(g *graph.Graph, op *graph.Op) int64 {
+func CPUWorkspace(g *graph.Graph, op *graph.Op, threads int) int64 {
 	if g == nil || op == nil {
 		return 0
 	}
-	ws := CPUConvWorkspace(g, op)
+	ws := CPUConvWorkspace(g, op, threads)
 	if op.Type == "native_batch_norm_backward" && len(op.Inputs) > 0 {
 		// The CPU kernel allocates a temporary of its input's size after
 		// its outputs and frees it before returning (profiler, batch 4, 64

@@ -23,10 +23,10 @@ func TestCPUWorkspaceBatchNormBackward(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := CPUWorkspace(g, &g.Ops[bw.ID()]), int64(4*64*32*32*4); got != want {
+	if got, want := CPUWorkspace(g, &g.Ops[bw.ID()], 2), int64(4*64*32*32*4); got != want {
 		t.Errorf("CPUWorkspace(native_batch_norm_backward) = %d, want %d (the input's bytes)", got, want)
 	}
-	if got := CPUWorkspace(g, &g.Ops[other.ID()]); got != 0 {
+	if got := CPUWorkspace(g, &g.Ops[other.ID()], 2); got != 0 {
 		t.Errorf("CPUWorkspace(threshold_backward) = %d, want 0", got)
 	}
 }

@@ -94,8 +94,8 @@ func TestCPUConvWorkspaceMatchesPyTorch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := cpuConv(t, tc.n, tc.c, tc.h, tc.k, tc.r, tc.s, tc.grp, tc.bias, tc.gx)
-			assert.Equal(t, tc.fwd-tc.fwdGap, CPUConvWorkspace(g, &g.Ops[0]), "forward")
-			assert.Equal(t, tc.bwd-tc.bwdGap, CPUConvWorkspace(g, &g.Ops[1]), "backward")
+			assert.Equal(t, tc.fwd-tc.fwdGap, CPUConvWorkspace(g, &g.Ops[0], 2), "forward")
+			assert.Equal(t, tc.bwd-tc.bwdGap, CPUConvWorkspace(g, &g.Ops[1], 2), "backward")
 			m, err := NewMachine(g, Options{ConvLibrary: ConvOneDNN})
 			require.NoError(t, err)
 			assert.Equal(t, tc.fwd-tc.fwdGap, m.OpWorkspace(0))
@@ -104,16 +104,68 @@ func TestCPUConvWorkspaceMatchesPyTorch(t *testing.T) {
 	}
 }
 
+// TestCPUDepthwiseScratchMatchesPyTorch: a depthwise convolution whose
+// kernel is at least 4 wide computes its weight gradient with a scratch
+// buffer per thread (bias, input gradient; profiler events of
+// aten::convolution_backward, f32):
+//
+//	672 channels 5x5, batch 2, 4x4, 2 threads: +gy_r 86016 +w_r 67200
+//	+gx_b 86016 -w_r -gy_r +gx 86016 -gx_b +gw_b 67200 +541056 +gb_b 2688
+//	-541056 +gb 2688 +gw 67200 -gw_b -gb_b: peak 696960 - outputs 155904.
+//	The same with 1 thread: scratch 270656 (peak 426560).
+//	96 channels 7x7, batch 2, 16x16, 2 threads: scratch 251136, peak
+//	466944 - outputs 215808.
+//
+// A 3x3 depthwise convolution has no such buffer (TestCPUConvWorkspace-
+// MatchesPyTorch's "depthwise").
+func TestCPUDepthwiseScratchMatchesPyTorch(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		c, h, r int64
+		threads int
+		bwd     int64
+	}{
+		{"672 channels 5x5, 2 threads", 672, 4, 5, 2, 541056},
+		{"672 channels 5x5, 1 thread", 672, 4, 5, 1, 270656},
+		{"96 channels 7x7, 2 threads", 96, 16, 7, 2, 251136},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := cpuConv(t, 2, tc.c, tc.h, tc.c, tc.r, 1, tc.c, true, true)
+			assert.Equal(t, tc.bwd, CPUConvWorkspace(g, &g.Ops[1], tc.threads))
+			m, err := NewMachine(g, Options{ConvLibrary: ConvOneDNN, CPUThreads: tc.threads})
+			require.NoError(t, err)
+			assert.Equal(t, tc.bwd, m.OpWorkspace(1))
+		})
+	}
+	_, err := NewMachine(cpuConv(t, 2, 8, 4, 8, 5, 1, 8, true, true), Options{ConvLibrary: ConvOneDNN, CPUThreads: -1})
+	assert.ErrorContains(t, err, "field CPUThreads is -1")
+}
+
+// TestCPUOneThread1x1: with one thread PyTorch runs an unstrided 1x1
+// convolution of a batch below 16 with slow_conv2d, which reads the input
+// as its columns: no temporaries (64 to 64 channels, batch 2, 16x16, bias:
+// forward +y 131072, backward +gx 131072 +gb 256 +gw 16384). With two
+// threads oneDNN reorders it (+x_r 131072 +w_r 16384 +y_b 131072 ...).
+func TestCPUOneThread1x1(t *testing.T) {
+	g := cpuConv(t, 2, 64, 16, 64, 1, 1, 1, true, true)
+	assert.Zero(t, CPUConvWorkspace(g, &g.Ops[0], 1), "forward, 1 thread")
+	assert.Zero(t, CPUConvWorkspace(g, &g.Ops[1], 1), "backward, 1 thread")
+	assert.Equal(t, int64(147456), CPUConvWorkspace(g, &g.Ops[0], 2), "forward, 2 threads: x_r + w_r + y_b - y")
+	assert.Positive(t, CPUConvWorkspace(g, &g.Ops[1], 2), "backward, 2 threads")
+	big := cpuConv(t, 16, 64, 4, 64, 1, 1, 1, true, true)
+	assert.Positive(t, CPUConvWorkspace(big, &big.Ops[0], 1), "batch 16 goes to oneDNN with one thread too")
+}
+
 func TestCPUConvWorkspaceOtherOps(t *testing.T) {
 	g := cpuConv(t, 2, 64, 16, 64, 3, 1, 1, false, true)
-	assert.Zero(t, CPUConvWorkspace(nil, &g.Ops[0]))
-	assert.Zero(t, CPUConvWorkspace(g, nil))
+	assert.Zero(t, CPUConvWorkspace(nil, &g.Ops[0], 2))
+	assert.Zero(t, CPUConvWorkspace(g, nil, 2))
 	b := graph.NewBuilder("relu")
 	x := b.Input("x", graph.F32, 2, 3)
 	b.Op("relu", "relu", x).Out("y", graph.F32, 2, 3)
 	g2, err := b.Build()
 	require.NoError(t, err)
-	assert.Zero(t, CPUConvWorkspace(g2, &g2.Ops[0]))
+	assert.Zero(t, CPUConvWorkspace(g2, &g2.Ops[0], 2))
 	// Without ConvOneDNN the cuDNN model applies: CudnnOff keeps the op's
 	// own (zero) workspace.
 	m, err := NewMachine(g, Options{})
@@ -171,8 +223,8 @@ func TestCPUWorkspaceCopiesStridedGradient(t *testing.T) {
 	g, dy := patchEmbed(t, "0,2,1", 2, 16, 64)
 	assert.True(t, StridedGradient(g, dy))
 	bwd := &g.Ops[len(g.Ops)-1]
-	assert.Equal(t, int64(49408), CPUConvWorkspace(g, bwd))
-	assert.Equal(t, int64(57600), CPUWorkspace(g, bwd))
+	assert.Equal(t, int64(49408), CPUConvWorkspace(g, bwd, 2))
+	assert.Equal(t, int64(57600), CPUWorkspace(g, bwd, 2))
 	m, err := NewMachine(g, Options{ConvLibrary: ConvOneDNN})
 	require.NoError(t, err)
 	assert.Equal(t, int64(57600), m.OpWorkspace(bwd.ID))
@@ -180,9 +232,9 @@ func TestCPUWorkspaceCopiesStridedGradient(t *testing.T) {
 	// contiguous view: no copy.
 	g, dy = patchEmbed(t, "0,1,2", 2, 64, 16)
 	assert.False(t, StridedGradient(g, dy))
-	assert.Equal(t, int64(49408), CPUWorkspace(g, &g.Ops[len(g.Ops)-1]))
+	assert.Equal(t, int64(49408), CPUWorkspace(g, &g.Ops[len(g.Ops)-1], 2))
 	assert.False(t, StridedGradient(g, graph.TensorID(999)))
-	assert.Zero(t, CPUWorkspace(nil, nil))
+	assert.Zero(t, CPUWorkspace(nil, nil, 2))
 }
 
 func TestPermutesNonUnit(t *testing.T) {

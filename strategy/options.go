@@ -99,6 +99,7 @@ type MachineOptions struct {
 	AtomicCleanPolicy  int
 	CudnnTune          sim.CudnnTune
 	ConvLibrary        sim.ConvLibrary // setting conv.library (the pytorch preset: oneDNN on a CPU)
+	CPUThreads         int             // setting cpu.threads (oneDNN's per-thread buffers)
 	MatchRange         int64
 	InPlace            bool
 }
@@ -181,6 +182,7 @@ func OptionsFrom(s *config.Settings) (Options, error) {
 		AtomicCleanPolicy:  int(s.MemoryConfig().AtomicCleanPolicy),
 		CudnnTune:          tune,
 		ConvLibrary:        lib,
+		CPUThreads:         s.Int(config.CPUThreads),
 		MatchRange:         int64(s.Int(config.ExecMatchRange)),
 		InPlace:            s.Bool(config.ExecEnableInplace),
 	}
@@ -289,6 +291,7 @@ func (o Options) simOptions(capacity int64) (sim.Options, error) {
 		AtomicCleanPolicy:  m.AtomicCleanPolicy,
 		CudnnTune:          m.CudnnTune,
 		ConvLibrary:        m.ConvLibrary,
+		CPUThreads:         m.CPUThreads,
 		Trace:              o.Trace,
 	}
 	switch o.Allocator {

@@ -206,6 +206,13 @@ def measure(model, x, y, opt_name="sgd"):
     return resident_bytes(model, x, y), peak
 
 
+def threads_env():
+    """The environment for sim and tools/fidelity: OMP_NUM_THREADS set to the
+    thread count the measured steps run with, as PyTorch itself would read
+    it (sim's setting cpu.threads: oneDNN's per-thread buffers)."""
+    return dict(os.environ, OMP_NUM_THREADS=str(torch.get_num_threads()))
+
+
 class Tools:
     """The sim and tools/fidelity binaries, built once from this tree."""
 
@@ -218,11 +225,11 @@ class Tools:
     def report(self, args):
         """sim report ARGS --device cpu --allocator ideal --strategies none: the peak."""
         cmd = [self.sim, "report"] + args + ["--device", "cpu", "--allocator", "ideal", "--strategies", "none", "--format", "json"]
-        out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True)
+        out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True, env=threads_env())
         return json.loads(out.stdout)["rows"][0]["peak_allocated"]
 
     def plan(self, args):
-        out = subprocess.run([self.fidelity] + args, cwd=ROOT, check=True, capture_output=True, text=True)
+        out = subprocess.run([self.fidelity] + args, cwd=ROOT, check=True, capture_output=True, text=True, env=threads_env())
         return json.loads(out.stdout)["peak_allocated"]
 
 
@@ -256,9 +263,12 @@ def main(argv=None):
     ap.add_argument("--batches", default=",".join(map(str, BATCHES)))
     ap.add_argument("--image", type=int, default=IMAGE, help="image size of the vision models (default %d)" % IMAGE)
     ap.add_argument("--no-checkpoint", action="store_true")
+    ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads for the measured steps, passed to sim as OMP_NUM_THREADS (default 2)")
     ap.add_argument("--export", metavar="DIR", help="only write ONNX files and exporter traces to DIR (see above)")
     args = ap.parse_args(argv)
-    torch.set_num_threads(2)
+    if not 1 <= args.threads <= 1024:
+        ap.error("--threads %d: expected 1..1024" % args.threads)
+    torch.set_num_threads(args.threads)
     models = args.models.split(",")
     for m in models:
         if not export_onnx.known(m):

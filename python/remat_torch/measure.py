@@ -56,7 +56,10 @@ class Sim:
             self.tmp = None
 
     def _run(self, args):
-        r = subprocess.run([self.path] + args, capture_output=True, text=True)
+        # sim models oneDNN's per-thread buffers with the thread count
+        # PyTorch runs with here (setting cpu.threads, OMP_NUM_THREADS)
+        env = dict(os.environ, OMP_NUM_THREADS=str(torch.get_num_threads()))
+        r = subprocess.run([self.path] + args, capture_output=True, text=True, env=env)
         if r.returncode != 0:
             raise RuntimeError((r.stderr.strip() or r.stdout.strip()).splitlines()[-1] if (r.stderr or r.stdout).strip() else "sim exited %d" % r.returncode)
         return r.stdout
