@@ -94,6 +94,7 @@ type convShapes struct {
 	k, cg, r, s int64 // weight (cg = input channels per group)
 	p, q        int64 // output spatial
 	elem        int64
+	oneD        bool // a 1-D convolution, as 2-D with h = r = p = 1
 }
 
 // convTypes are the op types of the registry's convolution workspace class
@@ -126,6 +127,13 @@ func isConvType(typ string) (fwd, any bool) {
 // conv2d, its forward op's for a gradient op. ok is false when the op is not
 // a convolution or the shapes are unknown.
 func convDims(g *graph.Graph, op *graph.Op) (convShapes, bool) {
+	return convDimsOf(g, op, false)
+}
+
+// convDimsOf is convDims; with oneD, a 1-D convolution (3-D input, weight
+// and output) is read as the 2-D one PyTorch runs it as (its input viewed
+// as N x C x 1 x L).
+func convDimsOf(g *graph.Graph, op *graph.Op, oneD bool) (convShapes, bool) {
 	fwd, anyConv := isConvType(op.Type)
 	if !anyConv {
 		return convShapes{}, false
@@ -143,12 +151,22 @@ func convDims(g *graph.Graph, op *graph.Op) (convShapes, bool) {
 		return convShapes{}, false
 	}
 	x, w, y := g.Tensor(f.Inputs[0]), g.Tensor(f.Inputs[1]), g.Tensor(f.Outputs[0])
-	if x == nil || w == nil || y == nil || len(x.Shape) != 4 || len(w.Shape) != 4 || len(y.Shape) != 4 {
+	if x == nil || w == nil || y == nil {
 		return convShapes{}, false
 	}
-	d := convShapes{n: x.Shape[0], c: x.Shape[1], h: x.Shape[2], w: x.Shape[3],
-		k: w.Shape[0], cg: w.Shape[1], r: w.Shape[2], s: w.Shape[3],
-		p: y.Shape[2], q: y.Shape[3], elem: x.DType.Size()}
+	var d convShapes
+	switch {
+	case len(x.Shape) == 4 && len(w.Shape) == 4 && len(y.Shape) == 4:
+		d = convShapes{n: x.Shape[0], c: x.Shape[1], h: x.Shape[2], w: x.Shape[3],
+			k: w.Shape[0], cg: w.Shape[1], r: w.Shape[2], s: w.Shape[3],
+			p: y.Shape[2], q: y.Shape[3], elem: x.DType.Size()}
+	case oneD && len(x.Shape) == 3 && len(w.Shape) == 3 && len(y.Shape) == 3:
+		d = convShapes{n: x.Shape[0], c: x.Shape[1], h: 1, w: x.Shape[2],
+			k: w.Shape[0], cg: w.Shape[1], r: 1, s: w.Shape[2],
+			p: 1, q: y.Shape[2], elem: x.DType.Size(), oneD: true}
+	default:
+		return convShapes{}, false
+	}
 	if d.elem == 0 {
 		d.elem = 4
 	}
@@ -367,6 +385,9 @@ func roundUp(v, m int64) int64 { return (v + m - 1) / m * m }
 // forward and in the backward; a 1x1 convolution with stride 1 and no
 // padding reads the input as its columns.
 //
+// A 1-D convolution (3-D input, weight and output) is the 2-D one PyTorch
+// runs it as: its input viewed as N x C x 1 x L.
+//
 // A depthwise convolution (one input channel per group) whose kernel is at
 // least 4 wide computes its weight gradient on the plain layouts (no gy_r,
 // x_r) with a scratch buffer per thread: gx + gw_b + scratch + gb, where
@@ -381,7 +402,7 @@ func CPUConvWorkspace(g *graph.Graph, op *graph.Op, threads int) int64 {
 	if threads <= 0 {
 		threads = DefaultCPUThreads
 	}
-	d, ok := convDims(g, op)
+	d, ok := convDimsOf(g, op, true)
 	if !ok {
 		return 0
 	}
@@ -432,6 +453,9 @@ func CPUConvWorkspace(g *graph.Graph, op *graph.Op, threads int) int64 {
 	var gx, gw, gb int64
 	xs := []int64{d.n, d.c, d.h, d.w}
 	ws := []int64{d.k, d.cg, d.r, d.s}
+	if d.oneD {
+		xs, ws = []int64{d.n, d.c, d.w}, []int64{d.k, d.cg, d.s}
+	}
 	for _, t := range op.Outputs {
 		tt := g.Tensor(t)
 		switch {

@@ -270,3 +270,28 @@ func TestStridedGradientOfConcat(t *testing.T) {
 	g, dx = build("0", []int64{2, 16, 64}, []int64{1, 16, 64}, []int64{3, 16, 64})
 	assert.False(t, StridedGradient(g, dx))
 }
+
+// TestCPUConv1dWorkspace: PyTorch runs a 1-D convolution as the 2-D one of
+// its input viewed as N x C x 1 x L, with the same oneDNN reorders (32 to 32
+// channels, kernel 3, batch 4, length 128, bias). fwd: +x_r 65536 +w_r
+// 12288 +y_b 65536 -w_r -x_r +y 65536 -y_b: peak 143360 - y. bwd: +gy_r
+// 65536 +w_r 12288 +gx_b 65536 -w_r -gy_r +gx -gx_b +gy_r +x_r 65536 +gw_b
+// 12288 +gb_b 128 -x_r -gy_r +gb +gw -gw_b -gb_b: peak 209024 - outputs
+// 77952.
+func TestCPUConv1dWorkspace(t *testing.T) {
+	b := graph.NewBuilder("conv1d")
+	x := b.Parameter("x", graph.F32, 4, 32, 128)
+	w := b.Parameter("w", graph.F32, 32, 32, 3)
+	bias := b.Parameter("b", graph.F32, 32)
+	o := b.Op("convolution", "conv", x, w, bias).Out("y", graph.F32, 4, 32, 128).Attr("padding", "1")
+	y := o.T()
+	b.SetPhase(graph.Backward)
+	b.Op("convolution_backward", "conv.backward", y, x, w).Forward(o.ID()).
+		Out("gx", graph.F32, 4, 32, 128).Out("gw", graph.F32, 32, 32, 3).Out("gb", graph.F32, 32)
+	g, err := b.Build()
+	require.NoError(t, err)
+	assert.Equal(t, int64(143360-65536), CPUConvWorkspace(g, &g.Ops[0], 2), "forward")
+	assert.Equal(t, int64(209024-77952), CPUConvWorkspace(g, &g.Ops[1], 2), "backward")
+	// cuDNN's algorithms are for 2-D convolutions only
+	assert.Nil(t, appendConvCandidates(nil, g, &g.Ops[0]))
+}
