@@ -61,8 +61,7 @@ func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		switch {
-		case strings.HasPrefix(kv, "MXNET_"), strings.HasPrefix(kv, "MGB_"), strings.HasPrefix(kv, "MEGENGINE_"), strings.HasPrefix(kv, "GE_"), strings.HasPrefix(kv, "REMAT_"),
-			strings.HasPrefix(kv, "OMP_NUM_THREADS="):
+		case strings.HasPrefix(kv, "MXNET_"), strings.HasPrefix(kv, "MGB_"), strings.HasPrefix(kv, "MEGENGINE_"), strings.HasPrefix(kv, "GE_"), strings.HasPrefix(kv, "REMAT_"):
 			continue
 		}
 		env = append(env, kv)

@@ -198,7 +198,7 @@ const (
 	Framework                EnumKey   = iota // REMAT_FRAMEWORK
 	DropoutMask              EnumKey   = iota // REMAT_DROPOUT_MASK
 	ConvLibrary              EnumKey   = iota // REMAT_CONV_LIBRARY
-	CPUThreads               IntKey    = iota // OMP_NUM_THREADS
+	CPUThreads               IntKey    = iota // REMAT_CPU_THREADS
 	numKeys                            = iota
 )
 
@@ -362,9 +362,9 @@ var registry = [numKeys]def{
 			"or onednn (PyTorch's CPU convolutions: oneDNN's reorder buffers, or slow_conv2d's im2col columns where PyTorch does not use oneDNN).",
 	},
 	CPUThreads: {
-		name: "cpu.threads", env: "OMP_NUM_THREADS", flag: "cpu-threads",
+		name: "cpu.threads", env: "REMAT_CPU_THREADS", flag: "cpu-threads",
 		typ: TypeInt, defaultFn: constDefault("2"), defaultDoc: "2", min: 1, max: 1 << 10,
-		desc: "Threads PyTorch's CPU kernels run with (torch.set_num_threads; PyTorch reads OMP_NUM_THREADS too). With conv.library onednn, oneDNN's weight gradient of a " +
+		desc: "Threads PyTorch's CPU kernels run with (torch.get_num_threads(); set it to what OMP_NUM_THREADS or torch.set_num_threads gives PyTorch). With conv.library onednn, oneDNN's weight gradient of a " +
 			"depthwise convolution whose kernel is at least 4 wide keeps a scratch buffer per thread, and with one thread PyTorch runs an unstrided 1x1 convolution of a batch below 16 without oneDNN.",
 	},
 }

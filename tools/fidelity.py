@@ -207,10 +207,10 @@ def measure(model, x, y, opt_name="sgd"):
 
 
 def threads_env():
-    """The environment for sim and tools/fidelity: OMP_NUM_THREADS set to the
-    thread count the measured steps run with, as PyTorch itself would read
-    it (sim's setting cpu.threads: oneDNN's per-thread buffers)."""
-    return dict(os.environ, OMP_NUM_THREADS=str(torch.get_num_threads()))
+    """The environment for sim and tools/fidelity: REMAT_CPU_THREADS (sim's
+    setting cpu.threads: oneDNN's per-thread buffers) set to the thread
+    count the measured steps run with."""
+    return dict(os.environ, REMAT_CPU_THREADS=str(torch.get_num_threads()))
 
 
 class Tools:
@@ -263,7 +263,7 @@ def main(argv=None):
     ap.add_argument("--batches", default=",".join(map(str, BATCHES)))
     ap.add_argument("--image", type=int, default=IMAGE, help="image size of the vision models (default %d)" % IMAGE)
     ap.add_argument("--no-checkpoint", action="store_true")
-    ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads for the measured steps, passed to sim as OMP_NUM_THREADS (default 2)")
+    ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads for the measured steps, passed to sim as REMAT_CPU_THREADS (default 2)")
     ap.add_argument("--export", metavar="DIR", help="only write ONNX files and exporter traces to DIR (see above)")
     args = ap.parse_args(argv)
     if not 1 <= args.threads <= 1024:

@@ -57,8 +57,8 @@ class Sim:
 
     def _run(self, args):
         # sim models oneDNN's per-thread buffers with the thread count
-        # PyTorch runs with here (setting cpu.threads, OMP_NUM_THREADS)
-        env = dict(os.environ, OMP_NUM_THREADS=str(torch.get_num_threads()))
+        # PyTorch runs with here (setting cpu.threads, REMAT_CPU_THREADS)
+        env = dict(os.environ, REMAT_CPU_THREADS=str(torch.get_num_threads()))
         r = subprocess.run([self.path] + args, capture_output=True, text=True, env=env)
         if r.returncode != 0:
             raise RuntimeError((r.stderr.strip() or r.stdout.strip()).splitlines()[-1] if (r.stderr or r.stdout).strip() else "sim exited %d" % r.returncode)
