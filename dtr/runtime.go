@@ -2015,7 +2015,7 @@ func (r *Runtime) retryHost(err error) error {
 // neighbourHost is an AdjacencyHost that can list the storages with free
 // memory next to them (SimHost on a caching allocator), in time that grows
 // with the free blocks rather than the resident storages. It reports false
-// when it cannot.
+// when it cannot; a nil visit only asks.
 type neighbourHost interface {
 	FreeNeighbours(visit func(t TensorID)) bool
 }
@@ -2024,13 +2024,14 @@ type neighbourHost interface {
 // failure: the one the scan would choose with each candidate's size term
 // counting the free bytes next to its block (fragMode). A candidate with
 // no free neighbour scores as it does outside fragMode, and one with some
-// scores lower; so with a neighbourHost the choice is the better of the
-// index's ordinary choice, scored in fragMode, and the candidates next to
-// free memory, evaluated in fragMode, under the scan's order (idxBetter).
-// Without one, or without an index, it is the fragMode scan.
+// scores lower; so with a neighbourHost that can list them the choice is
+// the better of the index's ordinary choice, scored in fragMode, and the
+// candidates next to free memory, evaluated in fragMode, under the scan's
+// order (idxBetter). Otherwise, or without an index, it is the fragMode
+// scan.
 func (r *Runtime) chooseFrag() int32 {
 	nh, ok := r.host.(neighbourHost)
-	if !ok || r.idx == nil || r.noise != nil || r.cfg.Heuristic == MegEngine {
+	if !ok || !nh.FreeNeighbours(nil) || r.idx == nil || r.noise != nil || r.cfg.Heuristic == MegEngine {
 		r.fragMode = true
 		s := r.choose()
 		r.fragMode = false
@@ -2044,7 +2045,7 @@ func (r *Runtime) chooseFrag() int32 {
 	}
 	r.fragMode = true
 	bs, bseq := r.evaluate(best), r.storages[best].seq
-	listed := nh.FreeNeighbours(func(t TensorID) {
+	nh.FreeNeighbours(func(t TensorID) {
 		s := r.tensors[t].st
 		st := &r.storages[s]
 		if s == best || st.poolPos < 0 || st.size < r.cfg.EvicteeMinSize {
@@ -2064,16 +2065,7 @@ func (r *Runtime) chooseFrag() int32 {
 			best, bs, bseq = s, sc, st.seq
 		}
 	})
-	if !listed {
-		best = r.scan()
-	}
-	if r.idxCheck {
-		counted := r.stats.HeuristicEvals
-		if r.scan() != best {
-			r.idxMismatch++
-		}
-		r.stats.HeuristicEvals = counted
-	}
+	r.checkScan(best) // in fragMode: the scan it compares with is fragMode's
 	r.fragMode = false
 	return best
 }
@@ -2093,11 +2085,7 @@ func (r *Runtime) fragSkip(s int32, best float64) bool {
 	if !(lb > 0) || math.IsInf(lb, 1) {
 		return false
 	}
-	m := st.size
-	if r.adj != nil {
-		m += r.adj.AdjacentFree(TensorID(st.root))
-	}
-	return lb*float64(st.size)/float64(m) > best+math.Abs(best)*1e-9
+	return lb*float64(st.size)/float64(r.sizeTerm(s)) > best+math.Abs(best)*1e-9
 }
 
 // ensure makes tensor p readable (recompute or swap in).

@@ -125,15 +125,10 @@ func isConvType(typ string) (fwd, any bool) {
 
 // convDims extracts the shapes of op's convolution: its own for a forward
 // conv2d, its forward op's for a gradient op. ok is false when the op is not
-// a convolution or the shapes are unknown.
-func convDims(g *graph.Graph, op *graph.Op) (convShapes, bool) {
-	return convDimsOf(g, op, false)
-}
-
-// convDimsOf is convDims; with oneD, a 1-D convolution (3-D input, weight
-// and output) is read as the 2-D one PyTorch runs it as (its input viewed
-// as N x C x 1 x L).
-func convDimsOf(g *graph.Graph, op *graph.Op, oneD bool) (convShapes, bool) {
+// a convolution or the shapes are unknown. With oneD, a 1-D convolution
+// (3-D input, weight and output) is read as the 2-D one PyTorch runs it as
+// (its input viewed as N x C x 1 x L).
+func convDims(g *graph.Graph, op *graph.Op, oneD bool) (convShapes, bool) {
 	fwd, anyConv := isConvType(op.Type)
 	if !anyConv {
 		return convShapes{}, false
@@ -214,7 +209,7 @@ func appendConvCandidates(c []ConvAlgo, g *graph.Graph, op *graph.Op) []ConvAlgo
 	if g == nil || op == nil {
 		return nil
 	}
-	d, ok := convDims(g, op)
+	d, ok := convDims(g, op, false)
 	if !ok {
 		return nil
 	}
@@ -362,10 +357,11 @@ func roundUp(v, m int64) int64 { return (v + m - 1) / m * m }
 // PyTorch runs a float convolution through oneDNN (ConvParams::use_mkldnn)
 // unless the batch is 1, the kernel at most 3x3, the group count 1 and the
 // input at most 20480 elements, or, with a single thread, the convolution
-// is an unstrided 1x1 one of a batch below 16. oneDNN computes in blocked layouts, so the dense NCHW
-// tensors are reordered into temporary buffers with channels padded to a
-// multiple of 16 (b() below), measured with the profiler's allocation
-// events inside aten::convolution_backward (tools/peak_events.py):
+// is an unstrided 1x1 one of a batch below 16. oneDNN computes in blocked
+// layouts, so the dense NCHW tensors are reordered into temporary buffers
+// with channels padded to a multiple of 16 (b() below), measured with the
+// profiler's allocation events inside aten::convolution_backward
+// (tools/peak_events.py):
 //
 //	forward:       x_r + w_r + y_b, then y_b + y       (y_b copied into the dense output y)
 //	backward data: gy_r + w_r + gx_b, then gx_b + gx
@@ -402,7 +398,7 @@ func CPUConvWorkspace(g *graph.Graph, op *graph.Op, threads int) int64 {
 	if threads <= 0 {
 		threads = DefaultCPUThreads
 	}
-	d, ok := convDimsOf(g, op, true)
+	d, ok := convDims(g, op, true)
 	if !ok {
 		return 0
 	}

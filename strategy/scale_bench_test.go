@@ -107,7 +107,7 @@ func BenchmarkDTRIndexScale(b *testing.B) {
 // bytes next to its block for each. With the allocator listing the blocks
 // next to free memory, those choices evaluate the index's ordinary choice
 // and the listed candidates whose index bound does not rule them out, not
-// every candidate. The deeper model evicts 55 times as often (it needs
+// every candidate. The deeper model evicts far more often (it needs
 // ten times the memory on the same device), so the figures to compare are
 // per eviction: time and heuristic evaluations.
 //

@@ -59,7 +59,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import export_onnx  # noqa: E402
-import export_torch  # noqa: E402
+import export_torch  # noqa: E402  (puts python/ on the path)
+from remat_torch.measure import sim_env  # noqa: E402
 
 # One model per family at least: CNNs (incl. Inception- and SqueezeNet-style
 # and a VGG-style), a vision transformer, a transformer encoder, an LSTM.
@@ -206,13 +207,6 @@ def measure(model, x, y, opt_name="sgd"):
     return resident_bytes(model, x, y), peak
 
 
-def threads_env():
-    """The environment for sim and tools/fidelity: REMAT_CPU_THREADS (sim's
-    setting cpu.threads: oneDNN's per-thread buffers) set to the thread
-    count the measured steps run with."""
-    return dict(os.environ, REMAT_CPU_THREADS=str(torch.get_num_threads()))
-
-
 class Tools:
     """The sim and tools/fidelity binaries, built once from this tree."""
 
@@ -225,11 +219,11 @@ class Tools:
     def report(self, args):
         """sim report ARGS --device cpu --allocator ideal --strategies none: the peak."""
         cmd = [self.sim, "report"] + args + ["--device", "cpu", "--allocator", "ideal", "--strategies", "none", "--format", "json"]
-        out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True, env=threads_env())
+        out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True, env=sim_env())
         return json.loads(out.stdout)["rows"][0]["peak_allocated"]
 
     def plan(self, args):
-        out = subprocess.run([self.fidelity] + args, cwd=ROOT, check=True, capture_output=True, text=True, env=threads_env())
+        out = subprocess.run([self.fidelity] + args, cwd=ROOT, check=True, capture_output=True, text=True, env=sim_env())
         return json.loads(out.stdout)["peak_allocated"]
 
 

@@ -13,7 +13,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"go/format"
 	"go/importer"
@@ -25,6 +24,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/remat-dev/remat/internal/modroot"
 )
 
 const module = "github.com/remat-dev/remat"
@@ -38,7 +39,7 @@ func main() {
 	if len(os.Args) > 1 {
 		out = os.Args[1]
 	}
-	root, err := moduleRoot()
+	root, err := modroot.Find()
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -129,24 +130,6 @@ func main() {
 	}
 	if err := os.WriteFile(filepath.Join(root, out), src, 0o644); err != nil {
 		log.Fatal(err)
-	}
-}
-
-// moduleRoot is the nearest directory upwards holding go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			return "", errors.New("misusegen: no go.mod above the working directory")
-		}
-		dir = up
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/remat-dev/remat/internal/modroot"
 )
 
 // Track stats every .py and .go file of the module that contains the
@@ -13,7 +15,7 @@ import (
 // test if the module root cannot be found.
 func Track(t testing.TB) {
 	t.Helper()
-	root, err := moduleRoot()
+	root, err := modroot.Find()
 	if err != nil {
 		t.Fatalf("testinputs: %v", err)
 	}
@@ -37,24 +39,5 @@ func Track(t testing.TB) {
 	})
 	if err != nil {
 		t.Fatalf("testinputs: walking %s: %v", root, err)
-	}
-}
-
-// moduleRoot returns the nearest directory at or above the working
-// directory that holds a go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fs.ErrNotExist
-		}
-		dir = parent
 	}
 }

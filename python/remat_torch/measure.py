@@ -34,6 +34,13 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
+def sim_env():
+    """The environment to run sim (or tools/fidelity) in: REMAT_CPU_THREADS
+    (sim's setting cpu.threads, for oneDNN's per-thread buffers) set to the
+    thread count PyTorch runs with here."""
+    return dict(os.environ, REMAT_CPU_THREADS=str(torch.get_num_threads()))
+
+
 class Sim:
     """Runs remat's `sim` CLI: the binary given (or $REMAT_SIM), `sim` on
     PATH, or one built once with `go build` into a temporary directory."""
@@ -56,10 +63,7 @@ class Sim:
             self.tmp = None
 
     def _run(self, args):
-        # sim models oneDNN's per-thread buffers with the thread count
-        # PyTorch runs with here (setting cpu.threads, REMAT_CPU_THREADS)
-        env = dict(os.environ, REMAT_CPU_THREADS=str(torch.get_num_threads()))
-        r = subprocess.run([self.path] + args, capture_output=True, text=True, env=env)
+        r = subprocess.run([self.path] + args, capture_output=True, text=True, env=sim_env())
         if r.returncode != 0:
             raise RuntimeError((r.stderr.strip() or r.stdout.strip()).splitlines()[-1] if (r.stderr or r.stdout).strip() else "sim exited %d" % r.returncode)
         return r.stdout
