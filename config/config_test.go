@@ -42,6 +42,7 @@ func TestRegistryConsistency(t *testing.T) {
 		int(ExecutionStrategy): TypeString, int(GEStaticMemoryPolicy): TypeInt,
 		int(Framework): TypeEnum, int(DropoutMask): TypeEnum, int(ConvLibrary): TypeEnum,
 		int(CPUThreads): TypeInt,
+		int(CPUISA):     TypeEnum,
 	}
 	require.Len(t, keys, int(numKeys), "every registry entry has exactly one typed constant")
 	for i, typ := range keys {

@@ -199,6 +199,7 @@ const (
 	DropoutMask              EnumKey   = iota // REMAT_DROPOUT_MASK
 	ConvLibrary              EnumKey   = iota // REMAT_CONV_LIBRARY
 	CPUThreads               IntKey    = iota // REMAT_CPU_THREADS
+	CPUISA                   EnumKey   = iota // REMAT_CPU_ISA
 	numKeys                            = iota
 )
 
@@ -365,7 +366,14 @@ var registry = [numKeys]def{
 		name: "cpu.threads", env: "REMAT_CPU_THREADS", flag: "cpu-threads",
 		typ: TypeInt, defaultFn: constDefault("2"), defaultDoc: "2", min: 1, max: 1 << 10,
 		desc: "Threads PyTorch's CPU kernels run with (torch.get_num_threads(); set it to what OMP_NUM_THREADS or torch.set_num_threads gives PyTorch). With conv.library onednn, oneDNN's weight gradient of a " +
-			"depthwise convolution whose kernel is at least 4 wide keeps a scratch buffer per thread, and with one thread PyTorch runs an unstrided 1x1 convolution of a batch below 16 without oneDNN.",
+			"depthwise convolution its depthwise kernel does not take (a kernel at least 4 wide, or an image too small for the kernel) keeps a scratch buffer per thread, and with one thread PyTorch runs an unstrided 1x1 convolution of a batch below 16 without oneDNN.",
+	},
+	CPUISA: {
+		name: "cpu.isa", env: "REMAT_CPU_ISA", flag: "cpu-isa",
+		typ: TypeEnum, defaultFn: constDefault("avx512"), defaultDoc: "avx512",
+		choices: []Choice{{Name: "avx512", Aliases: []string{"avx512_core"}}, {Name: "avx2"}},
+		desc: "The vector instruction set oneDNN runs PyTorch's CPU convolutions with (the best the CPU has, or ONEDNN_MAX_CPU_ISA): with conv.library onednn, " +
+			"its blocked layouts pad channels to 16 (avx512) or 8 (avx2), and a channels-last depthwise convolution's weight gradient takes 256 (avx512) or 64 (avx2) times the weight.",
 	},
 }
 

@@ -110,6 +110,18 @@ const (
 	AttrSublinearEndpoint  = "sublinear_endpoint"    // "1": a block of the sublinear search may end here
 	AttrRNGSaved           = "rng_saved"             // "1": a non-deterministic op's RNG state is saved, so it may be recomputed
 	AttrNoStatsOnRecompute = "no_stats_on_recompute" // set on recomputed batch norms that must not update running statistics
+	AttrMemoryFormat       = "memory_format"         // ChannelsLast: a convolution ran on channels-last (NHWC) tensors
+	AttrWeightFormat       = "weight_format"         // ChannelsLast: a convolution's weight is itself channels-last
+	AttrGradFormat         = "grad_format"           // Contiguous, ChannelsLast or Strided: the layout of the gradient a backward kernel was given
+	AttrInputFormat        = "input_format"          // Contiguous, ChannelsLast or Strided: the layout of a convolution's input
+)
+
+// Memory-format values of AttrMemoryFormat, AttrWeightFormat,
+// AttrGradFormat and AttrInputFormat (remat_torch.trace writes them).
+const (
+	Contiguous   = "contiguous"    // dense in the dimension order (NCHW)
+	ChannelsLast = "channels_last" // dense with channels innermost (NHWC)
+	Strided      = "strided"       // neither: a transposed or sliced view
 )
 
 // Op is one operation of the training graph.

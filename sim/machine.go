@@ -57,6 +57,9 @@ type Options struct {
 	// CPUThreads is PyTorch's CPU thread count, for ConvOneDNN's
 	// per-thread buffers (0: DefaultCPUThreads).
 	CPUThreads int
+	// CPUISA is the instruction set oneDNN runs with, for ConvOneDNN's
+	// channel blocks (the zero value is AVX-512).
+	CPUISA CPUISA
 	// Timeline records per-step memory in Result.Timeline.
 	Timeline bool
 	// Trace records events for WriteTrace in Result.Events.
@@ -290,6 +293,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("options: field ConvLibrary is %d, expected 0 (cudnn) or 1 (onednn)", o.ConvLibrary)
 	case o.CPUThreads < 0 || o.CPUThreads > 1<<10:
 		return fmt.Errorf("options: field CPUThreads is %d, expected 0..%d (0 means %d)", o.CPUThreads, 1<<10, DefaultCPUThreads)
+	case !o.CPUISA.Valid():
+		return fmt.Errorf("options: field CPUISA is %d, expected 0 (avx512) or 1 (avx2)", o.CPUISA)
 	}
 	if _, lim := CapacityOf(*o); o.ReserveAll && !lim {
 		return fmt.Errorf("options: field ReserveAll is set but the capacity is unlimited, expected a Device or a Capacity > 0")
@@ -454,7 +459,7 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 		t := m.cost.OpTime(g, op)
 		ws := op.Workspace
 		if opts.ConvLibrary == ConvOneDNN {
-			ws = max(ws, CPUWorkspace(g, op, opts.CPUThreads))
+			ws = max(ws, CPUWorkspace(g, op, CPU{Threads: opts.CPUThreads, ISA: opts.CPUISA}))
 		} else if cands := appendConvCandidates(candBuf[:0], g, op); cands != nil {
 			candBuf = cands
 			tune, lim, err := opTune(op, opts.CudnnTune, limit)

@@ -338,11 +338,64 @@ func ParseConvLibrary(s string) (ConvLibrary, error) {
 	return 0, fmt.Errorf("convolution library %q: expected cudnn or onednn", s)
 }
 
-// oneDNNBlock is the channel block of oneDNN's blocked activation and
-// weight layouts on AVX-512 CPUs (nChw16c, OIhw16i16o): a reordered
-// tensor's channel dimensions are padded to a multiple of it (a 1000-channel
-// gradient reorders into 1008 channels).
-const oneDNNBlock = 16
+// CPUISA is the vector instruction set oneDNN's convolution kernels use,
+// which sets their channel block: a reordered tensor's channel dimensions
+// are padded to a multiple of the vector width in floats (16 with AVX-512,
+// nChw16c and OIhw16i16o: a 1000-channel gradient reorders into 1008
+// channels; 8 with AVX2).
+type CPUISA uint8
+
+const (
+	// ISAAVX512 (the default) is AVX-512 (oneDNN's avx512_core): 16-float
+	// blocks.
+	ISAAVX512 CPUISA = iota
+	// ISAAVX2 is AVX2: 8-float blocks.
+	ISAAVX2
+)
+
+var isaNames = [...]string{"avx512", "avx2"}
+
+// Valid reports whether isa is a defined instruction set.
+func (isa CPUISA) Valid() bool { return isa <= ISAAVX2 }
+
+// String returns "avx512" or "avx2".
+func (isa CPUISA) String() string {
+	if !isa.Valid() {
+		return fmt.Sprintf("cpu_isa(%d)", uint8(isa))
+	}
+	return isaNames[isa]
+}
+
+// Block returns the channel block (the vector width in floats): 16 for
+// AVX-512, 8 for AVX2.
+func (isa CPUISA) Block() int64 {
+	if isa == ISAAVX2 {
+		return 8
+	}
+	return 16
+}
+
+// ParseCPUISA parses "avx512" (or oneDNN's name for it, "avx512_core") or
+// "avx2", case-insensitively.
+func ParseCPUISA(s string) (CPUISA, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "avx2":
+		return ISAAVX2, nil
+	case "avx512", "avx512_core":
+		return ISAAVX512, nil
+	}
+	return 0, fmt.Errorf("CPU instruction set %q: expected avx512 or avx2", s)
+}
+
+// CPU describes the CPU PyTorch's kernels run on, for ConvOneDNN's buffers.
+// The zero value is DefaultCPUThreads threads on AVX-512.
+type CPU struct {
+	// Threads is PyTorch's intra-op thread count (torch.set_num_threads;
+	// setting cpu.threads); 0 means DefaultCPUThreads.
+	Threads int
+	// ISA is the instruction set oneDNN runs with (setting cpu.isa).
+	ISA CPUISA
+}
 
 func roundUp(v, m int64) int64 { return (v + m - 1) / m * m }
 
@@ -368,9 +421,12 @@ func roundUp(v, m int64) int64 { return (v + m - 1) / m * m }
 //	backward weights (after gx): gx + gy_r + x_r + gw_b + gb, then gx + gw_b + gb + gb' + gw
 //
 // with x_r = N*b(C)*H*W, w_r = gw_b = b(K)*b(C/G)*R*S (the exact weight size
-// with groups), y_b = gy_r = N*b(K)*P*Q, times the element size. An input
-// of at most 3 channels (a network's first convolution) is read in its
-// plain layout (no x_r) with a plain weight. A grouped convolution with 2
+// with groups), y_b = gy_r = N*b(K)*P*Q, times the element size. The
+// forward reads an input of fewer channels than a block (one group; a
+// network's first convolution) in its plain layout (no x_r) with a plain
+// weight; the weight gradient does so for at most 3 channels (AVX2:
+// exactly 3), and otherwise pads up to 8 channels to 8, not to the block
+// (profiler, 1 to 16 input channels). A grouped convolution with 2
 // to 7 channels per group (ResNeXt's 32x4d) computes its weight gradient
 // without the gy_r and x_r reorders. Not modelled: oneDNN's
 // per-thread reduction buffer of the weight gradient (up to one more weight
@@ -384,17 +440,28 @@ func roundUp(v, m int64) int64 { return (v + m - 1) / m * m }
 // A 1-D convolution (3-D input, weight and output) is the 2-D one PyTorch
 // runs it as: its input viewed as N x C x 1 x L.
 //
-// A depthwise convolution (one input channel per group) whose kernel is at
-// least 4 wide computes its weight gradient on the plain layouts (no gy_r,
-// x_r) with a scratch buffer per thread: gx + gw_b + scratch + gb, where
+// A depthwise convolution (one input channel per group) that oneDNN's
+// depthwise kernel does not take (dwKernelFits: a kernel at least 4 wide,
+// or an input too small to hold the kernel, as a 3x3 kernel on a 2x2
+// image) computes its weight gradient on the plain layouts (no gy_r, x_r)
+// with a scratch buffer per thread: gx + gw_b + scratch + gb, where
 // scratch = threads * (4 * weight + e*R*S*P*Q) + 256 bytes (profiler, f32,
-// 1 and 2 threads, 16 to 672 channels, kernels 3x5 to 11x11, strides 1
-// and 2, channel multipliers 1 and 2: exact). threads is PyTorch's
-// intra-op thread count (setting cpu.threads); 0 means DefaultCPUThreads.
-func CPUConvWorkspace(g *graph.Graph, op *graph.Op, threads int) int64 {
+// 1 and 2 threads, 16 to 672 channels, kernels 3x3 to 11x11, images 1x1
+// to 32x32, strides 1 and 2, channel multipliers 1 and 2: exact). threads
+// is PyTorch's intra-op thread count (cpu.Threads).
+//
+// A convolution PyTorch runs on channels-last tensors (its forward op has
+// the attribute memory_format=channels_last, which remat_torch.trace
+// writes; ConvNeXt's are, after its blocks' permutes) reads and writes the
+// activations in place, without reorders (cpuChannelsLast).
+//
+// The channel block is the vector width of cpu.ISA (16 floats with
+// AVX-512, 8 with AVX2).
+func CPUConvWorkspace(g *graph.Graph, op *graph.Op, cpu CPU) int64 {
 	if g == nil || op == nil {
 		return 0
 	}
+	threads := cpu.Threads
 	if threads <= 0 {
 		threads = DefaultCPUThreads
 	}
@@ -428,25 +495,77 @@ func CPUConvWorkspace(g *graph.Graph, op *graph.Op, threads int) int64 {
 		}
 		return satMul(e, d.c, kvol, d.p, d.q)
 	}
-	b := func(c int64) int64 { return roundUp(c, oneDNNBlock) }
+	blk := cpu.ISA.Block()
+	b := func(c int64) int64 { return roundUp(c, blk) }
+	if f := forwardOf(g, op); f != nil && f.Attrs[graph.AttrMemoryFormat] == graph.ChannelsLast {
+		return cpuChannelsLast(g, op, d, fwd, groups, threads, cpu.ISA)
+	}
 	xr := satMul(e, d.n, b(d.c), d.h, d.w)
 	yb := satMul(e, d.n, b(d.k), d.p, d.q)
 	wr := satMul(e, b(d.k), b(d.cg), kvol)
 	if groups > 1 {
 		wr = satMul(e, d.k, d.cg, kvol)
 	}
-	first := d.c <= 3
+	// oneDNN's kernel for a first convolution reads the input in its plain
+	// layout with a plain weight: in the forward, for fewer input channels
+	// than a block (one group); in the weight gradient for at most 3 (AVX2:
+	// exactly 3), which otherwise reorders the input and weight gradient
+	// with channels padded to 8 up to 8 channels.
+	fwdPlain := d.c <= 3 || groups == 1 && d.c < blk
+	bwdPlain := d.c == 3 || d.c < 3 && cpu.ISA == ISAAVX512
+	bw := func(c int64) int64 {
+		if c <= 8 {
+			return roundUp(c, 8)
+		}
+		return b(c)
+	}
 	var peak int64
 	if fwd {
 		xf, wf := xr, wr
-		if first {
+		if fwdPlain {
 			xf, wf = 0, satMul(e, d.k, d.cg, kvol)
 		}
 		peak = max(satAdd(satAdd(xf, wf), yb), satAdd(yb, outBytes))
 		return max(peak-outBytes, 0)
 	}
-	// Which gradients the backward op returns, by shape.
-	var gx, gw, gb int64
+	gx, gw, gb := convGrads(g, op, d)
+	if gx > 0 {
+		gxb := satMul(e, d.n, b(d.c), d.h, d.w)
+		peak = max(satAdd(satAdd(yb, wr), gxb), satAdd(gxb, gx))
+	}
+	if gw > 0 || gb > 0 {
+		xw, gyw, gwb := satMul(e, d.n, bw(d.c), d.h, d.w), yb, wr
+		if groups == 1 {
+			gwb = satMul(e, b(d.k), bw(d.cg), kvol)
+		}
+		if bwdPlain {
+			xw, gwb = 0, satMul(e, d.k, d.cg, kvol)
+		}
+		if groups > 1 && d.cg > 1 && d.cg < 8 {
+			// Fewer than 8 channels per group: oneDNN computes the weight
+			// gradient with its GEMM-based kernel on the plain layouts, no
+			// reorders (its im2col scratch is not modelled).
+			xw, gyw = 0, 0
+		}
+		var scratch int64
+		if groups > 1 && d.cg == 1 && !dwKernelFits(d, geometry(forwardOf(g, op), d)) {
+			// depthwise, not for oneDNN's depthwise kernel (a kernel
+			// at least 4 wide, or an image that does not hold the
+			// kernel): the GEMM-based kernel's per-thread scratch
+			xw, gyw = 0, 0
+			scratch = satAdd(satMul(int64(threads), satAdd(satMul(4, wr), satMul(e, kvol, d.p, d.q))), 256)
+		}
+		c1 := satAdd(satAdd(satAdd(gx, gyw), satAdd(xw, gwb)), satAdd(gb, scratch))
+		c2 := satAdd(satAdd(gx, gwb), satAdd(satAdd(gb, gb), gw))
+		peak = max(peak, c1, c2)
+	}
+	return max(peak-outBytes, 0)
+}
+
+// convGrads returns the bytes of the gradients a convolution's backward op
+// returns, told apart by shape: of the input, the weight and the bias (0
+// for those it does not return).
+func convGrads(g *graph.Graph, op *graph.Op, d convShapes) (gx, gw, gb int64) {
 	xs := []int64{d.n, d.c, d.h, d.w}
 	ws := []int64{d.k, d.cg, d.r, d.s}
 	if d.oneD {
@@ -464,47 +583,143 @@ func CPUConvWorkspace(g *graph.Graph, op *graph.Op, threads int) int64 {
 			gb = tt.Bytes
 		}
 	}
-	if gx > 0 {
-		gxb := satMul(e, d.n, b(d.c), d.h, d.w)
-		peak = max(satAdd(satAdd(yb, wr), gxb), satAdd(gxb, gx))
+	return gx, gw, gb
+}
+
+// cpuChannelsLast is CPUConvWorkspace for a oneDNN convolution on
+// channels-last tensors. oneDNN reads and writes the activations as they
+// are (no x_r, y_b, gy_r or gx_b), so the temporaries are the weight's
+// (profiler allocation events inside aten::convolution and
+// aten::convolution_backward, f32, 1 and 2 threads, AVX-512 and AVX2 via
+// ONEDNN_MAX_CPU_ISA; dense, grouped and depthwise convolutions of 16 to
+// 384 channels, kernels 1x1 to 11x11, strides 1 and 2, batches 1 to 8):
+//
+//	forward:  y + w_cl + s_f + w_r
+//	backward: gx + w_cl + max(w_r, gw_b + max(red + gb, 2*gb + 2*gw))
+//
+// w_cl is a channels-last copy of the weight, made when the weight of
+// shape K x C/G x R x S is not channels-last (C/G > 1 and R*S > 1, and the
+// forward op lacks weight_format=channels_last: a model moved to
+// channels-last has channels-last weights).
+// w_r is the weight reordered for oneDNN: b(K) x C/G x R x S for a dense
+// convolution, b(C) x R x S for a depthwise one, the weight itself for a
+// grouped one, or with AVX-512 and fewer than 4 channels per group (or a
+// depthwise channel multiplier above 1) gw_b's blocked layout below. s_f
+// is AVX-512's forward scratch: 4096*(threads+1) bytes for a dense
+// convolution, 4096*threads + 128 for a depthwise one (none with AVX2,
+// none for grouped ones; AVX2's grouped kernel keeps a scratch that is not
+// modelled). gw_b is the weight gradient in
+// oneDNN's blocked layout, each group's K/G and C/G padded to the block:
+// G * b(K/G) * b(C/G) * R * S elements, which makes a depthwise
+// convolution's block*block times its weight (4.8 MB for ConvNeXt's 96
+// channels at 7x7 on AVX-512, whatever the batch and image). oneDNN's
+// depthwise kernel, which takes a kernel at most 3 wide on an input that
+// holds it (dwKernelFits: not MobileNet's 3x3 convolutions on its last
+// 2x2 images), uses the weight instead.
+// red is a bias reduction buffer of block*G elements + 128 bytes (grouped
+// and depthwise convolutions). The weight gradient is computed into a
+// temporary of its size (the second gw) and copied out. oneDNN's blocked
+// kernel does not take a depthwise convolution of a 1x1 image (AVX-512)
+// or any convolution of an image lower than its kernel (AVX2: ConvNeXt's
+// 7x7 kernels on its last stages' 2x2 and 4x4 images, ResNet's 3x3 ones on
+// 2x2 images); its GEMM-based kernel then uses the weight for gw_b and
+// buffers red of threads * (4*weight + e*(C/G)*R*S*P*Q + e*(K/G)*P*Q) +
+// 384 bytes (within 512 bytes). Not modelled: AVX2's reduction buffer of
+// about threads weights of a 1x1 convolution on small images.
+func cpuChannelsLast(g *graph.Graph, op *graph.Op, d convShapes, fwd bool, groups int64, threads int, isa CPUISA) int64 {
+	e, blk := d.elem, isa.Block()
+	b := func(c int64) int64 { return roundUp(c, blk) }
+	kvol := satMul(d.r, d.s)
+	w := satMul(e, d.k, d.cg, kvol)
+	kg := d.k / groups
+	depthwise := groups > 1 && d.cg == 1
+	var wcl int64
+	if f := forwardOf(g, op); d.cg > 1 && kvol > 1 && f.Attrs[graph.AttrWeightFormat] != graph.ChannelsLast {
+		wcl = w
 	}
+	if fwd {
+		var wr, sf int64
+		switch {
+		case groups == 1:
+			wr = satMul(e, b(d.k), d.cg, kvol)
+			if isa == ISAAVX512 {
+				sf = satMul(4096, int64(threads)+1)
+			}
+		case depthwise && kg == 1:
+			wr = satMul(e, b(d.k), kvol)
+			if isa == ISAAVX512 {
+				sf = satAdd(satMul(4096, int64(threads)), 128)
+			}
+		case isa == ISAAVX512 && d.cg < 4:
+			// few channels per group (or a channel multiplier): the
+			// blocked grouped kernel, its weight padded per group
+			wr = satMul(e, groups, b(kg), b(d.cg), kvol)
+		default:
+			wr = w
+		}
+		return satAdd(satAdd(wcl, sf), wr)
+	}
+	_, gw, gb := convGrads(g, op, d)
+	gwb := satMul(e, groups, b(kg), b(d.cg), kvol)
+	var red int64
+	switch {
+	case depthwise && dwKernelFits(d, geometry(forwardOf(g, op), d)):
+		gwb = w
+	case depthwise && isa == ISAAVX512 && d.h == 1 && d.w == 1 || isa == ISAAVX2 && d.h < d.r:
+		// oneDNN's blocked kernel does not take this input (AVX-512: a
+		// depthwise convolution of a 1x1 image; AVX2: an image lower
+		// than the kernel): its GEMM-based one keeps buffers per thread.
+		gwb = w
+		perThread := satAdd(satAdd(satMul(4, w), satMul(e, d.cg, kvol, d.p, d.q)), satMul(e, kg, d.p, d.q))
+		red = satAdd(satMul(int64(threads), perThread), 384)
+	case groups > 1:
+		red = satAdd(satMul(e, blk, groups), 128)
+	}
+	wr := gwb
+	if groups > 1 {
+		wr = w
+	}
+	peak := wr
 	if gw > 0 || gb > 0 {
-		xw, gyw, gwb := xr, yb, wr
-		if first {
-			xw, gwb = 0, satMul(e, d.k, d.cg, kvol)
-		}
-		if groups > 1 && d.cg > 1 && d.cg < 8 {
-			// Fewer than 8 channels per group: oneDNN computes the weight
-			// gradient with its GEMM-based kernel on the plain layouts, no
-			// reorders (its im2col scratch is not modelled).
-			xw, gyw = 0, 0
-		}
-		var scratch int64
-		if groups > 1 && d.cg == 1 && d.s >= 4 {
-			// depthwise, kernel at least 4 wide: per-thread scratch
-			xw, gyw = 0, 0
-			scratch = satAdd(satMul(int64(threads), satAdd(satMul(4, wr), satMul(e, kvol, d.p, d.q))), 256)
-		}
-		c1 := satAdd(satAdd(satAdd(gx, gyw), satAdd(xw, gwb)), satAdd(gb, scratch))
-		c2 := satAdd(satAdd(gx, gwb), satAdd(satAdd(gb, gb), gw))
-		peak = max(peak, c1, c2)
+		peak = max(peak, satAdd(gwb, max(satAdd(red, gb), satAdd(satMul(2, gb), satMul(2, gw)))))
 	}
-	return max(peak-outBytes, 0)
+	return max(satAdd(wcl, peak)-gw-gb, 0)
 }
 
 // CPUWorkspace returns the temporary memory PyTorch 1.13's CPU kernel of op
-// allocates beyond its outputs: CPUConvWorkspace for convolutions, plus, for
+// allocates beyond its outputs: CPUConvWorkspace for convolutions, the
+// input's copy of a sum or mean into another dtype (a traced step's sum of
+// a bool mask counts in int64), batch norm's backward temporary, plus, for
 // the backward kernels that make their output gradient contiguous first
 // (convolution_backward and embedding_dense_backward call
 // grad.contiguous()), a copy of that gradient when it reaches them as a
 // strided view (see StridedGradient): the gradient of a transposed or
 // concatenated activation, as a ViT's patch embedding or a batch-first
-// LSTM's embedding receives.
-func CPUWorkspace(g *graph.Graph, op *graph.Op, threads int) int64 {
+// LSTM's embedding receives. A channels-last convolution's backward copies
+// its gradient into channels-last layout instead. Where the trace recorded
+// the gradient's layout (attribute grad_format), that decides. A
+// convolution whose input is not laid out as it runs (attribute
+// input_format: a contiguous input of a channels-last convolution, as
+// ShuffleNet's channel shuffle leaves in a channels-last model, or a
+// strided one) copies it, in the forward and again in the backward.
+func CPUWorkspace(g *graph.Graph, op *graph.Op, cpu CPU) int64 {
 	if g == nil || op == nil {
 		return 0
 	}
-	ws := CPUConvWorkspace(g, op, threads)
+	ws := CPUConvWorkspace(g, op, cpu)
+	if (op.Type == "sum" || op.Type == "mean") && len(op.Inputs) > 0 && len(op.Outputs) > 0 {
+		// A reduction into another dtype (the int64 sum of a bool mask,
+		// as max's and amax's backward counts ties; sum(dtype=...))
+		// first copies its input into that dtype (profiler, a [4, 32,
+		// 128] bool mask summed over its last dimension: +1024 (the
+		// result), +131072, -131072 bytes).
+		in, out := g.Tensor(op.Inputs[0]), g.Tensor(op.Outputs[0])
+		if in != nil && out != nil && in.DType.Valid() && out.DType.Valid() && in.DType != out.DType {
+			if n, err := in.Shape.NumElements(); err == nil {
+				ws = satAdd(ws, satMul(n, out.DType.Size()))
+			}
+		}
+	}
 	if op.Type == "native_batch_norm_backward" && len(op.Inputs) > 0 {
 		// The CPU kernel allocates a temporary of its input's size after
 		// its outputs and frees it before returning (profiler, batch 4, 64
@@ -514,7 +729,7 @@ func CPUWorkspace(g *graph.Graph, op *graph.Op, threads int) int64 {
 		}
 	}
 	f := forwardOf(g, op)
-	if f == nil || f == op {
+	if f == nil {
 		return ws
 	}
 	if fwd, _ := isConvType(f.Type); !fwd && f.Type != graph.OpEmbedding {
@@ -523,13 +738,33 @@ func CPUWorkspace(g *graph.Graph, op *graph.Op, threads int) int64 {
 	if len(f.Outputs) == 0 {
 		return ws
 	}
+	cl := f.Attrs[graph.AttrMemoryFormat] == graph.ChannelsLast
+	if xf, ok := f.Attrs[graph.AttrInputFormat]; ok && len(f.Inputs) > 0 && (cl && xf != graph.ChannelsLast || !cl && xf != graph.Contiguous) {
+		// the forward copies an input not laid out as it runs
+		// (input.contiguous(memory_format)), and the backward its saved
+		// input again
+		if x := g.Tensor(f.Inputs[0]); x != nil {
+			ws = satAdd(ws, x.Bytes)
+		}
+	}
+	if f == op {
+		return ws
+	}
 	y := g.Tensor(f.Outputs[0])
 	for _, in := range op.Inputs {
 		t := g.Tensor(in)
 		if t == nil || t.Kind != graph.Gradient || y == nil || !t.Shape.Equal(y.Shape) {
 			continue
 		}
-		if StridedGradient(g, in) {
+		var copied bool
+		if gf, ok := op.Attrs[graph.AttrGradFormat]; ok {
+			// what the trace saw: the kernel copies a gradient not laid
+			// out as its forward ran (grad.contiguous(memory_format))
+			copied = cl && gf != graph.ChannelsLast || !cl && gf != graph.Contiguous
+		} else {
+			copied = !cl && StridedGradient(g, in)
+		}
+		if copied {
 			ws = satAdd(ws, t.Bytes)
 		}
 		break
@@ -611,6 +846,104 @@ func forwardOf(g *graph.Graph, op *graph.Op) *graph.Op {
 		return op
 	}
 	return g.Op(op.Forward)
+}
+
+// convGeom is a 2-D convolution's geometry along its height and width:
+// strides, dilations and the padding before the first row (th) and column
+// (lw).
+type convGeom struct{ sh, sw, dh, dw, th, lw int64 }
+
+// attrPair reads a convolution attribute of one value per spatial dimension
+// ("2,2"; a single value applies to both) into (h, w), or def for a missing
+// or unreadable one.
+func attrPair(f *graph.Op, key string, def int64) (int64, int64) {
+	v, ok := f.Attrs[key]
+	if !ok {
+		return def, def
+	}
+	parts := strings.Split(v, ",")
+	var out [2]int64
+	for i := range out {
+		p := parts[min(i, len(parts)-1)]
+		n, err := strconv.ParseInt(strings.TrimSpace(p), 10, 64)
+		if err != nil || n < 0 || n > 1<<20 {
+			return def, def
+		}
+		out[i] = n
+	}
+	return out[0], out[1]
+}
+
+// geometry returns f's geometry from its attributes (stride, dilation, and
+// padding or ONNX's pads "t,l,b,r"); for what they leave out or do not
+// read as expected, that of a "same"-padded convolution of d's shapes with
+// the smallest stride they allow.
+func geometry(f *graph.Op, d convShapes) convGeom {
+	if f == nil {
+		f = &graph.Op{}
+	}
+	// pair reads an attribute into (h, w); a 1-D convolution's one value
+	// is its width's (PyTorch runs it as a 2-D one of height 1)
+	pair := func(key string, defH, defW int64) (int64, int64) {
+		h, w := attrPair(f, key, -1)
+		switch {
+		case h < 0:
+			return defH, defW
+		case d.oneD:
+			return defH, h
+		}
+		return h, w
+	}
+	g := convGeom{}
+	g.dh, g.dw = pair("dilation", 1, 1)
+	g.dh, g.dw = max(g.dh, 1), max(g.dw, 1)
+	g.th, g.lw = pair("padding", (d.r-1)/2, (d.s-1)/2)
+	if _, ok := f.Attrs["padding"]; !ok && !d.oneD {
+		if pads := strings.Split(f.Attrs["pads"], ","); len(pads) == 4 {
+			t, err1 := strconv.ParseInt(strings.TrimSpace(pads[0]), 10, 64)
+			l, err2 := strconv.ParseInt(strings.TrimSpace(pads[1]), 10, 64)
+			if err1 == nil && err2 == nil && t >= 0 && l >= 0 && t <= 1<<20 && l <= 1<<20 {
+				g.th, g.lw = t, l
+			}
+		}
+	}
+	implied := func(in, k, pad, out, dil int64) int64 {
+		// the smallest stride that gives out positions
+		l := in + 2*pad - (k-1)*dil - 1
+		if l < 0 || out < 1 {
+			return 1
+		}
+		return l/out + 1
+	}
+	g.sh, g.sw = pair("stride", implied(d.h, d.r, g.th, d.p, g.dh), implied(d.w, d.s, g.lw, d.q, g.dw))
+	g.sh, g.sw = max(g.sh, 1), max(g.sw, 1)
+	return g
+}
+
+// endPad is oneDNN's padding after the last row or column: the rows the
+// last output's window reaches beyond the input.
+func endPad(in, k, begin, out, stride, dil int64) int64 {
+	return (out-1)*stride + (k-1)*dil + 1 - in - begin
+}
+
+// dwKernelFits reports whether oneDNN's depthwise weight-gradient kernel
+// (jit_uni_dw_conv_bwd_weights) takes a depthwise convolution: a kernel at
+// most 3 wide with a stride no wider, no dilation, paddings at most half
+// the kernel (a non-unit one a multiple of the stride), and an input that
+// holds the kernel (kh plus -t_pad mod stride rows).
+func dwKernelFits(d convShapes, g convGeom) bool {
+	if d.s > 3 || g.sw > d.s || g.dh != 1 || g.dw != 1 {
+		return false
+	}
+	bh := endPad(d.h, d.r, g.th, d.p, g.sh, 1)
+	rw := endPad(d.w, d.s, g.lw, d.q, g.sw, 1)
+	if g.th > d.r/2 || bh > d.r/2 || g.lw > d.s/2 || rw > d.s/2 || bh < 0 || rw < 0 {
+		return false
+	}
+	if g.th > 1 && g.th%g.sh != 0 || bh > 1 && bh%g.sh != 0 {
+		return false
+	}
+	return d.h >= d.r+((g.sh-g.th%g.sh)%g.sh)
 }
 
 // padded reports whether a convolution op has non-zero padding attributes.

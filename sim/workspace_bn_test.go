@@ -23,10 +23,39 @@ func TestCPUWorkspaceBatchNormBackward(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := CPUWorkspace(g, &g.Ops[bw.ID()], 2), int64(4*64*32*32*4); got != want {
+	if got, want := CPUWorkspace(g, &g.Ops[bw.ID()], CPU{Threads: 2}), int64(4*64*32*32*4); got != want {
 		t.Errorf("CPUWorkspace(native_batch_norm_backward) = %d, want %d (the input's bytes)", got, want)
 	}
-	if got := CPUWorkspace(g, &g.Ops[other.ID()], 2); got != 0 {
+	if got := CPUWorkspace(g, &g.Ops[other.ID()], CPU{Threads: 2}); got != 0 {
 		t.Errorf("CPUWorkspace(threshold_backward) = %d, want 0", got)
+	}
+}
+
+// TestCPUWorkspaceReductionCast: a sum into another dtype copies its input
+// into that dtype first (profiler, torch 1.13: a [4, 32, 128] bool mask
+// summed over its last dimension allocates +1024 for the int64 result,
+// then +131072 -131072; sum(dtype=torch.float32) of the same mask +65536;
+// mean(dtype=torch.float64) of an f32 tensor of that shape +131072; an f32
+// or int64 sum nothing). amax's backward counts ties so, and a
+// small Conv1d network (python/tests' custom models) peaked there.
+func TestCPUWorkspaceReductionCast(t *testing.T) {
+	b := graph.NewBuilder("sum")
+	m := b.Input("mask", graph.Bool, 4, 32, 128)
+	f := b.Input("x", graph.F32, 4, 32, 128)
+	count := b.Op("sum", "count", m).Out("n", graph.I64, 4, 32, 1)
+	asF32 := b.Op("sum", "count_f32", m).Out("nf", graph.F32, 4, 32, 1)
+	plain := b.Op("sum", "total", f).Out("s", graph.F32, 4, 32, 1)
+	mean := b.Op("mean", "avg", f).Out("a", graph.F64, 4, 32, 1)
+	g, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		op   graph.OpID
+		want int64
+	}{{count.ID(), 131072}, {asF32.ID(), 65536}, {plain.ID(), 0}, {mean.ID(), 4 * 32 * 128 * 8}} {
+		if got := CPUWorkspace(g, &g.Ops[tc.op], CPU{}); got != tc.want {
+			t.Errorf("CPUWorkspace(%s) = %d, want %d", g.Ops[tc.op].Name, got, tc.want)
+		}
 	}
 }

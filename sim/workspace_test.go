@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -9,40 +10,73 @@ import (
 	"github.com/remat-dev/remat/graph"
 )
 
+// convSpec is a test convolution x [n c h h] * w [k c/groups r r],
+// stride s, padding r/2, and its backward op.
+type convSpec struct {
+	n, c, h, k, r, s, groups int64
+	bias                     bool
+	noGX                     bool // the backward returns no input gradient (x is an input)
+	// traced: as remat_torch.trace records it (types convolution and
+	// convolution_backward, its attributes, a seed op making the output's
+	// gradient, which the backward reads), with cl and weightCL its memory
+	// formats; else conv2d and a backward reading the output itself.
+	traced, cl, weightCL bool
+}
+
+// build builds the spec's graph: the forward op first, the backward last.
+func (c convSpec) build(t *testing.T) *graph.Graph {
+	t.Helper()
+	b := graph.NewBuilder("cpuconv")
+	x := b.Parameter("x", graph.F32, c.n, c.c, c.h, c.h) // a parameter: it may take a gradient
+	if c.noGX {
+		x = b.Input("x", graph.F32, c.n, c.c, c.h, c.h)
+	}
+	w := b.Parameter("w", graph.F32, c.k, c.c/c.groups, c.r, c.r)
+	ins := []graph.TensorID{x, w}
+	if c.bias {
+		ins = append(ins, b.Parameter("b", graph.F32, c.k))
+	}
+	p := (c.h+2*(c.r/2)-c.r)/c.s + 1
+	typ := "conv2d"
+	if c.traced {
+		typ = "convolution"
+	}
+	o := b.Op(typ, "conv", ins...).Out("y", graph.F32, c.n, c.k, p, p).
+		Attr("stride", fmt.Sprintf("%d,%d", c.s, c.s)).Attr("padding", fmt.Sprintf("%d,%d", c.r/2, c.r/2))
+	if c.traced {
+		o.Attr("dilation", "1,1").Attr("groups", fmt.Sprint(c.groups))
+	}
+	if c.cl {
+		o.Attr(graph.AttrMemoryFormat, graph.ChannelsLast)
+	}
+	if c.weightCL {
+		o.Attr(graph.AttrWeightFormat, graph.ChannelsLast)
+	}
+	y := o.T()
+	b.SetPhase(graph.Backward)
+	gy := y
+	if c.traced {
+		gy = b.Op("ones_like", "seed", y).Out("gy", graph.F32, c.n, c.k, p, p).T()
+	}
+	bo := b.Op(typ+"_backward", "conv.backward", gy, x, w).Forward(o.ID())
+	if !c.noGX {
+		bo.Out("gx", graph.F32, c.n, c.c, c.h, c.h)
+	}
+	bo.Out("gw", graph.F32, c.k, c.c/c.groups, c.r, c.r)
+	if c.bias {
+		bo.Out("gb", graph.F32, c.k)
+	}
+	g, err := b.Build()
+	require.NoError(t, err)
+	return g
+}
+
 // cpuConv builds a convolution x [n c h h] * w [k c/groups r r] (stride s,
 // padding r/2, with or without bias) and its backward op, which returns the
 // input gradient only if withGX.
 func cpuConv(t *testing.T, n, c, h, k, r, s, groups int64, bias, withGX bool) *graph.Graph {
 	t.Helper()
-	b := graph.NewBuilder("cpuconv")
-	x := b.Parameter("x", graph.F32, n, c, h, h) // a parameter: it may take a gradient
-	if !withGX {
-		x = b.Input("x", graph.F32, n, c, h, h)
-	}
-	w := b.Parameter("w", graph.F32, k, c/groups, r, r)
-	ins := []graph.TensorID{x, w}
-	if bias {
-		ins = append(ins, b.Parameter("b", graph.F32, k))
-	}
-	p := (h+2*(r/2)-r)/s + 1
-	o := b.Op("conv2d", "conv", ins...).Out("y", graph.F32, n, k, p, p).
-		Attr("stride", "1,1").Attr("padding", "1,1")
-	if r == 1 {
-		o.Attr("padding", "0,0")
-	}
-	y := o.T()
-	b.SetPhase(graph.Backward)
-	bo := b.Op("conv2d_backward", "conv.backward", y, x, w).Forward(o.ID())
-	if withGX {
-		bo.Out("gx", graph.F32, n, c, h, h)
-	}
-	bo.Out("gw", graph.F32, k, c/groups, r, r)
-	if bias {
-		bo.Out("gb", graph.F32, k)
-	}
-	g, err := b.Build()
-	require.NoError(t, err)
-	return g
+	return convSpec{n: n, c: c, h: h, k: k, r: r, s: s, groups: groups, bias: bias, noGX: !withGX}.build(t)
 }
 
 // The expected workspaces are PyTorch 1.13's own: the largest running sum
@@ -94,8 +128,8 @@ func TestCPUConvWorkspaceMatchesPyTorch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := cpuConv(t, tc.n, tc.c, tc.h, tc.k, tc.r, tc.s, tc.grp, tc.bias, tc.gx)
-			assert.Equal(t, tc.fwd-tc.fwdGap, CPUConvWorkspace(g, &g.Ops[0], 2), "forward")
-			assert.Equal(t, tc.bwd-tc.bwdGap, CPUConvWorkspace(g, &g.Ops[1], 2), "backward")
+			assert.Equal(t, tc.fwd-tc.fwdGap, CPUConvWorkspace(g, &g.Ops[0], CPU{Threads: 2}), "forward")
+			assert.Equal(t, tc.bwd-tc.bwdGap, CPUConvWorkspace(g, &g.Ops[1], CPU{Threads: 2}), "backward")
 			m, err := NewMachine(g, Options{ConvLibrary: ConvOneDNN})
 			require.NoError(t, err)
 			assert.Equal(t, tc.fwd-tc.fwdGap, m.OpWorkspace(0))
@@ -131,7 +165,7 @@ func TestCPUDepthwiseScratchMatchesPyTorch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := cpuConv(t, 2, tc.c, tc.h, tc.c, tc.r, 1, tc.c, true, true)
-			assert.Equal(t, tc.bwd, CPUConvWorkspace(g, &g.Ops[1], tc.threads))
+			assert.Equal(t, tc.bwd, CPUConvWorkspace(g, &g.Ops[1], CPU{Threads: tc.threads}))
 			m, err := NewMachine(g, Options{ConvLibrary: ConvOneDNN, CPUThreads: tc.threads})
 			require.NoError(t, err)
 			assert.Equal(t, tc.bwd, m.OpWorkspace(1))
@@ -148,24 +182,24 @@ func TestCPUDepthwiseScratchMatchesPyTorch(t *testing.T) {
 // threads oneDNN reorders it (+x_r 131072 +w_r 16384 +y_b 131072 ...).
 func TestCPUOneThread1x1(t *testing.T) {
 	g := cpuConv(t, 2, 64, 16, 64, 1, 1, 1, true, true)
-	assert.Zero(t, CPUConvWorkspace(g, &g.Ops[0], 1), "forward, 1 thread")
-	assert.Zero(t, CPUConvWorkspace(g, &g.Ops[1], 1), "backward, 1 thread")
-	assert.Equal(t, int64(147456), CPUConvWorkspace(g, &g.Ops[0], 2), "forward, 2 threads: x_r + w_r + y_b - y")
-	assert.Positive(t, CPUConvWorkspace(g, &g.Ops[1], 2), "backward, 2 threads")
+	assert.Zero(t, CPUConvWorkspace(g, &g.Ops[0], CPU{Threads: 1}), "forward, 1 thread")
+	assert.Zero(t, CPUConvWorkspace(g, &g.Ops[1], CPU{Threads: 1}), "backward, 1 thread")
+	assert.Equal(t, int64(147456), CPUConvWorkspace(g, &g.Ops[0], CPU{Threads: 2}), "forward, 2 threads: x_r + w_r + y_b - y")
+	assert.Positive(t, CPUConvWorkspace(g, &g.Ops[1], CPU{Threads: 2}), "backward, 2 threads")
 	big := cpuConv(t, 16, 64, 4, 64, 1, 1, 1, true, true)
-	assert.Positive(t, CPUConvWorkspace(big, &big.Ops[0], 1), "batch 16 goes to oneDNN with one thread too")
+	assert.Positive(t, CPUConvWorkspace(big, &big.Ops[0], CPU{Threads: 1}), "batch 16 goes to oneDNN with one thread too")
 }
 
 func TestCPUConvWorkspaceOtherOps(t *testing.T) {
 	g := cpuConv(t, 2, 64, 16, 64, 3, 1, 1, false, true)
-	assert.Zero(t, CPUConvWorkspace(nil, &g.Ops[0], 2))
-	assert.Zero(t, CPUConvWorkspace(g, nil, 2))
+	assert.Zero(t, CPUConvWorkspace(nil, &g.Ops[0], CPU{Threads: 2}))
+	assert.Zero(t, CPUConvWorkspace(g, nil, CPU{Threads: 2}))
 	b := graph.NewBuilder("relu")
 	x := b.Input("x", graph.F32, 2, 3)
 	b.Op("relu", "relu", x).Out("y", graph.F32, 2, 3)
 	g2, err := b.Build()
 	require.NoError(t, err)
-	assert.Zero(t, CPUConvWorkspace(g2, &g2.Ops[0], 2))
+	assert.Zero(t, CPUConvWorkspace(g2, &g2.Ops[0], CPU{Threads: 2}))
 	// Without ConvOneDNN the cuDNN model applies: CudnnOff keeps the op's
 	// own (zero) workspace.
 	m, err := NewMachine(g, Options{})
@@ -223,8 +257,8 @@ func TestCPUWorkspaceCopiesStridedGradient(t *testing.T) {
 	g, dy := patchEmbed(t, "0,2,1", 2, 16, 64)
 	assert.True(t, StridedGradient(g, dy))
 	bwd := &g.Ops[len(g.Ops)-1]
-	assert.Equal(t, int64(49408), CPUConvWorkspace(g, bwd, 2))
-	assert.Equal(t, int64(57600), CPUWorkspace(g, bwd, 2))
+	assert.Equal(t, int64(49408), CPUConvWorkspace(g, bwd, CPU{Threads: 2}))
+	assert.Equal(t, int64(57600), CPUWorkspace(g, bwd, CPU{Threads: 2}))
 	m, err := NewMachine(g, Options{ConvLibrary: ConvOneDNN})
 	require.NoError(t, err)
 	assert.Equal(t, int64(57600), m.OpWorkspace(bwd.ID))
@@ -232,9 +266,9 @@ func TestCPUWorkspaceCopiesStridedGradient(t *testing.T) {
 	// contiguous view: no copy.
 	g, dy = patchEmbed(t, "0,1,2", 2, 64, 16)
 	assert.False(t, StridedGradient(g, dy))
-	assert.Equal(t, int64(49408), CPUWorkspace(g, &g.Ops[len(g.Ops)-1], 2))
+	assert.Equal(t, int64(49408), CPUWorkspace(g, &g.Ops[len(g.Ops)-1], CPU{Threads: 2}))
 	assert.False(t, StridedGradient(g, graph.TensorID(999)))
-	assert.Zero(t, CPUWorkspace(nil, nil, 2))
+	assert.Zero(t, CPUWorkspace(nil, nil, CPU{Threads: 2}))
 }
 
 func TestPermutesNonUnit(t *testing.T) {
@@ -290,8 +324,41 @@ func TestCPUConv1dWorkspace(t *testing.T) {
 		Out("gx", graph.F32, 4, 32, 128).Out("gw", graph.F32, 32, 32, 3).Out("gb", graph.F32, 32)
 	g, err := b.Build()
 	require.NoError(t, err)
-	assert.Equal(t, int64(143360-65536), CPUConvWorkspace(g, &g.Ops[0], 2), "forward")
-	assert.Equal(t, int64(209024-77952), CPUConvWorkspace(g, &g.Ops[1], 2), "backward")
+	assert.Equal(t, int64(143360-65536), CPUConvWorkspace(g, &g.Ops[0], CPU{Threads: 2}), "forward")
+	assert.Equal(t, int64(209024-77952), CPUConvWorkspace(g, &g.Ops[1], CPU{Threads: 2}), "backward")
 	// cuDNN's algorithms are for 2-D convolutions only
 	assert.Nil(t, appendConvCandidates(nil, g, &g.Ops[0]))
+}
+
+// TestCPUFewInputChannels: the weight gradient of a convolution with few
+// input channels (32 output channels, 3x3, batch 2, 16x16, bias, no input
+// gradient; profiler events of aten::convolution_backward, f32, 2 threads)
+// reads the input in its plain layout for at most 3 channels (AVX2: exactly
+// 3), else reorders it and the weight gradient with channels padded to 8 up
+// to 8 channels and to the block beyond:
+//
+//	AVX-512, 4 channels: +gy_r 65536 +x_r 16384 +gw_b 9216 +128 -x_r -gy_r
+//	+gb 128 +gw 4608 -gw_b -128: peak 91264 - outputs 4736.
+//	AVX-512, 3 channels: +gy_r 65536 +gw_b 3456 +128 -gy_r +gb +gw ...
+//	AVX-512, 1 channel: +gy_r +gw_b 1152 +9600 +128 -9600 ... (the 9600
+//	bytes are not modelled).
+//	AVX2, 1 channel: +gy_r 65536 +x_r 16384 +gw_b 9216 +128 ...
+func TestCPUFewInputChannels(t *testing.T) {
+	for _, tc := range []struct {
+		isa   CPUISA
+		c     int64
+		bwd   int64 // measured
+		slack int64 // measured - modelled
+	}{
+		{ISAAVX512, 1, 75136, 9600}, {ISAAVX512, 2, 65536, 0}, {ISAAVX512, 3, 65536, 0}, {ISAAVX512, 4, 86528, 0},
+		{ISAAVX512, 8, 81920, 0}, {ISAAVX512, 12, 102912, 0}, {ISAAVX512, 16, 98304, 0},
+		{ISAAVX2, 1, 89984, 0}, {ISAAVX2, 2, 88832, 0}, {ISAAVX2, 3, 65536, 0}, {ISAAVX2, 4, 86528, 0},
+		{ISAAVX2, 8, 81920, 0}, {ISAAVX2, 12, 102912, 0}, {ISAAVX2, 16, 98304, 0},
+	} {
+		g := cpuConv(t, 2, tc.c, 16, 32, 3, 1, 1, true, false)
+		cpu := CPU{Threads: 2, ISA: tc.isa}
+		assert.Equal(t, tc.bwd-tc.slack, CPUConvWorkspace(g, &g.Ops[1], cpu), "%v, %d channels", tc.isa, tc.c)
+		// the forward's y_b + y exceeds its reorders here: 65536 measured
+		assert.Equal(t, int64(65536), CPUConvWorkspace(g, &g.Ops[0], cpu), "%v, %d channels, forward", tc.isa, tc.c)
+	}
 }

@@ -100,6 +100,7 @@ type MachineOptions struct {
 	CudnnTune          sim.CudnnTune
 	ConvLibrary        sim.ConvLibrary // setting conv.library (the pytorch preset: oneDNN on a CPU)
 	CPUThreads         int             // setting cpu.threads (oneDNN's per-thread buffers)
+	CPUISA             sim.CPUISA      // setting cpu.isa (oneDNN's channel blocks)
 	MatchRange         int64
 	InPlace            bool
 }
@@ -174,6 +175,10 @@ func OptionsFrom(s *config.Settings) (Options, error) {
 	if err != nil {
 		return Options{}, fmt.Errorf("REMAT_CONV_LIBRARY: %w", err)
 	}
+	isa, err := sim.ParseCPUISA(s.Enum(config.CPUISA))
+	if err != nil {
+		return Options{}, fmt.Errorf("REMAT_CPU_ISA: %w", err)
+	}
 	o.Machine = MachineOptions{
 		PoolReservePercent: int(math.Round(s.Float(config.GPUMemPoolReserve))),
 		ReserveAll:         s.Bool(config.CUDAReserveMemory),
@@ -183,6 +188,7 @@ func OptionsFrom(s *config.Settings) (Options, error) {
 		CudnnTune:          tune,
 		ConvLibrary:        lib,
 		CPUThreads:         s.Int(config.CPUThreads),
+		CPUISA:             isa,
 		MatchRange:         int64(s.Int(config.ExecMatchRange)),
 		InPlace:            s.Bool(config.ExecEnableInplace),
 	}
@@ -292,6 +298,7 @@ func (o Options) simOptions(capacity int64) (sim.Options, error) {
 		CudnnTune:          m.CudnnTune,
 		ConvLibrary:        m.ConvLibrary,
 		CPUThreads:         m.CPUThreads,
+		CPUISA:             m.CPUISA,
 		Trace:              o.Trace,
 	}
 	switch o.Allocator {

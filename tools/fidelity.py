@@ -37,6 +37,13 @@ batch sizes 2 and 4. Runtime on 2 cores: about ten minutes.
 mnasnet0_5, ...); a model torch.onnx cannot export gets "failed" in the
 ONNX columns and is left out of the within-5% count.
 
+--channels-last runs every model and input in channels-last memory format
+(model.to(memory_format=torch.channels_last)), through the exporter route
+alone: an ONNX graph does not record memory formats, so the ONNX and
+checkpoint rows are not run. sim is told the thread count and the
+instruction set oneDNN uses here (remat_torch.measure.sim_env); run it with
+ONEDNN_MAX_CPU_ISA=AVX2 to check sim's AVX2 model on an AVX-512 machine.
+
 With --export DIR it only writes, for the Go test of tools/fidelity, each
 model's ONNX file DIR/NAME.onnx and the exporter's traces of the steps with
 SGD and without an optimizer (DIR/NAME.sgd.json, DIR/NAME.none.json) at the
@@ -60,7 +67,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import export_onnx  # noqa: E402
 import export_torch  # noqa: E402  (puts python/ on the path)
-from remat_torch.measure import sim_env  # noqa: E402
+from remat_torch.measure import onednn_isa, sim_env  # noqa: E402
 
 # One model per family at least: CNNs (incl. Inception- and SqueezeNet-style
 # and a VGG-style), a vision transformer, a transformer encoder, an LSTM.
@@ -82,11 +89,17 @@ CHECKPOINTS = [
 ]
 
 
-def make(name, batch, image=IMAGE):
-    """The model (seeded), its input and labels."""
+def make(name, batch, image=IMAGE, channels_last=False):
+    """The model (seeded), its input and labels; with channels_last, the
+    model and a 4-D input moved to channels-last memory format
+    (model.to(memory_format=torch.channels_last))."""
     torch.manual_seed(0)
     model, x, classes = export_onnx.build(name, image, batch)
     y = torch.randint(0, classes, (batch,), dtype=torch.int64)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        if x.dim() == 4:
+            x = x.contiguous(memory_format=torch.channels_last)
     return model, x, y
 
 
@@ -232,6 +245,13 @@ def trace(model, x, y, opt_name, path, name):
     export_torch.write_graph(g, path)
 
 
+class NotRun(Exception):
+    """The ONNX route is not run (--channels-last)."""
+
+
+NOT_RUN = object()  # a row's ONNX prediction when the route was not run
+
+
 def rel(p, m):
     return (p - m) / m
 
@@ -258,6 +278,7 @@ def main(argv=None):
     ap.add_argument("--image", type=int, default=IMAGE, help="image size of the vision models (default %d)" % IMAGE)
     ap.add_argument("--no-checkpoint", action="store_true")
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads for the measured steps, passed to sim as REMAT_CPU_THREADS (default 2)")
+    ap.add_argument("--channels-last", action="store_true", help="models and inputs in channels-last memory format, exporter route only (see above)")
     ap.add_argument("--export", metavar="DIR", help="only write ONNX files and exporter traces to DIR (see above)")
     args = ap.parse_args(argv)
     if not 1 <= args.threads <= 1024:
@@ -274,20 +295,25 @@ def main(argv=None):
     tmp = tempfile.mkdtemp()
     tools = Tools(tmp)
     rows, ck_rows = [], []
+    cl = args.channels_last
     for name in models:
         try:
+            if cl:
+                raise NotRun()
             export_onnx.export(name, tmp, args.image, None)
             onnx_path = os.path.join(tmp, name + ".onnx")
+        except NotRun:
+            onnx_path = None
         except Exception as e:  # torch.onnx cannot export some models (bernoulli_ of stochastic depth)
             print("%s: torch.onnx.export failed: %s" % (name, str(e).splitlines()[0] if str(e) else type(e).__name__), file=sys.stderr)
             onnx_path = None
         for batch in batches:
             for opt in OPTIMIZERS:
-                model, x, y = make(name, batch, args.image)
+                model, x, y = make(name, batch, args.image, cl)
                 resident, measured = measure(model, x, y, opt)
                 flags = ["--onnx", onnx_path, "--batch", str(batch)] + (["--optimizer", "none"] if opt == "none" else [])
-                p_onnx = None if onnx_path is None else tools.report(flags) - resident
-                model, x, y = make(name, batch, args.image)
+                p_onnx = NOT_RUN if cl else None if onnx_path is None else tools.report(flags) - resident
+                model, x, y = make(name, batch, args.image, cl)
                 jpath = os.path.join(tmp, "%s_%d_%s.json" % (name, batch, opt))
                 try:
                     trace(model, x, y, opt, jpath, name)
@@ -298,9 +324,9 @@ def main(argv=None):
                 rows.append((name, batch, opt, measured, p_onnx, p_exp))
                 print("%-13s b=%d %-4s measured %s MiB onnx %s exporter %s" % (
                     name, batch, opt, mb(measured),
-                    "failed" if p_onnx is None else "%s (%+.1f%%)" % (mb(p_onnx), 100 * rel(p_onnx, measured)),
+                    "failed" if p_onnx is None else "-" if p_onnx is NOT_RUN else "%s (%+.1f%%)" % (mb(p_onnx), 100 * rel(p_onnx, measured)),
                     "failed" if p_exp is None else "%s (%+.1f%%)" % (mb(p_exp), 100 * rel(p_exp, measured))), file=sys.stderr)
-    if not args.no_checkpoint:
+    if not args.no_checkpoint and not cl:
         for name, spec, desc, how in CHECKPOINTS:
             if name not in models:
                 export_onnx.export(name, tmp, args.image, None)
@@ -312,26 +338,29 @@ def main(argv=None):
                 ck_rows.append((name, desc, " ".join(spec), batch, measured, p))
                 print("%-13s %s b=%d measured %s MiB plan %s (%+.1f%%)" % (
                     name, desc, batch, mb(measured), mb(p), 100 * rel(p, measured)), file=sys.stderr)
-    write_doc(args.out, rows, ck_rows, args.image, " ".join(sys.argv[1:]) if argv is None else " ".join(argv))
+    write_doc(args.out, rows, ck_rows, args.image, " ".join(sys.argv[1:]) if argv is None else " ".join(argv), cl)
 
 
-def write_doc(path, rows, ck_rows, image, cmdline):
+def write_doc(path, rows, ck_rows, image, cmdline, channels_last=False):
     notes = NOTES_MARKER + "\n"
     if os.path.exists(path):
         with open(path) as f:
             old = f.read()
         if NOTES_MARKER in old:
             notes = old[old.index(NOTES_MARKER):]
-    imported = [r for r in rows if r[4] is not None]
+    imported = [r for r in rows if r[4] is not None and r[4] is not NOT_RUN]
+    # the instruction-set cap the run had, shown with the command that reproduces it
+    isa_env = "".join("%s=%s " % (k, os.environ[k]) for k in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA") if os.environ.get(k))
     within5 = sum(1 for r in imported if abs(rel(r[4], r[3])) <= 0.05)
     within10 = sum(1 for r in imported if abs(rel(r[4], r[3])) <= 0.10)
     lines = [
-        "# Fidelity: predicted vs measured peak memory",
+        "# Fidelity: predicted vs measured peak memory" + (", channels-last models" if channels_last else ""),
         "",
-        "Generated by `/usr/bin/python3 tools/fidelity.py %s` (torch %s, CPU, %dx%d images, "
+        "Generated by `%s/usr/bin/python3 tools/fidelity.py %s` (torch %s, CPU, %d threads, oneDNN on %s, %dx%d images, "
         "64-token sequences). Do not edit the tables by hand; the prose "
         "after them (after the notes marker) is kept when the file is regenerated. "
-        "The per-strategy table is [docs/fidelity-plans.md](fidelity-plans.md)." % (cmdline.strip(), torch.__version__, image, image),
+        "The per-strategy table is [docs/fidelity-plans.md](fidelity-plans.md)." % (
+            isa_env, cmdline.strip(), torch.__version__, torch.get_num_threads(), onednn_isa() or "an unknown instruction set", image, image),
         "",
         "Measured: the step peak of one PyTorch training step on CPU (torch.profiler, profile_memory=True: the "
         "largest running sum of allocation and free events; parameters, buffers, input and labels, resident "
@@ -345,15 +374,27 @@ def write_doc(path, rows, ck_rows, image, cmdline):
         "the same command with `--graph` in place of `--onnx`, on tools/export_torch.py's trace of the same step. "
         "MiB = 2^20 bytes; error = (predicted - measured) / measured.",
         "",
-        "ONNX route within 5%%: %d of %d rows; within 10%%: %d of %d%s." % (
-            within5, len(imported), within10, len(imported),
-            "" if len(imported) == len(rows) else " (%d rows without an ONNX file: torch.onnx.export failed)" % (len(rows) - len(imported))),
-        "",
+    ]
+    if channels_last:
+        lines += [
+            "Channels-last: every model and input was moved to channels-last memory format "
+            "(`model.to(memory_format=torch.channels_last)`); the ONNX route is not run (an ONNX graph "
+            "records no memory format).",
+            "",
+        ]
+    if not channels_last:
+        lines += [
+            "ONNX route within 5%%: %d of %d rows; within 10%%: %d of %d%s." % (
+                within5, len(imported), within10, len(imported),
+                "" if len(imported) == len(rows) else " (%d rows without an ONNX file: torch.onnx.export failed)" % (len(rows) - len(imported))),
+            "",
+        ]
+    lines += [
         "| model | family | batch | optimizer | measured MiB | ONNX import MiB | error | exporter MiB | error |",
         "|---|---|---:|---|---:|---:|---:|---:|---:|",
     ]
     for name, batch, opt, m, po, pe in rows:
-        imp = "failed | -" if po is None else "%s | %+.1f%%" % (mb(po), 100 * rel(po, m))
+        imp = "failed | -" if po is None else "- | -" if po is NOT_RUN else "%s | %+.1f%%" % (mb(po), 100 * rel(po, m))
         exp = "failed | -" if pe is None else "%s | %+.1f%%" % (mb(pe), 100 * rel(pe, m))
         lines.append("| %s | %s | %d | %s | %s | %s | %s |" % (
             name, FAMILY.get(name, "-"), batch, opt, mb(m), imp, exp))

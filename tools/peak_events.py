@@ -42,11 +42,12 @@ def main(argv=None):
     ck = {c[0]: c[3] for c in fidelity.CHECKPOINTS}
     ap.add_argument("--checkpoint", metavar="MODEL", choices=sorted(ck), help="checkpoint the model as tools/fidelity.py's row of MODEL does")
     ap.add_argument("--events", action="store_true", help="print every [memory] event with its operator")
+    ap.add_argument("--channels-last", action="store_true", help="move the model and its input to channels-last memory format")
     args = ap.parse_args(argv)
     if not fidelity.export_onnx.known(args.model):
         ap.error("model %r: expected one of %s, or a torchvision.models constructor" % (args.model, ", ".join(fidelity.MODELS)))
     torch.set_num_threads(2)
-    model, x, y = fidelity.make(args.model, args.batch, args.image)
+    model, x, y = fidelity.make(args.model, args.batch, args.image, args.channels_last)
     if args.checkpoint:
         if args.checkpoint != args.model:
             ap.error("--checkpoint %s: the checkpoint row of model %s" % (args.checkpoint, args.checkpoint))

@@ -34,11 +34,37 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
+def onednn_isa(environ=None, cpuinfo="/proc/cpuinfo"):
+    """The instruction set oneDNN runs with here, as sim's setting cpu.isa
+    names it: "avx512" (avx512_core: AVX-512 F, BW, VL and DQ) or "avx2";
+    None where it cannot tell (no /proc/cpuinfo: sim keeps its default).
+    ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA) caps it, as it caps oneDNN;
+    sets older than AVX2, which sim does not model, count as avx2."""
+    environ = os.environ if environ is None else environ
+    cap = (environ.get("ONEDNN_MAX_CPU_ISA") or environ.get("DNNL_MAX_CPU_ISA") or "").strip().lower()
+    if cap and cap not in ("all", "default") and not cap.startswith("avx512_core"):
+        return "avx2"
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return "avx512" if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags else "avx2"
+    except OSError:
+        pass
+    return None
+
+
 def sim_env():
     """The environment to run sim (or tools/fidelity) in: REMAT_CPU_THREADS
-    (sim's setting cpu.threads, for oneDNN's per-thread buffers) set to the
-    thread count PyTorch runs with here."""
-    return dict(os.environ, REMAT_CPU_THREADS=str(torch.get_num_threads()))
+    and REMAT_CPU_ISA (sim's settings cpu.threads and cpu.isa, for oneDNN's
+    per-thread buffers and channel blocks) set to the thread count PyTorch
+    runs with here and the instruction set oneDNN uses."""
+    env = dict(os.environ, REMAT_CPU_THREADS=str(torch.get_num_threads()))
+    isa = onednn_isa()
+    if isa is not None:
+        env["REMAT_CPU_ISA"] = isa
+    return env
 
 
 class Sim:

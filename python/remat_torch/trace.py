@@ -11,8 +11,12 @@ storage of an earlier tensor is a view (alias_of); an operator that writes one
 of its arguments and returns it (relu_, add_, the optimizer's updates) gets
 the inplace flag and its output is a new version of the argument aliasing it.
 Each op carries its cost for sim's cost model: `flops` of convolutions and
-matrix products (op_flops) and `bytes_accessed` (op_bytes). Phases follow the step: forward until loss.backward(), backward until
-optimizer.step(), update after.
+matrix products (op_flops) and `bytes_accessed` (op_bytes). Phases follow the
+step: forward until loss.backward(), backward until optimizer.step(), update
+after. Convolutions carry the attributes sim's CPU model reads (conv_attrs:
+geometry and memory formats), and convolution_backward and
+embedding_dense_backward the layout of the gradient they were given
+(grad_format).
 
 Forward links: every backward kernel carries `forward`, the forward op whose
 autograd node (grad_fn) it runs in. During the forward, the node autograd
@@ -110,6 +114,46 @@ def op_bytes(name, ins, outs, out_views, writes):
         if writes or not view:
             n += _nbytes(o)
     return n
+
+
+def channels_last(t):
+    """Whether t is a 4-D tensor laid out channels-last (NHWC) and not also
+    contiguous (a 1x1 image is both): a convolution's output is, when
+    PyTorch ran it channels-last."""
+    return t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last)
+
+
+def memory_format(t):
+    """contiguous, channels_last (and not contiguous) or strided (neither):
+    sim's names for a tensor's layout."""
+    if t.is_contiguous():
+        return "contiguous"
+    return "channels_last" if channels_last(t) else "strided"
+
+
+def conv_attrs(args, out):
+    """The attributes of an aten convolution(input, weight, bias, stride,
+    padding, dilation, transposed, output_padding, groups) call that sim's
+    CPU workspace model reads: the input's layout (input_format: PyTorch
+    copies an input not laid out as the convolution runs), stride, padding
+    and dilation ("2,2"), groups,
+    and memory_format=channels_last when PyTorch ran it on channels-last
+    tensors (its input or weight was channels-last, so its output is), with
+    weight_format=channels_last when the weight is too (else oneDNN works on
+    a channels-last copy of it)."""
+    attrs = {}
+    if args and isinstance(args[0], torch.Tensor):
+        attrs["input_format"] = memory_format(args[0])
+    for key, i in (("stride", 3), ("padding", 4), ("dilation", 5)):
+        if len(args) > i and isinstance(args[i], (list, tuple)):
+            attrs[key] = ",".join(str(int(v)) for v in args[i])
+    if len(args) > 8 and isinstance(args[8], int):
+        attrs["groups"] = str(args[8])
+    if channels_last(out):
+        attrs["memory_format"] = "channels_last"
+        if len(args) > 1 and isinstance(args[1], torch.Tensor) and channels_last(args[1]):
+            attrs["weight_format"] = "channels_last"
+    return attrs
 
 
 def _storage(t):
@@ -386,6 +430,11 @@ class _Recorder(TorchDispatchMode):
             op["outputs"].append(tid)
         if inplace:
             op["flags"] = ["inplace"]
+        if name == "convolution":
+            op["attrs"] = conv_attrs(args, outs[0])
+        elif name in ("convolution_backward", "embedding_dense_backward") and args and isinstance(args[0], torch.Tensor):
+            # the kernel copies a gradient not laid out as its forward ran
+            op["attrs"] = {"grad_format": memory_format(args[0])}
         out_views = ["alias_of" in self.tensors[tid] for tid in op["outputs"]]
         flops = op_flops(name, args, outs)
         if flops > 0:

@@ -5,6 +5,8 @@ import copy
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -108,6 +110,27 @@ if torch is not None:
                 x = x + b["drop"](b["proj"](a @ v))
                 x = x + b["drop"](b["out"](F.gelu(b["fc"](b["ln2"](x)))))
             return self.head(x.mean(1))
+
+    class TinyConvNeXt(nn.Module):
+        """ConvNeXt in miniature: a 4x4 stride-4 stem, a block (7x7
+        depthwise convolution, layer norm and MLP on the channels-last view
+        its permute gives, residual add) and a 2x2 stride-2 downsampling
+        whose input is channels-last even when the model is not."""
+
+        def __init__(self, c=32, classes=10):
+            super().__init__()
+            self.stem = nn.Conv2d(3, c, 4, stride=4)
+            self.dw = nn.Conv2d(c, c, 7, padding=3, groups=c)
+            self.norm = nn.LayerNorm(c)
+            self.fc1, self.fc2 = nn.Linear(c, 4 * c), nn.Linear(4 * c, c)
+            self.down = nn.Conv2d(c, 2 * c, 2, stride=2)
+            self.head = nn.Linear(2 * c, classes)
+
+        def forward(self, x):
+            x = self.stem(x)
+            y = self.norm(self.dw(x).permute(0, 2, 3, 1))
+            y = self.fc2(F.gelu(self.fc1(y))).permute(0, 3, 1, 2)
+            return self.head(self.down(y + x).mean((2, 3)))
 
     class RandomMask(nn.Module):
         """Multiplies by a mask drawn with rand_like (an out-of-place random
@@ -252,6 +275,90 @@ class TraceTest(unittest.TestCase):
         g, path, plan = plan_for(model, x, y, "none")
         self.assertEqual(len(plan["signature"]), len(g["ops"]))
         self.assertTrue(plan["signature"][0].startswith("forward convolution "))
+
+
+def convnext_case(channels_last, batch=2, image=32):
+    torch.manual_seed(0)
+    model, x = TinyConvNeXt(), torch.randn(batch, 3, image, image)
+    if channels_last:
+        model, x = model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
+    return model, x, torch.randint(0, 10, (batch,))
+
+
+class ChannelsLastTest(unittest.TestCase):
+    """Convolutions on channels-last tensors: the trace marks them and sim's
+    CPU model predicts their buffers (sim/workspace.go, cpuChannelsLast)."""
+
+    def test_trace_records_conv_attrs(self):
+        for cl in (False, True):
+            model, x, y = convnext_case(cl)
+            g = remat_torch.trace(model, x, y)
+            convs = {o["name"]: o.get("attrs", {}) for o in g["ops"] if o["type"] == "convolution"}
+            self.assertEqual(len(convs), 3)
+            stem, dw, down = (convs[k] for k in sorted(convs, key=lambda n: int(n.split("#")[1])))
+            with self.subTest(channels_last=cl):
+                self.assertEqual((stem["stride"], stem["padding"], stem["dilation"], stem["groups"]), ("4,4", "0,0", "1,1", "1"))
+                self.assertEqual((dw["stride"], dw["padding"], dw["groups"]), ("1,1", "3,3", "32"))
+                # the permuted block output makes the downsampling's input
+                # channels-last in either case
+                self.assertEqual(down.get("memory_format"), "channels_last")
+                self.assertEqual(stem.get("memory_format"), "channels_last" if cl else None)
+                self.assertEqual(dw.get("memory_format"), "channels_last" if cl else None)
+                # a model moved to channels-last has channels-last weights
+                # (a depthwise weight is both layouts at once: not marked)
+                self.assertEqual(stem.get("weight_format"), "channels_last" if cl else None)
+                self.assertEqual(down.get("weight_format"), "channels_last" if cl else None)
+                self.assertNotIn("weight_format", dw)
+
+    def test_prediction_matches(self):
+        for cl in (False, True):
+            model, x, y = convnext_case(cl)
+            rows = measure.measure_strategies(model, (x,), y, ["none"], SIM, name="tinyconvnext", runs=1)
+            r = rows[0]
+            with self.subTest(channels_last=cl):
+                self.assertNotIn("error", r)
+                self.assertLess(abs(r["pred_peak"] - r["meas_peak"]) / r["meas_peak"], 1e-3,
+                                "predicted %d, measured %d" % (r["pred_peak"], r["meas_peak"]))
+
+    def test_prediction_matches_avx2(self):
+        """The same with oneDNN held to AVX2 (ONEDNN_MAX_CPU_ISA, read once
+        per process: a child process), which sim_env passes on to sim as
+        cpu.isa avx2."""
+        if measure.onednn_isa() is None:
+            self.skipTest("no /proc/cpuinfo: the instruction set is unknown")
+        code = (
+            "import json, sys\n"
+            "from tests.test_remat_torch import convnext_case\n"
+            "from remat_torch import measure\n"
+            "sim = measure.Sim()\n"
+            "model, x, y = convnext_case(True)\n"
+            "r = measure.measure_strategies(model, (x,), y, ['none'], sim, name='avx2', runs=1)[0]\n"
+            "print(json.dumps([r.get('pred_peak'), r.get('meas_peak'), r.get('error')]))\n"
+        )
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2", REMAT_SIM=SIM.path,
+                   PYTHONPATH=os.pathsep.join([here] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        pred, meas, err = json.loads(out.stdout.strip().splitlines()[-1])
+        self.assertIsNone(err)
+        self.assertLess(abs(pred - meas) / meas, 1e-3, "predicted %d, measured %d" % (pred, meas))
+
+    def test_onednn_isa(self):
+        d = tempfile.mkdtemp(prefix="remat-isa-")
+        try:
+            info = os.path.join(d, "cpuinfo")
+            with open(info, "w") as f:
+                f.write("processor : 0\nflags : fpu sse avx2 avx512f avx512dq avx512bw avx512vl\n")
+            self.assertEqual(measure.onednn_isa({}, info), "avx512")
+            self.assertEqual(measure.onednn_isa({"ONEDNN_MAX_CPU_ISA": "AVX2"}, info), "avx2")
+            self.assertEqual(measure.onednn_isa({"DNNL_MAX_CPU_ISA": "avx512_core_vnni"}, info), "avx512")
+            self.assertEqual(measure.onednn_isa({"ONEDNN_MAX_CPU_ISA": "ALL"}, info), "avx512")
+            with open(info, "w") as f:
+                f.write("flags : fpu sse avx2 avx512f\n")  # no avx512_core
+            self.assertEqual(measure.onednn_isa({}, info), "avx2")
+            self.assertIsNone(measure.onednn_isa({}, os.path.join(d, "missing")))
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 class ApplyTest(unittest.TestCase):
