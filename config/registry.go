@@ -200,6 +200,7 @@ const (
 	ConvLibrary              EnumKey   = iota // REMAT_CONV_LIBRARY
 	CPUThreads               IntKey    = iota // REMAT_CPU_THREADS
 	CPUISA                   EnumKey   = iota // REMAT_CPU_ISA
+	ConvMemoryFormat         EnumKey   = iota // REMAT_CONV_MEMORY_FORMAT
 	numKeys                            = iota
 )
 
@@ -374,6 +375,13 @@ var registry = [numKeys]def{
 		choices: []Choice{{Name: "avx512", Aliases: []string{"avx512_core"}}, {Name: "avx2"}},
 		desc: "The vector instruction set oneDNN runs PyTorch's CPU convolutions with (the best the CPU has, or ONEDNN_MAX_CPU_ISA): with conv.library onednn, " +
 			"its blocked layouts pad channels to 16 (avx512) or 8 (avx2), and a channels-last depthwise convolution's weight gradient takes 256 (avx512) or 64 (avx2) times the weight.",
+	},
+	ConvMemoryFormat: {
+		name: "conv.memory_format", env: "REMAT_CONV_MEMORY_FORMAT", flag: "conv-memory-format",
+		typ: TypeEnum, defaultFn: constDefault("contiguous"), defaultDoc: "contiguous",
+		choices: []Choice{{Name: "contiguous", Aliases: []string{"nchw"}}, {Name: "channels_last", Aliases: []string{"nhwc"}}},
+		desc: "The memory format PyTorch runs a graph's convolutions in when the graph does not record it (an ONNX import, a zoo model; remat_torch.trace records it): " +
+			"channels_last is a model moved with model.to(memory_format=torch.channels_last) and given channels-last inputs. With conv.library onednn, a channels-last convolution's temporaries are the weight's, not reordered activations.",
 	},
 }
 

@@ -60,6 +60,9 @@ type Options struct {
 	// CPUISA is the instruction set oneDNN runs with, for ConvOneDNN's
 	// channel blocks (the zero value is AVX-512).
 	CPUISA CPUISA
+	// ConvChannelsLast runs, with ConvOneDNN, the convolutions of a graph
+	// that does not record memory formats channels-last (CPU.ChannelsLast).
+	ConvChannelsLast bool
 	// Timeline records per-step memory in Result.Timeline.
 	Timeline bool
 	// Trace records events for WriteTrace in Result.Events.
@@ -459,7 +462,7 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 		t := m.cost.OpTime(g, op)
 		ws := op.Workspace
 		if opts.ConvLibrary == ConvOneDNN {
-			ws = max(ws, CPUWorkspace(g, op, CPU{Threads: opts.CPUThreads, ISA: opts.CPUISA}))
+			ws = max(ws, CPUWorkspace(g, op, CPU{Threads: opts.CPUThreads, ISA: opts.CPUISA, ChannelsLast: opts.ConvChannelsLast}))
 		} else if cands := appendConvCandidates(candBuf[:0], g, op); cands != nil {
 			candBuf = cands
 			tune, lim, err := opTune(op, opts.CudnnTune, limit)

@@ -395,6 +395,26 @@ type CPU struct {
 	Threads int
 	// ISA is the instruction set oneDNN runs with (setting cpu.isa).
 	ISA CPUISA
+	// ChannelsLast runs the convolutions of a graph that does not record
+	// memory formats (no memory_format attribute: an ONNX import, a zoo
+	// model) channels-last, with channels-last weights and inputs, as a
+	// model moved with model.to(memory_format=torch.channels_last) (setting
+	// conv.memory_format).
+	ChannelsLast bool
+}
+
+// convLayout returns whether forward convolution f runs channels-last and
+// whether its weight is channels-last: its attributes say, or cpu's
+// default for a graph that does not record them.
+func convLayout(f *graph.Op, cpu CPU) (cl, weightCL bool) {
+	if f == nil {
+		return false, false
+	}
+	mf, ok := f.Attrs[graph.AttrMemoryFormat]
+	if !ok {
+		return cpu.ChannelsLast, cpu.ChannelsLast
+	}
+	return mf == graph.ChannelsLast, f.Attrs[graph.AttrWeightFormat] == graph.ChannelsLast
 }
 
 func roundUp(v, m int64) int64 { return (v + m - 1) / m * m }
@@ -497,8 +517,8 @@ func CPUConvWorkspace(g *graph.Graph, op *graph.Op, cpu CPU) int64 {
 	}
 	blk := cpu.ISA.Block()
 	b := func(c int64) int64 { return roundUp(c, blk) }
-	if f := forwardOf(g, op); f != nil && f.Attrs[graph.AttrMemoryFormat] == graph.ChannelsLast {
-		return cpuChannelsLast(g, op, d, fwd, groups, threads, cpu.ISA)
+	if cl, weightCL := convLayout(forwardOf(g, op), cpu); cl {
+		return cpuChannelsLast(g, op, d, fwd, groups, weightCL, threads, cpu.ISA)
 	}
 	xr := satMul(e, d.n, b(d.c), d.h, d.w)
 	yb := satMul(e, d.n, b(d.k), d.p, d.q)
@@ -626,7 +646,7 @@ func convGrads(g *graph.Graph, op *graph.Op, d convShapes) (gx, gw, gb int64) {
 // buffers red of threads * (4*weight + e*(C/G)*R*S*P*Q + e*(K/G)*P*Q) +
 // 384 bytes (within 512 bytes). Not modelled: AVX2's reduction buffer of
 // about threads weights of a 1x1 convolution on small images.
-func cpuChannelsLast(g *graph.Graph, op *graph.Op, d convShapes, fwd bool, groups int64, threads int, isa CPUISA) int64 {
+func cpuChannelsLast(g *graph.Graph, op *graph.Op, d convShapes, fwd bool, groups int64, weightCL bool, threads int, isa CPUISA) int64 {
 	e, blk := d.elem, isa.Block()
 	b := func(c int64) int64 { return roundUp(c, blk) }
 	kvol := satMul(d.r, d.s)
@@ -634,7 +654,7 @@ func cpuChannelsLast(g *graph.Graph, op *graph.Op, d convShapes, fwd bool, group
 	kg := d.k / groups
 	depthwise := groups > 1 && d.cg == 1
 	var wcl int64
-	if f := forwardOf(g, op); d.cg > 1 && kvol > 1 && f.Attrs[graph.AttrWeightFormat] != graph.ChannelsLast {
+	if d.cg > 1 && kvol > 1 && !weightCL {
 		wcl = w
 	}
 	if fwd {
@@ -738,7 +758,7 @@ func CPUWorkspace(g *graph.Graph, op *graph.Op, cpu CPU) int64 {
 	if len(f.Outputs) == 0 {
 		return ws
 	}
-	cl := f.Attrs[graph.AttrMemoryFormat] == graph.ChannelsLast
+	cl, _ := convLayout(f, cpu)
 	if xf, ok := f.Attrs[graph.AttrInputFormat]; ok && len(f.Inputs) > 0 && (cl && xf != graph.ChannelsLast || !cl && xf != graph.Contiguous) {
 		// the forward copies an input not laid out as it runs
 		// (input.contiguous(memory_format)), and the backward its saved

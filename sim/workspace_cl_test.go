@@ -214,3 +214,25 @@ func TestCPULayoutCopies(t *testing.T) {
 	bw.Attrs[graph.AttrGradFormat] = graph.Contiguous
 	assert.Equal(t, int64(24576+32768), withCopies-CPUWorkspace(p, bw, cpu), "the backward copies the saved input and the gradient")
 }
+
+// TestConvMemoryFormatDefault: a graph that records no memory formats (an
+// ONNX import) runs its convolutions channels-last when CPU.ChannelsLast
+// (setting conv.memory_format) says so, with channels-last weights; a
+// recorded memory_format, contiguous or channels_last, wins.
+func TestConvMemoryFormatDefault(t *testing.T) {
+	plain := convSpec{n: 2, c: 24, h: 16, k: 40, r: 3, s: 1, groups: 1, bias: true}.build(t)
+	traced := clConv(t, 2, 24, 16, 40, 3, 1, 1, true, true)
+	cpu := CPU{Threads: 2, ChannelsLast: true}
+	for i := range plain.Ops {
+		assert.Equal(t, CPUConvWorkspace(traced, &traced.Ops[min(2*i, 2)], CPU{Threads: 2}), CPUConvWorkspace(plain, &plain.Ops[i], cpu),
+			"op %d: the default gives the traced channels-last convolution's workspace", i)
+	}
+	assert.NotEqual(t, CPUConvWorkspace(plain, &plain.Ops[1], CPU{Threads: 2}), CPUConvWorkspace(plain, &plain.Ops[1], cpu))
+	traced.Ops[0].Attrs[graph.AttrMemoryFormat] = graph.Contiguous
+	assert.Equal(t, CPUConvWorkspace(traced, &traced.Ops[2], CPU{Threads: 2}), CPUConvWorkspace(traced, &traced.Ops[2], cpu),
+		"a recorded contiguous convolution stays contiguous")
+
+	m, err := NewMachine(plain, Options{ConvLibrary: ConvOneDNN, ConvChannelsLast: true})
+	require.NoError(t, err)
+	assert.Equal(t, CPUConvWorkspace(plain, &plain.Ops[1], cpu), m.OpWorkspace(1))
+}

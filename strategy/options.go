@@ -101,6 +101,7 @@ type MachineOptions struct {
 	ConvLibrary        sim.ConvLibrary // setting conv.library (the pytorch preset: oneDNN on a CPU)
 	CPUThreads         int             // setting cpu.threads (oneDNN's per-thread buffers)
 	CPUISA             sim.CPUISA      // setting cpu.isa (oneDNN's channel blocks)
+	ConvChannelsLast   bool            // setting conv.memory_format channels_last
 	MatchRange         int64
 	InPlace            bool
 }
@@ -189,6 +190,7 @@ func OptionsFrom(s *config.Settings) (Options, error) {
 		ConvLibrary:        lib,
 		CPUThreads:         s.Int(config.CPUThreads),
 		CPUISA:             isa,
+		ConvChannelsLast:   s.Enum(config.ConvMemoryFormat) == "channels_last",
 		MatchRange:         int64(s.Int(config.ExecMatchRange)),
 		InPlace:            s.Bool(config.ExecEnableInplace),
 	}
@@ -299,6 +301,7 @@ func (o Options) simOptions(capacity int64) (sim.Options, error) {
 		ConvLibrary:        m.ConvLibrary,
 		CPUThreads:         m.CPUThreads,
 		CPUISA:             m.CPUISA,
+		ConvChannelsLast:   m.ConvChannelsLast,
 		Trace:              o.Trace,
 	}
 	switch o.Allocator {

@@ -38,11 +38,12 @@ mnasnet0_5, ...); a model torch.onnx cannot export gets "failed" in the
 ONNX columns and is left out of the within-5% count.
 
 --channels-last runs every model and input in channels-last memory format
-(model.to(memory_format=torch.channels_last)), through the exporter route
-alone: an ONNX graph does not record memory formats, so the ONNX and
-checkpoint rows are not run. sim is told the thread count and the
-instruction set oneDNN uses here (remat_torch.measure.sim_env); run it with
-ONEDNN_MAX_CPU_ISA=AVX2 to check sim's AVX2 model on an AVX-512 machine.
+(model.to(memory_format=torch.channels_last)). An ONNX graph does not
+record memory formats, so the ONNX route and the checkpoint rows add the
+flag that says so, --conv-memory-format channels_last; the exporter's trace
+records them. sim is told the thread count and the instruction set oneDNN
+uses here (remat_torch.measure.sim_env); run it with ONEDNN_MAX_CPU_ISA=AVX2
+to check sim's AVX2 model on an AVX-512 machine.
 
 With --export DIR it only writes, for the Go test of tools/fidelity, each
 model's ONNX file DIR/NAME.onnx and the exporter's traces of the steps with
@@ -245,13 +246,6 @@ def trace(model, x, y, opt_name, path, name):
     export_torch.write_graph(g, path)
 
 
-class NotRun(Exception):
-    """The ONNX route is not run (--channels-last)."""
-
-
-NOT_RUN = object()  # a row's ONNX prediction when the route was not run
-
-
 def rel(p, m):
     return (p - m) / m
 
@@ -278,7 +272,7 @@ def main(argv=None):
     ap.add_argument("--image", type=int, default=IMAGE, help="image size of the vision models (default %d)" % IMAGE)
     ap.add_argument("--no-checkpoint", action="store_true")
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads for the measured steps, passed to sim as REMAT_CPU_THREADS (default 2)")
-    ap.add_argument("--channels-last", action="store_true", help="models and inputs in channels-last memory format, exporter route only (see above)")
+    ap.add_argument("--channels-last", action="store_true", help="models and inputs in channels-last memory format (see above)")
     ap.add_argument("--export", metavar="DIR", help="only write ONNX files and exporter traces to DIR (see above)")
     args = ap.parse_args(argv)
     if not 1 <= args.threads <= 1024:
@@ -296,14 +290,11 @@ def main(argv=None):
     tools = Tools(tmp)
     rows, ck_rows = [], []
     cl = args.channels_last
+    mf = ["--conv-memory-format", "channels_last"] if cl else []
     for name in models:
         try:
-            if cl:
-                raise NotRun()
             export_onnx.export(name, tmp, args.image, None)
             onnx_path = os.path.join(tmp, name + ".onnx")
-        except NotRun:
-            onnx_path = None
         except Exception as e:  # torch.onnx cannot export some models (bernoulli_ of stochastic depth)
             print("%s: torch.onnx.export failed: %s" % (name, str(e).splitlines()[0] if str(e) else type(e).__name__), file=sys.stderr)
             onnx_path = None
@@ -311,8 +302,8 @@ def main(argv=None):
             for opt in OPTIMIZERS:
                 model, x, y = make(name, batch, args.image, cl)
                 resident, measured = measure(model, x, y, opt)
-                flags = ["--onnx", onnx_path, "--batch", str(batch)] + (["--optimizer", "none"] if opt == "none" else [])
-                p_onnx = NOT_RUN if cl else None if onnx_path is None else tools.report(flags) - resident
+                flags = ["--onnx", onnx_path, "--batch", str(batch)] + (["--optimizer", "none"] if opt == "none" else []) + mf
+                p_onnx = None if onnx_path is None else tools.report(flags) - resident
                 model, x, y = make(name, batch, args.image, cl)
                 jpath = os.path.join(tmp, "%s_%d_%s.json" % (name, batch, opt))
                 try:
@@ -324,17 +315,17 @@ def main(argv=None):
                 rows.append((name, batch, opt, measured, p_onnx, p_exp))
                 print("%-13s b=%d %-4s measured %s MiB onnx %s exporter %s" % (
                     name, batch, opt, mb(measured),
-                    "failed" if p_onnx is None else "-" if p_onnx is NOT_RUN else "%s (%+.1f%%)" % (mb(p_onnx), 100 * rel(p_onnx, measured)),
+                    "failed" if p_onnx is None else "%s (%+.1f%%)" % (mb(p_onnx), 100 * rel(p_onnx, measured)),
                     "failed" if p_exp is None else "%s (%+.1f%%)" % (mb(p_exp), 100 * rel(p_exp, measured))), file=sys.stderr)
-    if not args.no_checkpoint and not cl:
+    if not args.no_checkpoint:
         for name, spec, desc, how in CHECKPOINTS:
             if name not in models:
                 export_onnx.export(name, tmp, args.image, None)
             onnx_path = os.path.join(tmp, name + ".onnx")
             for batch in batches:
-                model, x, y = make(name, batch, args.image)
+                model, x, y = make(name, batch, args.image, cl)
                 resident, measured = measure(checkpointed(model, how), x, y)
-                p = tools.plan(["-onnx", onnx_path, "-batch", str(batch), "-device", "cpu"] + spec) - resident
+                p = tools.plan(["-onnx", onnx_path, "-batch", str(batch), "-device", "cpu"] + (["-conv-memory-format", "channels_last"] if cl else []) + spec) - resident
                 ck_rows.append((name, desc, " ".join(spec), batch, measured, p))
                 print("%-13s %s b=%d measured %s MiB plan %s (%+.1f%%)" % (
                     name, desc, batch, mb(measured), mb(p), 100 * rel(p, measured)), file=sys.stderr)
@@ -348,7 +339,7 @@ def write_doc(path, rows, ck_rows, image, cmdline, channels_last=False):
             old = f.read()
         if NOTES_MARKER in old:
             notes = old[old.index(NOTES_MARKER):]
-    imported = [r for r in rows if r[4] is not None and r[4] is not NOT_RUN]
+    imported = [r for r in rows if r[4] is not None]
     # the instruction-set cap the run had, shown with the command that reproduces it
     isa_env = "".join("%s=%s " % (k, os.environ[k]) for k in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA") if os.environ.get(k))
     within5 = sum(1 for r in imported if abs(rel(r[4], r[3])) <= 0.05)
@@ -378,23 +369,22 @@ def write_doc(path, rows, ck_rows, image, cmdline, channels_last=False):
     if channels_last:
         lines += [
             "Channels-last: every model and input was moved to channels-last memory format "
-            "(`model.to(memory_format=torch.channels_last)`); the ONNX route is not run (an ONNX graph "
-            "records no memory format).",
+            "(`model.to(memory_format=torch.channels_last)`). An ONNX graph records no memory format, so the "
+            "ONNX route and the checkpoint plans add `--conv-memory-format channels_last`.",
             "",
         ]
-    if not channels_last:
-        lines += [
-            "ONNX route within 5%%: %d of %d rows; within 10%%: %d of %d%s." % (
-                within5, len(imported), within10, len(imported),
-                "" if len(imported) == len(rows) else " (%d rows without an ONNX file: torch.onnx.export failed)" % (len(rows) - len(imported))),
-            "",
-        ]
+    lines += [
+        "ONNX route within 5%%: %d of %d rows; within 10%%: %d of %d%s." % (
+            within5, len(imported), within10, len(imported),
+            "" if len(imported) == len(rows) else " (%d rows without an ONNX file: torch.onnx.export failed)" % (len(rows) - len(imported))),
+        "",
+    ]
     lines += [
         "| model | family | batch | optimizer | measured MiB | ONNX import MiB | error | exporter MiB | error |",
         "|---|---|---:|---|---:|---:|---:|---:|---:|",
     ]
     for name, batch, opt, m, po, pe in rows:
-        imp = "failed | -" if po is None else "- | -" if po is NOT_RUN else "%s | %+.1f%%" % (mb(po), 100 * rel(po, m))
+        imp = "failed | -" if po is None else "%s | %+.1f%%" % (mb(po), 100 * rel(po, m))
         exp = "failed | -" if pe is None else "%s | %+.1f%%" % (mb(pe), 100 * rel(pe, m))
         lines.append("| %s | %s | %d | %s | %s | %s | %s |" % (
             name, FAMILY.get(name, "-"), batch, opt, mb(m), imp, exp))

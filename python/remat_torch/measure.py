@@ -100,8 +100,10 @@ class Sim:
             args += ["--budget", str(budget)]
         return json.loads(self._run(args))
 
-    def report(self, graph_path, strategy, budget=None, common=()):
-        args = ["report", "--graph", graph_path, "--strategies", strategy, "--format", "json"] + list(common)
+    def report(self, graph_path, strategy, budget=None, common=(), source="--graph"):
+        """sim report's row of strategy for graph_path, read as source says
+        (--graph, or --onnx for an ONNX model)."""
+        args = ["report", source, graph_path, "--strategies", strategy, "--format", "json"] + list(common)
         if budget:
             args += ["--budget", str(budget)]
         doc = json.loads(self._run(args))

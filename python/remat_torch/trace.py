@@ -136,11 +136,11 @@ def conv_attrs(args, out):
     padding, dilation, transposed, output_padding, groups) call that sim's
     CPU workspace model reads: the input's layout (input_format: PyTorch
     copies an input not laid out as the convolution runs), stride, padding
-    and dilation ("2,2"), groups,
-    and memory_format=channels_last when PyTorch ran it on channels-last
-    tensors (its input or weight was channels-last, so its output is), with
-    weight_format=channels_last when the weight is too (else oneDNN works on
-    a channels-last copy of it)."""
+    and dilation ("2,2"), groups, and memory_format: channels_last when
+    PyTorch ran it on channels-last tensors (its input or weight was
+    channels-last, so its output is), else contiguous, with
+    weight_format=channels_last when the weight is channels-last too (else
+    oneDNN works on a channels-last copy of it)."""
     attrs = {}
     if args and isinstance(args[0], torch.Tensor):
         attrs["input_format"] = memory_format(args[0])
@@ -149,10 +149,9 @@ def conv_attrs(args, out):
             attrs[key] = ",".join(str(int(v)) for v in args[i])
     if len(args) > 8 and isinstance(args[8], int):
         attrs["groups"] = str(args[8])
-    if channels_last(out):
-        attrs["memory_format"] = "channels_last"
-        if len(args) > 1 and isinstance(args[1], torch.Tensor) and channels_last(args[1]):
-            attrs["weight_format"] = "channels_last"
+    attrs["memory_format"] = "channels_last" if channels_last(out) else "contiguous"
+    if channels_last(out) and len(args) > 1 and isinstance(args[1], torch.Tensor) and channels_last(args[1]):
+        attrs["weight_format"] = "channels_last"
     return attrs
 
 

@@ -302,8 +302,8 @@ class ChannelsLastTest(unittest.TestCase):
                 # the permuted block output makes the downsampling's input
                 # channels-last in either case
                 self.assertEqual(down.get("memory_format"), "channels_last")
-                self.assertEqual(stem.get("memory_format"), "channels_last" if cl else None)
-                self.assertEqual(dw.get("memory_format"), "channels_last" if cl else None)
+                self.assertEqual(stem.get("memory_format"), "channels_last" if cl else "contiguous")
+                self.assertEqual(dw.get("memory_format"), "channels_last" if cl else "contiguous")
                 # a model moved to channels-last has channels-last weights
                 # (a depthwise weight is both layouts at once: not marked)
                 self.assertEqual(stem.get("weight_format"), "channels_last" if cl else None)
@@ -342,6 +342,31 @@ class ChannelsLastTest(unittest.TestCase):
         pred, meas, err = json.loads(out.stdout.strip().splitlines()[-1])
         self.assertIsNone(err)
         self.assertLess(abs(pred - meas) / meas, 1e-3, "predicted %d, measured %d" % (pred, meas))
+
+    def test_onnx_route_with_the_setting(self):
+        """An ONNX graph records no memory format: sim report --onnx with
+        --conv-memory-format channels_last predicts the channels-last
+        model's step (SGD, as the ONNX import appends by default)."""
+        model, x, y = convnext_case(True)
+        path = os.path.join(TMP, "tinyconvnext.onnx")
+        torch.onnx.export(copy.deepcopy(model).train(), (x,), path, export_params=False,
+                          training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                          input_names=["input"], output_names=["output"], dynamic_axes={"input": {0: "batch"}})
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        step = measure.make_step(model, model, (x,), y, F.cross_entropy, opt)
+        step()  # warm-up, as the measured tables
+        opt.zero_grad(set_to_none=True)
+        measured = measure.profiled_peak(step)
+        resident = measure.resident_bytes(model, (x, y), opt)
+        for fmt, want in (("channels_last", True), ("contiguous", False)):
+            row = SIM.report(path, "none", common=("--device", "cpu", "--allocator", "ideal", "--batch", str(x.shape[0]),
+                                                   "--conv-memory-format", fmt), source="--onnx")
+            err = abs(row["peak_allocated"] - resident - measured) / measured
+            with self.subTest(conv_memory_format=fmt):
+                if want:
+                    self.assertLess(err, 1e-3, "predicted %d, measured %d" % (row["peak_allocated"] - resident, measured))
+                else:
+                    self.assertGreater(err, 0.05, "the contiguous model is not this model's")
 
     def test_onednn_isa(self):
         d = tempfile.mkdtemp(prefix="remat-isa-")

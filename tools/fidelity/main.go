@@ -82,7 +82,7 @@ type result struct {
 
 // settingFlags are the sim flags of settings this tool accepts, set through
 // config.Settings.With as sim sets them.
-var settingFlags = []string{"framework", "dropout-mask", "inplace-update", "cudnn-autotune"}
+var settingFlags = []string{"framework", "dropout-mask", "inplace-update", "cudnn-autotune", "conv-memory-format"}
 
 func run(args []string) error { return runTo(os.Stdout, args) }
 
