@@ -95,6 +95,11 @@ type convShapes struct {
 	p, q        int64 // output spatial
 	elem        int64
 	oneD        bool // a 1-D convolution, as 2-D with h = r = p = 1
+	// A 3-D convolution has its depths (input dd, kernel kd, output pd)
+	// folded into the heights: h = dd*H, r = kd*R, p = pd*P, so that every
+	// product of the 2-D model counts the volumes.
+	threeD     bool
+	dd, kd, pd int64
 }
 
 // convTypes are the op types of the registry's convolution workspace class
@@ -127,7 +132,8 @@ func isConvType(typ string) (fwd, any bool) {
 // conv2d, its forward op's for a gradient op. ok is false when the op is not
 // a convolution or the shapes are unknown. With oneD, a 1-D convolution
 // (3-D input, weight and output) is read as the 2-D one PyTorch runs it as
-// (its input viewed as N x C x 1 x L).
+// (its input viewed as N x C x 1 x L), and a 3-D one (5-D tensors) with its
+// depths folded into the heights (convShapes.threeD).
 func convDims(g *graph.Graph, op *graph.Op, oneD bool) (convShapes, bool) {
 	fwd, anyConv := isConvType(op.Type)
 	if !anyConv {
@@ -159,6 +165,16 @@ func convDims(g *graph.Graph, op *graph.Op, oneD bool) (convShapes, bool) {
 		d = convShapes{n: x.Shape[0], c: x.Shape[1], h: 1, w: x.Shape[2],
 			k: w.Shape[0], cg: w.Shape[1], r: 1, s: w.Shape[2],
 			p: 1, q: y.Shape[2], elem: x.DType.Size(), oneD: true}
+	case oneD && len(x.Shape) == 5 && len(w.Shape) == 5 && len(y.Shape) == 5:
+		for _, v := range append(append(append([]int64{}, x.Shape[2:4]...), w.Shape[2:4]...), y.Shape[2:4]...) {
+			if v <= 0 || v > 1<<20 {
+				return convShapes{}, false
+			}
+		}
+		d = convShapes{n: x.Shape[0], c: x.Shape[1], h: satMul(x.Shape[2], x.Shape[3]), w: x.Shape[4],
+			k: w.Shape[0], cg: w.Shape[1], r: satMul(w.Shape[2], w.Shape[3]), s: w.Shape[4],
+			p: satMul(y.Shape[2], y.Shape[3]), q: y.Shape[4], elem: x.DType.Size(),
+			threeD: true, dd: x.Shape[2], kd: w.Shape[2], pd: y.Shape[2]}
 	default:
 		return convShapes{}, false
 	}
@@ -446,9 +462,7 @@ func roundUp(v, m int64) int64 { return (v + m - 1) / m * m }
 // network's first convolution) in its plain layout (no x_r) with a plain
 // weight; the weight gradient does so for at most 3 channels (AVX2:
 // exactly 3), and otherwise pads up to 8 channels to 8, not to the block
-// (profiler, 1 to 16 input channels). A grouped convolution with 2
-// to 7 channels per group (ResNeXt's 32x4d) computes its weight gradient
-// without the gy_r and x_r reorders. Not modelled: oneDNN's
+// (profiler, 1 to 16 input channels). Not modelled: oneDNN's
 // per-thread reduction buffer of the weight gradient (up to one more weight
 // copy, depending on how oneDNN splits the work among threads).
 //
@@ -460,15 +474,19 @@ func roundUp(v, m int64) int64 { return (v + m - 1) / m * m }
 // A 1-D convolution (3-D input, weight and output) is the 2-D one PyTorch
 // runs it as: its input viewed as N x C x 1 x L.
 //
-// A depthwise convolution (one input channel per group) that oneDNN's
-// depthwise kernel does not take (dwKernelFits: a kernel at least 4 wide,
-// or an input too small to hold the kernel, as a 3x3 kernel on a 2x2
-// image) computes its weight gradient on the plain layouts (no gy_r, x_r)
-// with a scratch buffer per thread: gx + gw_b + scratch + gb, where
-// scratch = threads * (4 * weight + e*R*S*P*Q) + 256 bytes (profiler, f32,
-// 1 and 2 threads, 16 to 672 channels, kernels 3x3 to 11x11, images 1x1
-// to 32x32, strides 1 and 2, channel multipliers 1 and 2: exact). threads
-// is PyTorch's intra-op thread count (cpu.Threads).
+// oneDNN computes the weight gradient with its GEMM-based kernel on the
+// plain layouts (no gy_r, x_r) and a scratch buffer per thread, gx + w +
+// scratch + gb with scratch = threads * (4 * weight + e*(C/G)*R*S*P*Q) +
+// 256 bytes, for a depthwise convolution (one input channel per group)
+// that its depthwise kernel does not take (dwKernelFits: a kernel at least
+// 4 wide, or an input too small to hold the kernel, as a 3x3 kernel on a
+// 2x2 image; profiler, f32, 1 and 2 threads, 16 to 672 channels, kernels
+// 3x3 to 11x11, images 1x1 to 32x32, strides 1 and 2, channel multipliers
+// 1 and 2, dilations 1 to 4: exact), for 2 to 7 channels per group, and
+// for a dense convolution its blocked kernel refuses (gemmWeightGrad: a
+// dilated one on a small image; with AVX2 any dilated one, or an image
+// lower than the kernel). threads is PyTorch's intra-op thread count
+// (cpu.Threads).
 //
 // A convolution PyTorch runs on channels-last tensors (its forward op has
 // the attribute memory_format=channels_last, which remat_torch.trace
@@ -561,19 +579,20 @@ func CPUConvWorkspace(g *graph.Graph, op *graph.Op, cpu CPU) int64 {
 		if bwdPlain {
 			xw, gwb = 0, satMul(e, d.k, d.cg, kvol)
 		}
-		if groups > 1 && d.cg > 1 && d.cg < 8 {
-			// Fewer than 8 channels per group: oneDNN computes the weight
-			// gradient with its GEMM-based kernel on the plain layouts, no
-			// reorders (its im2col scratch is not modelled).
-			xw, gyw = 0, 0
-		}
 		var scratch int64
-		if groups > 1 && d.cg == 1 && !dwKernelFits(d, geometry(forwardOf(g, op), d)) {
-			// depthwise, not for oneDNN's depthwise kernel (a kernel
-			// at least 4 wide, or an image that does not hold the
-			// kernel): the GEMM-based kernel's per-thread scratch
-			xw, gyw = 0, 0
-			scratch = satAdd(satMul(int64(threads), satAdd(satMul(4, wr), satMul(e, kvol, d.p, d.q))), 256)
+		geo := geometry(forwardOf(g, op), d)
+		if groups > 1 && d.cg > 1 && d.cg < 8 || // fewer than 8 channels per group
+			groups > 1 && d.cg == 1 && !dwKernelFits(d, geo) || // depthwise, not for the depthwise kernel
+			groups == 1 && gemmWeightGrad(d, geo, cpu.ISA) {
+			// oneDNN's GEMM-based weight gradient on the plain layouts:
+			// no reorders, a scratch per thread
+			w := satMul(e, d.k, d.cg, kvol)
+			xw, gyw, gwb = 0, 0, w
+			p := d.p
+			if d.threeD {
+				p /= d.pd // its columns hold one output frame
+			}
+			scratch = satAdd(satMul(int64(threads), satAdd(satMul(4, w), satMul(e, d.cg, kvol, p, d.q))), 256)
 		}
 		c1 := satAdd(satAdd(satAdd(gx, gyw), satAdd(xw, gwb)), satAdd(gb, scratch))
 		c2 := satAdd(satAdd(gx, gwb), satAdd(satAdd(gb, gb), gw))
@@ -588,8 +607,11 @@ func CPUConvWorkspace(g *graph.Graph, op *graph.Op, cpu CPU) int64 {
 func convGrads(g *graph.Graph, op *graph.Op, d convShapes) (gx, gw, gb int64) {
 	xs := []int64{d.n, d.c, d.h, d.w}
 	ws := []int64{d.k, d.cg, d.r, d.s}
-	if d.oneD {
+	switch {
+	case d.oneD:
 		xs, ws = []int64{d.n, d.c, d.w}, []int64{d.k, d.cg, d.s}
+	case d.threeD:
+		xs, ws = []int64{d.n, d.c, d.dd, d.h / d.dd, d.w}, []int64{d.k, d.cg, d.kd, d.r / d.kd, d.s}
 	}
 	for _, t := range op.Outputs {
 		tt := g.Tensor(t)
@@ -626,10 +648,10 @@ func convGrads(g *graph.Graph, op *graph.Op, d convShapes) (gx, gw, gb int64) {
 // grouped one, or with AVX-512 and fewer than 4 channels per group (or a
 // depthwise channel multiplier above 1) gw_b's blocked layout below. s_f
 // is AVX-512's forward scratch: 4096*(threads+1) bytes for a dense
-// convolution, 4096*threads + 128 for a depthwise one (none with AVX2,
-// none for grouped ones; AVX2's grouped kernel keeps a scratch that is not
-// modelled). gw_b is the weight gradient in
-// oneDNN's blocked layout, each group's K/G and C/G padded to the block:
+// convolution, 4096*threads + 128 for an undilated depthwise one (none
+// with AVX2, none for grouped ones; AVX2's grouped kernel keeps a scratch
+// that is not modelled). gw_b is the weight gradient in oneDNN's blocked
+// layout, each group's K/G and C/G padded to the block:
 // G * b(K/G) * b(C/G) * R * S elements, which makes a depthwise
 // convolution's block*block times its weight (4.8 MB for ConvNeXt's 96
 // channels at 7x7 on AVX-512, whatever the batch and image). oneDNN's
@@ -639,13 +661,18 @@ func convGrads(g *graph.Graph, op *graph.Op, d convShapes) (gx, gw, gb int64) {
 // red is a bias reduction buffer of block*G elements + 128 bytes (grouped
 // and depthwise convolutions). The weight gradient is computed into a
 // temporary of its size (the second gw) and copied out. oneDNN's blocked
-// kernel does not take a depthwise convolution of a 1x1 image (AVX-512)
-// or any convolution of an image lower than its kernel (AVX2: ConvNeXt's
-// 7x7 kernels on its last stages' 2x2 and 4x4 images, ResNet's 3x3 ones on
-// 2x2 images); its GEMM-based kernel then uses the weight for gw_b and
-// buffers red of threads * (4*weight + e*(C/G)*R*S*P*Q + e*(K/G)*P*Q) +
-// 384 bytes (within 512 bytes). Not modelled: AVX2's reduction buffer of
-// about threads weights of a 1x1 convolution on small images.
+// kernel does not take what gemmWeightGrad and dwGEMMChannelsLast list
+// (dilated convolutions on small images, AVX2's dilated ones and images
+// lower than the kernel: ConvNeXt's 7x7 kernels on its last stages' 2x2
+// and 4x4 images, ResNet's 3x3 ones on 2x2 images; an undilated depthwise
+// one of a 1x1 image with AVX-512); its GEMM-based kernel then uses the
+// weight for gw_b and buffers red of threads * (4*weight +
+// e*(C/G)*R*S*P*Q + e*(K/G)*P*Q) + 384 bytes (within 512 bytes). A dilated
+// depthwise convolution whose image holds its top padding reorders its
+// weight into the blocked layout for the data gradient too (w_r = the
+// blocked gw_b), and its forward has no s_f. Not modelled: AVX2's
+// reduction buffer of about threads weights of a 1x1 convolution on small
+// images.
 func cpuChannelsLast(g *graph.Graph, op *graph.Op, d convShapes, fwd bool, groups int64, weightCL bool, threads int, isa CPUISA) int64 {
 	e, blk := d.elem, isa.Block()
 	b := func(c int64) int64 { return roundUp(c, blk) }
@@ -667,7 +694,8 @@ func cpuChannelsLast(g *graph.Graph, op *graph.Op, d convShapes, fwd bool, group
 			}
 		case depthwise && kg == 1:
 			wr = satMul(e, b(d.k), kvol)
-			if isa == ISAAVX512 {
+			if geo := geometry(forwardOf(g, op), d); isa == ISAAVX512 && geo.dh == 1 && geo.dw == 1 {
+				// (none when dilated)
 				sf = satAdd(satMul(4096, int64(threads)), 128)
 			}
 		case isa == ISAAVX512 && d.cg < 4:
@@ -680,23 +708,27 @@ func cpuChannelsLast(g *graph.Graph, op *graph.Op, d convShapes, fwd bool, group
 		return satAdd(satAdd(wcl, sf), wr)
 	}
 	_, gw, gb := convGrads(g, op, d)
-	gwb := satMul(e, groups, b(kg), b(d.cg), kvol)
+	blocked := satMul(e, groups, b(kg), b(d.cg), kvol)
+	gwb := blocked
+	geo := geometry(forwardOf(g, op), d)
 	var red int64
 	switch {
-	case depthwise && dwKernelFits(d, geometry(forwardOf(g, op), d)):
+	case depthwise && dwKernelFits(d, geo):
 		gwb = w
-	case depthwise && isa == ISAAVX512 && d.h == 1 && d.w == 1 || isa == ISAAVX2 && d.h < d.r:
-		// oneDNN's blocked kernel does not take this input (AVX-512: a
-		// depthwise convolution of a 1x1 image; AVX2: an image lower
-		// than the kernel): its GEMM-based one keeps buffers per thread.
+	case depthwise && dwGEMMChannelsLast(d, geo, isa) || !depthwise && gemmWeightGrad(d, geo, isa):
+		// oneDNN's blocked kernel does not take this input: its
+		// GEMM-based one keeps buffers per thread.
 		gwb = w
 		perThread := satAdd(satAdd(satMul(4, w), satMul(e, d.cg, kvol, d.p, d.q)), satMul(e, kg, d.p, d.q))
 		red = satAdd(satMul(int64(threads), perThread), 384)
 	case groups > 1:
 		red = satAdd(satMul(e, blk, groups), 128)
 	}
-	wr := gwb
-	if groups > 1 {
+	wr := blocked
+	if groups > 1 && !(depthwise && (geo.dh > 1 || geo.dw > 1) && geo.th <= d.h) {
+		// a grouped convolution's data gradient reads the weight as it
+		// is, except a dilated depthwise one whose image holds its top
+		// padding: that reorders it into the blocked layout first
 		wr = w
 	}
 	peak := wr
@@ -940,6 +972,39 @@ func geometry(f *graph.Op, d convShapes) convGeom {
 	return g
 }
 
+// gemmWeightGrad reports whether oneDNN's blocked weight-gradient kernel
+// refuses a dense convolution, which then runs its GEMM-based kernel: with
+// AVX-512 a dilated convolution of an image lower than the dilated kernel
+// (FCN's and DeepLab's dilated 3x3 convolutions on small images) and a 3-D
+// one of fewer frames than the kernel's depth, with AVX2 any dilated or
+// 3-D convolution and any image lower than the kernel (profiler, 3x3 and
+// 3x3x3 kernels, dilations 1 to 4, images 2x2 to 16x16 of 1 to 4 frames,
+// plain and channels-last). The GEMM columns of a 3-D convolution hold one
+// output frame.
+func gemmWeightGrad(d convShapes, g convGeom, isa CPUISA) bool {
+	if d.threeD {
+		// AVX-512: a 3-D convolution of fewer frames than the kernel's
+		// depth (a video ResNet's last stages); AVX2: every 3-D one
+		return isa == ISAAVX2 || d.dd < d.kd
+	}
+	dilated := g.dh > 1 || g.dw > 1
+	if isa == ISAAVX2 {
+		return dilated || d.h < d.r
+	}
+	return dilated && d.h < (d.r-1)*g.dh+1
+}
+
+// dwGEMMChannelsLast reports whether a channels-last depthwise convolution
+// that oneDNN's depthwise kernel does not take runs the GEMM-based weight
+// gradient rather than the blocked one: as a dense convolution does
+// (gemmWeightGrad), or undilated on a 1x1 image with AVX-512 (profiler,
+// 3x3 kernels with dilations 1 to 4, 5x5 with dilation 2, 7x7, images 1x1
+// to 16x16, both ISAs).
+func dwGEMMChannelsLast(d convShapes, g convGeom, isa CPUISA) bool {
+	dilated := g.dh > 1 || g.dw > 1
+	return gemmWeightGrad(d, g, isa) || isa == ISAAVX512 && !dilated && d.h == 1 && d.w == 1
+}
+
 // endPad is oneDNN's padding after the last row or column: the rows the
 // last output's window reaches beyond the input.
 func endPad(in, k, begin, out, stride, dil int64) int64 {
@@ -952,7 +1017,7 @@ func endPad(in, k, begin, out, stride, dil int64) int64 {
 // the kernel (a non-unit one a multiple of the stride), and an input that
 // holds the kernel (kh plus -t_pad mod stride rows).
 func dwKernelFits(d convShapes, g convGeom) bool {
-	if d.s > 3 || g.sw > d.s || g.dh != 1 || g.dw != 1 {
+	if d.threeD || d.s > 3 || g.sw > d.s || g.dh != 1 || g.dw != 1 {
 		return false
 	}
 	bh := endPad(d.h, d.r, g.th, d.p, g.sh, 1)

@@ -14,6 +14,7 @@ import (
 // stride s, padding r/2, and its backward op.
 type convSpec struct {
 	n, c, h, k, r, s, groups int64
+	dil                      int64 // dilation (0: 1); the padding is dil*(r/2)
 	bias                     bool
 	noGX                     bool // the backward returns no input gradient (x is an input)
 	// traced: as remat_torch.trace records it (types convolution and
@@ -36,15 +37,20 @@ func (c convSpec) build(t *testing.T) *graph.Graph {
 	if c.bias {
 		ins = append(ins, b.Parameter("b", graph.F32, c.k))
 	}
-	p := (c.h+2*(c.r/2)-c.r)/c.s + 1
+	dil := max(c.dil, 1)
+	pad := dil * (c.r / 2)
+	p := (c.h+2*pad-dil*(c.r-1)-1)/c.s + 1
 	typ := "conv2d"
 	if c.traced {
 		typ = "convolution"
 	}
 	o := b.Op(typ, "conv", ins...).Out("y", graph.F32, c.n, c.k, p, p).
-		Attr("stride", fmt.Sprintf("%d,%d", c.s, c.s)).Attr("padding", fmt.Sprintf("%d,%d", c.r/2, c.r/2))
+		Attr("stride", fmt.Sprintf("%d,%d", c.s, c.s)).Attr("padding", fmt.Sprintf("%d,%d", pad, pad))
+	if c.traced || dil > 1 {
+		o.Attr("dilation", fmt.Sprintf("%d,%d", dil, dil))
+	}
 	if c.traced {
-		o.Attr("dilation", "1,1").Attr("groups", fmt.Sprint(c.groups))
+		o.Attr("groups", fmt.Sprint(c.groups))
 	}
 	if c.cl {
 		o.Attr(graph.AttrMemoryFormat, graph.ChannelsLast)

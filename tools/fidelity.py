@@ -378,8 +378,6 @@ def write_doc(path, rows, ck_rows, image, cmdline, channels_last=False):
             within5, len(imported), within10, len(imported),
             "" if len(imported) == len(rows) else " (%d rows without an ONNX file: torch.onnx.export failed)" % (len(rows) - len(imported))),
         "",
-    ]
-    lines += [
         "| model | family | batch | optimizer | measured MiB | ONNX import MiB | error | exporter MiB | error |",
         "|---|---|---:|---|---:|---:|---:|---:|---:|",
     ]

@@ -149,8 +149,9 @@ def conv_attrs(args, out):
             attrs[key] = ",".join(str(int(v)) for v in args[i])
     if len(args) > 8 and isinstance(args[8], int):
         attrs["groups"] = str(args[8])
-    attrs["memory_format"] = "channels_last" if channels_last(out) else "contiguous"
-    if channels_last(out) and len(args) > 1 and isinstance(args[1], torch.Tensor) and channels_last(args[1]):
+    cl = channels_last(out)
+    attrs["memory_format"] = "channels_last" if cl else "contiguous"
+    if cl and len(args) > 1 and isinstance(args[1], torch.Tensor) and channels_last(args[1]):
         attrs["weight_format"] = "channels_last"
     return attrs
 

@@ -132,6 +132,23 @@ if torch is not None:
             y = self.fc2(F.gelu(self.fc1(y))).permute(0, 3, 1, 2)
             return self.head(self.down(y + x).mean((2, 3)))
 
+    class TinyDilated(nn.Module):
+        """Dilated convolutions on an image smaller than their dilated
+        kernels, dense and depthwise (DeepLab's pattern): oneDNN's
+        GEMM-based weight gradients."""
+
+        def __init__(self, c=32, classes=10):
+            super().__init__()
+            self.stem = nn.Conv2d(3, c, 3, stride=2, padding=1)
+            self.dil = nn.Conv2d(c, c, 3, padding=2, dilation=2)
+            self.dw = nn.Conv2d(c, c, 3, padding=2, dilation=2, groups=c)
+            self.head = nn.Linear(c, classes)
+
+        def forward(self, x):
+            x = F.relu(self.stem(x))
+            x = F.relu(self.dw(F.relu(self.dil(x))))
+            return self.head(x.mean((2, 3)))
+
     class RandomMask(nn.Module):
         """Multiplies by a mask drawn with rand_like (an out-of-place random
         op a plan may recompute)."""
@@ -384,6 +401,35 @@ class ChannelsLastTest(unittest.TestCase):
             self.assertIsNone(measure.onednn_isa({}, os.path.join(d, "missing")))
         finally:
             shutil.rmtree(d, ignore_errors=True)
+
+
+class DilatedTest(unittest.TestCase):
+    """Dilated convolutions on small images, and 3-D ones on short clips:
+    sim's CPU model gives them oneDNN's GEMM-based weight gradient
+    (sim/workspace.go, gemmWeightGrad)."""
+
+    def test_conv3d_prediction_matches(self):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Conv3d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv3d(16, 32, 3, stride=2, padding=1),
+                              nn.ReLU(), nn.Conv3d(32, 32, 3, padding=1), nn.AdaptiveAvgPool3d(1), nn.Flatten(), nn.Linear(32, 10))
+        x, y = torch.randn(2, 3, 4, 16, 16), torch.randint(0, 10, (2,))
+        r = measure.measure_strategies(model, (x,), y, ["none"], SIM, name="tinyvideo", runs=1)[0]
+        self.assertNotIn("error", r)
+        self.assertLess(abs(r["pred_peak"] - r["meas_peak"]) / r["meas_peak"], 1e-3,
+                        "predicted %d, measured %d" % (r["pred_peak"], r["meas_peak"]))
+
+    def test_dilated_prediction_matches(self):
+        for cl in (False, True):
+            torch.manual_seed(0)
+            model, x = TinyDilated(), torch.randn(2, 3, 8, 8)
+            if cl:
+                model, x = model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
+            y = torch.randint(0, 10, (2,))
+            r = measure.measure_strategies(model, (x,), y, ["none"], SIM, name="tinydilated", runs=1)[0]
+            with self.subTest(channels_last=cl):
+                self.assertNotIn("error", r)
+                self.assertLess(abs(r["pred_peak"] - r["meas_peak"]) / r["meas_peak"], 1e-3,
+                                "predicted %d, measured %d" % (r["pred_peak"], r["meas_peak"]))
 
 
 class ApplyTest(unittest.TestCase):
