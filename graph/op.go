@@ -114,6 +114,7 @@ const (
 	AttrWeightFormat       = "weight_format"         // ChannelsLast: a convolution's weight is itself channels-last
 	AttrGradFormat         = "grad_format"           // Contiguous, ChannelsLast or Strided: the layout of the gradient a backward kernel was given
 	AttrInputFormat        = "input_format"          // Contiguous, ChannelsLast or Strided: the layout of a convolution's input
+	AttrTransposed         = "transposed"            // "1": a traced convolution is a transposed one (ConvTranspose)
 )
 
 // Memory-format values of AttrMemoryFormat, AttrWeightFormat,

@@ -499,6 +499,9 @@ func CPUConvWorkspace(g *graph.Graph, op *graph.Op, cpu CPU) int64 {
 	if g == nil || op == nil {
 		return 0
 	}
+	if f := transposedForward(g, op); f != nil {
+		return cpuConvTranspose(g, op, f, cpu)
+	}
 	threads := cpu.Threads
 	if threads <= 0 {
 		threads = DefaultCPUThreads
@@ -599,6 +602,69 @@ func CPUConvWorkspace(g *graph.Graph, op *graph.Op, cpu CPU) int64 {
 		peak = max(peak, c1, c2)
 	}
 	return max(peak-outBytes, 0)
+}
+
+// transposedForward returns the transposed convolution op is or
+// differentiates (conv_transpose2d, or a traced convolution with
+// transposed=1), or nil.
+func transposedForward(g *graph.Graph, op *graph.Op) *graph.Op {
+	is := func(o *graph.Op) bool {
+		return o != nil && (o.Type == graph.OpConvTranspose2d || o.Attrs[graph.AttrTransposed] == "1" && o.Type == "convolution")
+	}
+	if is(op) {
+		return op
+	}
+	if f := g.Op(op.Forward); f != op && is(f) {
+		return f
+	}
+	return nil
+}
+
+// cpuConvTranspose is CPUConvWorkspace for a transposed convolution f
+// (forward op) or its backward op: PyTorch 1.13's CPU runs it with
+// slow_conv_transpose2d, whose im2col columns hold C_out*R*S x H*W
+// elements (one sample at a time; H x W the input's image), in the forward
+// with a row of ones of the output's P*Q elements when it has a bias, and
+// in the backward (profiler, 4x4 kernels, strides 1 and 2, 3 to 128
+// channels, 1x1 to 16x16 inputs: exact). The kernel wants contiguous
+// tensors: an input or weight not contiguous (attributes input_format and
+// weight_format: a model moved to channels-last) is copied in the forward
+// and again in the backward, a gradient not contiguous (grad_format) in
+// the backward (profiler, 64 to 16 channels 3x3 on 4x4 channels-last:
+// +x 16384 +w 36864 +y +cols 9216 +196 ...).
+func cpuConvTranspose(g *graph.Graph, op, f *graph.Op, cpu CPU) int64 {
+	if len(f.Inputs) < 2 || len(f.Outputs) < 1 {
+		return 0
+	}
+	x, w, y := g.Tensor(f.Inputs[0]), g.Tensor(f.Inputs[1]), g.Tensor(f.Outputs[0])
+	if x == nil || w == nil || y == nil || len(x.Shape) != 4 || len(w.Shape) != 4 || len(y.Shape) != 4 {
+		return 0
+	}
+	for _, v := range []int64{x.Shape[2], x.Shape[3], w.Shape[2], w.Shape[3], y.Shape[1], y.Shape[2], y.Shape[3]} {
+		if v <= 0 || v > 1<<20 {
+			return 0
+		}
+	}
+	e := x.DType.Size()
+	if e == 0 {
+		e = 4
+	}
+	cols := satMul(e, y.Shape[1], w.Shape[2], w.Shape[3], x.Shape[2], x.Shape[3])
+	ws := cols
+	if xf, ok := f.Attrs[graph.AttrInputFormat]; ok && xf != graph.Contiguous {
+		ws = satAdd(ws, x.Bytes)
+	}
+	if wf, ok := f.Attrs[graph.AttrWeightFormat]; ok && wf != graph.Contiguous {
+		ws = satAdd(ws, w.Bytes)
+	}
+	if op == f {
+		if len(f.Inputs) > 2 {
+			ws = satAdd(ws, satMul(e, y.Shape[2], y.Shape[3])) // the bias's ones
+		}
+	} else if gf, ok := op.Attrs[graph.AttrGradFormat]; ok && gf != graph.Contiguous {
+		ws = satAdd(ws, y.Bytes)
+	}
+	return ws
 }
 
 // convGrads returns the bytes of the gradients a convolution's backward op
@@ -789,6 +855,9 @@ func CPUWorkspace(g *graph.Graph, op *graph.Op, cpu CPU) int64 {
 	}
 	if len(f.Outputs) == 0 {
 		return ws
+	}
+	if transposedForward(g, op) != nil {
+		return ws // cpuConvTranspose counted its copies
 	}
 	cl, _ := convLayout(f, cpu)
 	if xf, ok := f.Attrs[graph.AttrInputFormat]; ok && len(f.Inputs) > 0 && (cl && xf != graph.ChannelsLast || !cl && xf != graph.Contiguous) {

@@ -339,3 +339,62 @@ func TestCPUConv3DMatchesPyTorch(t *testing.T) {
 		}
 	}
 }
+
+// TestCPUConvTranspose: PyTorch 1.13 runs a transposed convolution on the
+// CPU with slow_conv_transpose2d, whose im2col columns hold C_out*R*S x
+// H*W elements (profiler, batch 4, bias; the forward adds a row of ones of
+// the output's size, a channels-last model copies its input and weight):
+//
+//	64 to 128, 4x4, stride 1, on 1x1: fwd +y 32768 +8192 +64 -64 -8192;
+//	bwd +gx 1024 +8192 -8192 +gw 524288 +gb 512 +8192 -8192.
+//	128 to 64, 4x4, stride 2, on 4x4: fwd +y +65536 +256 ...; bwd 65536.
+//	32 to 3, 4x4, stride 2, on 16x16: fwd +y +49152 +4096 ...; bwd 49152.
+//	channels-last 64 to 16, 3x3, stride 2, on 4x4: fwd +x 16384 +w 36864
+//	+y +9216 +196 ...; bwd +gx +w 36864 +x 16384 +9216 ...
+//
+// A DCGAN-style generator was 42% high when these ran as ordinary
+// convolutions; the ONNX import's conv_transpose2d had no workspace.
+func TestCPUConvTranspose(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		cin, cout, k, s int64
+		pad, h          int64
+		cl              bool
+		fwd, bwd        int64 // measured
+	}{
+		{"64 to 128 on 1x1", 64, 128, 4, 1, 0, 1, false, 8256, 8192},
+		{"128 to 64 on 4x4", 128, 64, 4, 2, 1, 4, false, 65792, 65536},
+		{"32 to 3 on 16x16", 32, 3, 4, 2, 1, 16, false, 53248, 49152},
+		{"channels-last 64 to 16 on 4x4", 64, 16, 3, 2, 1, 4, true, 62660, 62464},
+	} {
+		p := (tc.h-1)*tc.s - 2*tc.pad + tc.k
+		for _, typ := range []string{"convolution", graph.OpConvTranspose2d} {
+			b := graph.NewBuilder("tconv")
+			x := b.Parameter("x", graph.F32, 4, tc.cin, tc.h, tc.h)
+			w := b.Parameter("w", graph.F32, tc.cin, tc.cout, tc.k, tc.k)
+			bias := b.Parameter("b", graph.F32, tc.cout)
+			o := b.Op(typ, "tconv", x, w, bias).Out("y", graph.F32, 4, tc.cout, p, p)
+			if typ == "convolution" {
+				format := graph.Contiguous
+				if tc.cl {
+					format = graph.ChannelsLast
+				}
+				o.Attr(graph.AttrTransposed, "1").Attr(graph.AttrMemoryFormat, graph.Contiguous).
+					Attr(graph.AttrInputFormat, format).Attr(graph.AttrWeightFormat, format)
+			}
+			y := o.T()
+			b.SetPhase(graph.Backward)
+			gy := b.Op("ones_like", "seed", y).Out("gy", graph.F32, 4, tc.cout, p, p).T()
+			b.Op(typ+"_backward", "tconv.backward", gy, x, w).Forward(o.ID()).
+				Out("gx", graph.F32, 4, tc.cin, tc.h, tc.h).Out("gw", graph.F32, tc.cin, tc.cout, tc.k, tc.k).Out("gb", graph.F32, tc.cout)
+			g, err := b.Build()
+			require.NoError(t, err)
+			if tc.cl && typ != "convolution" {
+				continue // an ONNX graph records no layouts
+			}
+			cpu := CPU{Threads: 2}
+			assert.Equal(t, tc.fwd, CPUWorkspace(g, &g.Ops[0], cpu), "%s %s forward", tc.name, typ)
+			assert.Equal(t, tc.bwd, CPUWorkspace(g, &g.Ops[2], cpu), "%s %s backward", tc.name, typ)
+		}
+	}
+}

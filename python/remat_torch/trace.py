@@ -136,11 +136,13 @@ def conv_attrs(args, out):
     padding, dilation, transposed, output_padding, groups) call that sim's
     CPU workspace model reads: the input's layout (input_format: PyTorch
     copies an input not laid out as the convolution runs), stride, padding
-    and dilation ("2,2"), groups, and memory_format: channels_last when
-    PyTorch ran it on channels-last tensors (its input or weight was
-    channels-last, so its output is), else contiguous, with
-    weight_format=channels_last when the weight is channels-last too (else
-    oneDNN works on a channels-last copy of it)."""
+    and dilation ("2,2"), groups, transposed=1 for a transposed convolution
+    (its weight is C_in x C_out/groups x R x S), memory_format: channels_last
+    when PyTorch ran it on channels-last tensors (its input or weight was
+    channels-last, so its output is), else contiguous, and the weight's
+    layout weight_format (a kernel copies a weight not laid out as it runs:
+    oneDNN a plain weight of a channels-last convolution, slow_conv_transpose2d
+    a channels-last one)."""
     attrs = {}
     if args and isinstance(args[0], torch.Tensor):
         attrs["input_format"] = memory_format(args[0])
@@ -149,10 +151,11 @@ def conv_attrs(args, out):
             attrs[key] = ",".join(str(int(v)) for v in args[i])
     if len(args) > 8 and isinstance(args[8], int):
         attrs["groups"] = str(args[8])
-    cl = channels_last(out)
-    attrs["memory_format"] = "channels_last" if cl else "contiguous"
-    if cl and len(args) > 1 and isinstance(args[1], torch.Tensor) and channels_last(args[1]):
-        attrs["weight_format"] = "channels_last"
+    if len(args) > 6 and args[6] is True:
+        attrs["transposed"] = "1"
+    attrs["memory_format"] = "channels_last" if channels_last(out) else "contiguous"
+    if len(args) > 1 and isinstance(args[1], torch.Tensor):
+        attrs["weight_format"] = memory_format(args[1])
     return attrs
 
 

@@ -322,10 +322,11 @@ class ChannelsLastTest(unittest.TestCase):
                 self.assertEqual(stem.get("memory_format"), "channels_last" if cl else "contiguous")
                 self.assertEqual(dw.get("memory_format"), "channels_last" if cl else "contiguous")
                 # a model moved to channels-last has channels-last weights
-                # (a depthwise weight is both layouts at once: not marked)
-                self.assertEqual(stem.get("weight_format"), "channels_last" if cl else None)
-                self.assertEqual(down.get("weight_format"), "channels_last" if cl else None)
-                self.assertNotIn("weight_format", dw)
+                # (a depthwise weight is both layouts at once: contiguous)
+                self.assertEqual(stem.get("weight_format"), "channels_last" if cl else "contiguous")
+                self.assertEqual(down.get("weight_format"), "channels_last" if cl else "contiguous")
+                self.assertEqual(dw.get("weight_format"), "contiguous")
+                self.assertNotIn("transposed", dw)
 
     def test_prediction_matches(self):
         for cl in (False, True):
@@ -403,10 +404,26 @@ class ChannelsLastTest(unittest.TestCase):
             shutil.rmtree(d, ignore_errors=True)
 
 
-class DilatedTest(unittest.TestCase):
-    """Dilated convolutions on small images, and 3-D ones on short clips:
-    sim's CPU model gives them oneDNN's GEMM-based weight gradient
-    (sim/workspace.go, gemmWeightGrad)."""
+class ConvKernelsTest(unittest.TestCase):
+    """sim's CPU model of the convolution kernels PyTorch picks: oneDNN's
+    GEMM-based weight gradient for dilated convolutions on small images
+    and 3-D ones on short clips (sim/workspace.go, gemmWeightGrad), and
+    slow_conv_transpose2d's columns for transposed ones (cpuConvTranspose)."""
+
+    def test_transposed_prediction_matches(self):
+        for cl in (False, True):
+            torch.manual_seed(0)
+            model = nn.Sequential(nn.ConvTranspose2d(16, 32, 4, 1, 0), nn.BatchNorm2d(32), nn.ReLU(True),
+                                  nn.ConvTranspose2d(32, 16, 4, 2, 1), nn.ReLU(True), nn.ConvTranspose2d(16, 3, 4, 2, 1),
+                                  nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, 10))
+            x, y = torch.randn(4, 16, 1, 1), torch.randint(0, 10, (4,))
+            if cl:
+                model, x = model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
+            r = measure.measure_strategies(model, (x,), y, ["none"], SIM, name="tinygenerator", runs=1)[0]
+            with self.subTest(channels_last=cl):
+                self.assertNotIn("error", r)
+                self.assertLess(abs(r["pred_peak"] - r["meas_peak"]) / r["meas_peak"], 1e-3,
+                                "predicted %d, measured %d" % (r["pred_peak"], r["meas_peak"]))
 
     def test_conv3d_prediction_matches(self):
         torch.manual_seed(0)
