@@ -39,16 +39,47 @@ EXTRA = ["googlenet", "squeezenet1_1", "vgg11s", "vit", "lstm"]
 ALL = DEFAULT + EXTRA
 
 
-def known(name):
-    """Whether build() can make name: one of ALL, or a torchvision
-    classification model constructor (torchvision.models.NAME)."""
-    if name in ALL:
-        return True
+# Clips of the video models: frames (the image size is the spatial size).
+FRAMES = 4
+
+
+def _constructor(name):
+    """The torchvision constructor of a model name: NAME for
+    torchvision.models.NAME (classification), segmentation.NAME and
+    video.NAME for those packages; None if there is none."""
     try:
         import torchvision
     except ImportError:
-        return False
-    return not name.startswith("_") and name.islower() and callable(getattr(torchvision.models, name, None))
+        return None
+    pkg, _, base = name.rpartition(".")
+    mod = {"": torchvision.models, "segmentation": getattr(torchvision.models, "segmentation", None),
+           "video": getattr(torchvision.models, "video", None)}.get(pkg)
+    if mod is None or base.startswith("_") or not base.islower():
+        return None
+    ctor = getattr(mod, base, None)
+    return ctor if callable(ctor) else None
+
+
+def known(name):
+    """Whether build() can make name: one of ALL, a torchvision
+    classification model constructor (torchvision.models.NAME), or
+    segmentation.NAME or video.NAME (torchvision.models.segmentation,
+    torchvision.models.video)."""
+    return name in ALL or _constructor(name) is not None
+
+
+class SegmentationLogits(nn.Module):
+    """A torchvision segmentation model whose per-pixel logits are averaged
+    over the image, so that the harnesses' F.cross_entropy(model(x),
+    labels) trains it (the memory of its forward and backward is the
+    model's)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)["out"].mean((2, 3))
 
 
 class TinyTransformer(nn.Module):
@@ -135,12 +166,17 @@ def build(name, image=224, batch=2):
         return TinyViT(image=image), x, 10
     if name == "vgg11s":
         return vgg11s(), x, 1000
-    import torchvision
-
+    ctor = _constructor(name)
+    if ctor is None:
+        raise ValueError("model %r: expected one of %s, a torchvision.models constructor, segmentation.NAME or video.NAME" % (name, ", ".join(ALL)))
+    if name.startswith("segmentation."):
+        return SegmentationLogits(ctor(weights=None, weights_backbone=None, num_classes=21, aux_loss=False)), x, 21
+    if name.startswith("video."):
+        return ctor(weights=None, num_classes=400), torch.randn(batch, 3, FRAMES, image, image), 400
     kw = {}
     if name == "googlenet":
         kw = {"aux_logits": False, "init_weights": False}
-    return getattr(torchvision.models, name)(**kw), x, 1000
+    return ctor(**kw), x, 1000
 
 
 def export(name, out_dir, image, opset=OPSET):
@@ -177,7 +213,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     for m in args.models:
         if not known(m):
-            ap.error(f"model {m!r}: expected one of {', '.join(ALL)} or a torchvision.models constructor")
+            ap.error(f"model {m!r}: expected one of {', '.join(ALL)}, a torchvision.models constructor, segmentation.NAME or video.NAME")
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(0)
     for m in args.models:

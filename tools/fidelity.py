@@ -34,8 +34,12 @@ batch sizes 2 and 4. Runtime on 2 cores: about ten minutes.
     /usr/bin/python3 tools/fidelity.py --models resnet18,vit --batches 2 --no-checkpoint --out /tmp/f.md
 
 --models also takes any torchvision.models constructor (convnext_tiny,
-mnasnet0_5, ...); a model torch.onnx cannot export gets "failed" in the
-ONNX columns and is left out of the within-5% count.
+mnasnet0_5, ...), and segmentation.NAME and video.NAME for
+torchvision.models.segmentation (its per-pixel logits averaged over the
+image, so that cross-entropy against one label per image trains it) and
+torchvision.models.video (clips of 4 frames of the image size); a model
+torch.onnx cannot export, or whose ONNX file sim cannot import, gets
+"failed" in the ONNX columns and is left out of the within-5% count.
 
 --channels-last runs every model and input in channels-last memory format
 (model.to(memory_format=torch.channels_last)). An ONNX graph does not
@@ -281,7 +285,7 @@ def main(argv=None):
     models = args.models.split(",")
     for m in models:
         if not export_onnx.known(m):
-            ap.error("model %r: expected one of %s, or a torchvision.models constructor" % (m, ", ".join(export_onnx.ALL)))
+            ap.error("model %r: expected one of %s, a torchvision.models constructor, segmentation.NAME or video.NAME" % (m, ", ".join(export_onnx.ALL)))
     batches = [int(b) for b in args.batches.split(",")]
     if args.export:
         export_all(models, args.export, args.image, batches[0])
@@ -303,7 +307,12 @@ def main(argv=None):
                 model, x, y = make(name, batch, args.image, cl)
                 resident, measured = measure(model, x, y, opt)
                 flags = ["--onnx", onnx_path, "--batch", str(batch)] + (["--optimizer", "none"] if opt == "none" else []) + mf
-                p_onnx = None if onnx_path is None else tools.report(flags) - resident
+                p_onnx = None
+                if onnx_path is not None:
+                    try:
+                        p_onnx = tools.report(flags) - resident
+                    except subprocess.CalledProcessError as e:  # the row says "failed"
+                        print("%s b=%d %s: sim report --onnx failed: %s" % (name, batch, opt, (e.stderr or "").strip().splitlines()[-1:]), file=sys.stderr)
                 model, x, y = make(name, batch, args.image, cl)
                 jpath = os.path.join(tmp, "%s_%d_%s.json" % (name, batch, opt))
                 try:

@@ -717,6 +717,77 @@ func opGlobalPool(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 	return []*value{y}, nil
 }
 
+// opResize maps Resize (F.interpolate; opset 9's Upsample) onto an
+// upsampling op (graph.OpUpsample, its mode kept as an attribute): the
+// output shape comes from the constant sizes, else from the constant
+// scales (floor(dim * scale)). PyTorch's upsampling backward, in every
+// mode, reads nothing of the forward but its sizes, so one op type serves
+// nearest, linear and cubic modes.
+func opResize(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
+	x, err := input(in, 0, "X")
+	if err != nil {
+		return nil, err
+	}
+	rank := len(x.shape)
+	if rank < 3 {
+		return nil, fmt.Errorf("X %v, expected [N, C, spatial...]", x.shape)
+	}
+	var sizes, scales *value
+	switch {
+	case n.GetOpType() == "Upsample" || len(in) == 2: // opset 9-10: (X, scales)
+		scales = opt(in, 1)
+	default: // opset 11+: (X, roi, scales, sizes)
+		scales, sizes = opt(in, 2), opt(in, 3)
+	}
+	shape := make([]int64, rank)
+	switch {
+	case sizes != nil && numel(sizes.shape) > 0:
+		s, err := constInts(sizes, "sizes")
+		if err != nil {
+			return nil, err
+		}
+		if len(s) != rank {
+			return nil, fmt.Errorf("sizes %v, expected %d values (one per dimension of X %v)", s, rank, x.shape)
+		}
+		copy(shape, s)
+	case scales != nil && numel(scales.shape) > 0:
+		if !scales.isConst {
+			return nil, fmt.Errorf("scales %q is not a constant, expected values known at import time: dynamic shapes are %w", scales.name, ErrUnsupported)
+		}
+		f := scales.flts
+		if f == nil {
+			for _, v := range scales.ints {
+				f = append(f, float64(v))
+			}
+		}
+		if len(f) != rank {
+			return nil, fmt.Errorf("scales %v, expected %d values (one per dimension of X %v)", f, rank, x.shape)
+		}
+		for i, sc := range f {
+			if !(sc > 0) || math.IsInf(sc, 0) {
+				return nil, fmt.Errorf("scales[%d] = %v, expected a positive finite number", i, sc)
+			}
+			shape[i] = int64(math.Floor(float64(x.shape[i]) * sc))
+		}
+	default:
+		return nil, fmt.Errorf("neither sizes nor scales is given, expected one of them")
+	}
+	for i, d := range shape {
+		if d < 1 || d > 1<<31 {
+			return nil, fmt.Errorf("output dimension %d = %d, expected 1..%d", i, d, int64(1)<<31)
+		}
+	}
+	if shape[0] != x.shape[0] || shape[1] != x.shape[1] {
+		return nil, fmt.Errorf("output shape %v resizes the batch or channels of X %v, expected only spatial dimensions to change", shape, x.shape)
+	}
+	mode, err := attrString(n, "mode", "nearest")
+	if err != nil {
+		return nil, err
+	}
+	y := imp.newOut(n, 0, x.et, shape)
+	return imp.emit1(n, graph.OpUpsample, []*value{x}, y, numel(shape), "mode", mode)
+}
+
 // opGemm maps Gemm onto linear (A, B[, C]): B is the weight, [N, K] with
 // transB=1 as nn.Linear exports it.
 func opGemm(imp *importer, n *NodeProto, in []*value) ([]*value, error) {

@@ -37,7 +37,7 @@ func init() {
 		// layers
 		"Conv": opConv, "ConvTranspose": opConv, "BatchNormalization": opBatchNorm,
 		"LayerNormalization": opLayerNorm, "MaxPool": opPool, "AveragePool": opPool,
-		"GlobalAveragePool": opGlobalPool, "GlobalMaxPool": opGlobalPool,
+		"GlobalAveragePool": opGlobalPool, "GlobalMaxPool": opGlobalPool, "Resize": opResize, "Upsample": opResize,
 		"Gemm": opGemm, "MatMul": opMatMul, "Pad": opPad, "LSTM": opLSTM,
 	}
 }
