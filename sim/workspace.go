@@ -130,11 +130,11 @@ func isConvType(typ string) (fwd, any bool) {
 
 // convDims extracts the shapes of op's convolution: its own for a forward
 // conv2d, its forward op's for a gradient op. ok is false when the op is not
-// a convolution or the shapes are unknown. With oneD, a 1-D convolution
-// (3-D input, weight and output) is read as the 2-D one PyTorch runs it as
-// (its input viewed as N x C x 1 x L), and a 3-D one (5-D tensors) with its
-// depths folded into the heights (convShapes.threeD).
-func convDims(g *graph.Graph, op *graph.Op, oneD bool) (convShapes, bool) {
+// a convolution or the shapes are unknown. With cpuRanks, a 1-D convolution
+// (3-D input, weight and output) is read as the 2-D one PyTorch's CPU runs
+// it as (its input viewed as N x C x 1 x L), and a 3-D one (5-D tensors)
+// with its depths folded into the heights (convShapes.threeD).
+func convDims(g *graph.Graph, op *graph.Op, cpuRanks bool) (convShapes, bool) {
 	fwd, anyConv := isConvType(op.Type)
 	if !anyConv {
 		return convShapes{}, false
@@ -161,12 +161,13 @@ func convDims(g *graph.Graph, op *graph.Op, oneD bool) (convShapes, bool) {
 		d = convShapes{n: x.Shape[0], c: x.Shape[1], h: x.Shape[2], w: x.Shape[3],
 			k: w.Shape[0], cg: w.Shape[1], r: w.Shape[2], s: w.Shape[3],
 			p: y.Shape[2], q: y.Shape[3], elem: x.DType.Size()}
-	case oneD && len(x.Shape) == 3 && len(w.Shape) == 3 && len(y.Shape) == 3:
+	case cpuRanks && len(x.Shape) == 3 && len(w.Shape) == 3 && len(y.Shape) == 3:
 		d = convShapes{n: x.Shape[0], c: x.Shape[1], h: 1, w: x.Shape[2],
 			k: w.Shape[0], cg: w.Shape[1], r: 1, s: w.Shape[2],
 			p: 1, q: y.Shape[2], elem: x.DType.Size(), oneD: true}
-	case oneD && len(x.Shape) == 5 && len(w.Shape) == 5 && len(y.Shape) == 5:
-		for _, v := range append(append(append([]int64{}, x.Shape[2:4]...), w.Shape[2:4]...), y.Shape[2:4]...) {
+	case cpuRanks && len(x.Shape) == 5 && len(w.Shape) == 5 && len(y.Shape) == 5:
+		// the folded factors, checked before they are multiplied
+		for _, v := range [...]int64{x.Shape[2], x.Shape[3], w.Shape[2], w.Shape[3], y.Shape[2], y.Shape[3]} {
 			if v <= 0 || v > 1<<20 {
 				return convShapes{}, false
 			}
@@ -419,6 +420,15 @@ type CPU struct {
 	ChannelsLast bool
 }
 
+// relaid reports whether op's layout attribute key (input_format,
+// weight_format, grad_format) names a layout other than want: the kernel
+// then copies that operand into want first. A graph without the attribute
+// says nothing (false).
+func relaid(op *graph.Op, key, want string) bool {
+	v, ok := op.Attrs[key]
+	return ok && v != want
+}
+
 // convLayout returns whether forward convolution f runs channels-last and
 // whether its weight is channels-last: its attributes say, or cpu's
 // default for a graph that does not record them.
@@ -651,17 +661,17 @@ func cpuConvTranspose(g *graph.Graph, op, f *graph.Op, cpu CPU) int64 {
 	}
 	cols := satMul(e, y.Shape[1], w.Shape[2], w.Shape[3], x.Shape[2], x.Shape[3])
 	ws := cols
-	if xf, ok := f.Attrs[graph.AttrInputFormat]; ok && xf != graph.Contiguous {
+	if relaid(f, graph.AttrInputFormat, graph.Contiguous) {
 		ws = satAdd(ws, x.Bytes)
 	}
-	if wf, ok := f.Attrs[graph.AttrWeightFormat]; ok && wf != graph.Contiguous {
+	if relaid(f, graph.AttrWeightFormat, graph.Contiguous) {
 		ws = satAdd(ws, w.Bytes)
 	}
 	if op == f {
 		if len(f.Inputs) > 2 {
 			ws = satAdd(ws, satMul(e, y.Shape[2], y.Shape[3])) // the bias's ones
 		}
-	} else if gf, ok := op.Attrs[graph.AttrGradFormat]; ok && gf != graph.Contiguous {
+	} else if relaid(op, graph.AttrGradFormat, graph.Contiguous) {
 		ws = satAdd(ws, y.Bytes)
 	}
 	return ws
@@ -860,7 +870,11 @@ func CPUWorkspace(g *graph.Graph, op *graph.Op, cpu CPU) int64 {
 		return ws // cpuConvTranspose counted its copies
 	}
 	cl, _ := convLayout(f, cpu)
-	if xf, ok := f.Attrs[graph.AttrInputFormat]; ok && len(f.Inputs) > 0 && (cl && xf != graph.ChannelsLast || !cl && xf != graph.Contiguous) {
+	layout := graph.Contiguous
+	if cl {
+		layout = graph.ChannelsLast
+	}
+	if len(f.Inputs) > 0 && relaid(f, graph.AttrInputFormat, layout) {
 		// the forward copies an input not laid out as it runs
 		// (input.contiguous(memory_format)), and the backward its saved
 		// input again
@@ -878,10 +892,10 @@ func CPUWorkspace(g *graph.Graph, op *graph.Op, cpu CPU) int64 {
 			continue
 		}
 		var copied bool
-		if gf, ok := op.Attrs[graph.AttrGradFormat]; ok {
+		if _, ok := op.Attrs[graph.AttrGradFormat]; ok {
 			// what the trace saw: the kernel copies a gradient not laid
 			// out as its forward ran (grad.contiguous(memory_format))
-			copied = cl && gf != graph.ChannelsLast || !cl && gf != graph.Contiguous
+			copied = relaid(op, graph.AttrGradFormat, layout)
 		} else {
 			copied = !cl && StridedGradient(g, in)
 		}

@@ -42,6 +42,9 @@ ALL = DEFAULT + EXTRA
 # Clips of the video models: frames (the image size is the spatial size).
 FRAMES = 4
 
+# What else build() takes besides ALL, for error messages and help.
+OTHER_MODELS = "a torchvision.models constructor, segmentation.NAME or video.NAME"
+
 
 def _constructor(name):
     """The torchvision constructor of a model name: NAME for
@@ -168,7 +171,7 @@ def build(name, image=224, batch=2):
         return vgg11s(), x, 1000
     ctor = _constructor(name)
     if ctor is None:
-        raise ValueError("model %r: expected one of %s, a torchvision.models constructor, segmentation.NAME or video.NAME" % (name, ", ".join(ALL)))
+        raise ValueError("model %r: expected one of %s, %s" % (name, ", ".join(ALL), OTHER_MODELS))
     if name.startswith("segmentation."):
         return SegmentationLogits(ctor(weights=None, weights_backbone=None, num_classes=21, aux_loss=False)), x, 21
     if name.startswith("video."):
@@ -213,7 +216,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     for m in args.models:
         if not known(m):
-            ap.error(f"model {m!r}: expected one of {', '.join(ALL)}, a torchvision.models constructor, segmentation.NAME or video.NAME")
+            ap.error(f"model {m!r}: expected one of {', '.join(ALL)}, {OTHER_MODELS}")
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(0)
     for m in args.models:

@@ -285,7 +285,7 @@ def main(argv=None):
     models = args.models.split(",")
     for m in models:
         if not export_onnx.known(m):
-            ap.error("model %r: expected one of %s, a torchvision.models constructor, segmentation.NAME or video.NAME" % (m, ", ".join(export_onnx.ALL)))
+            ap.error("model %r: expected one of %s, %s" % (m, ", ".join(export_onnx.ALL), export_onnx.OTHER_MODELS))
     batches = [int(b) for b in args.batches.split(",")]
     if args.export:
         export_all(models, args.export, args.image, batches[0])

@@ -35,7 +35,7 @@ ALLOCATORS = {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::a
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("model", help="one of %s, a torchvision.models constructor, segmentation.NAME or video.NAME" % ", ".join(fidelity.MODELS))
+    ap.add_argument("model", help="one of %s, %s" % (", ".join(fidelity.MODELS), fidelity.export_onnx.OTHER_MODELS))
     ap.add_argument("batch", type=int)
     ap.add_argument("--image", type=int, default=fidelity.IMAGE, help="image size (default %d, as tools/fidelity.py)" % fidelity.IMAGE)
     ap.add_argument("--optimizer", choices=fidelity.OPTIMIZERS, default="sgd")
@@ -45,7 +45,7 @@ def main(argv=None):
     ap.add_argument("--channels-last", action="store_true", help="move the model and its input to channels-last memory format")
     args = ap.parse_args(argv)
     if not fidelity.export_onnx.known(args.model):
-        ap.error("model %r: expected one of %s, a torchvision.models constructor, segmentation.NAME or video.NAME" % (args.model, ", ".join(fidelity.MODELS)))
+        ap.error("model %r: expected one of %s, %s" % (args.model, ", ".join(fidelity.MODELS), fidelity.export_onnx.OTHER_MODELS))
     torch.set_num_threads(2)
     model, x, y = fidelity.make(args.model, args.batch, args.image, args.channels_last)
     if args.checkpoint:
