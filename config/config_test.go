@@ -44,6 +44,7 @@ func TestRegistryConsistency(t *testing.T) {
 		int(CPUThreads):       TypeInt,
 		int(CPUISA):           TypeEnum,
 		int(ConvMemoryFormat): TypeEnum,
+		int(RNGStateBytes):    TypeSize,
 	}
 	require.Len(t, keys, int(numKeys), "every registry entry has exactly one typed constant")
 	for i, typ := range keys {

@@ -201,6 +201,7 @@ const (
 	CPUThreads               IntKey    = iota // REMAT_CPU_THREADS
 	CPUISA                   EnumKey   = iota // REMAT_CPU_ISA
 	ConvMemoryFormat         EnumKey   = iota // REMAT_CONV_MEMORY_FORMAT
+	RNGStateBytes            SizeKey   = iota // REMAT_RNG_STATE_BYTES
 	numKeys                            = iota
 )
 
@@ -382,6 +383,12 @@ var registry = [numKeys]def{
 		choices: []Choice{{Name: "contiguous", Aliases: []string{"nchw"}}, {Name: "channels_last", Aliases: []string{"nhwc"}}},
 		desc: "The memory format PyTorch runs a graph's convolutions in when the graph does not record it (an ONNX import, a zoo model; remat_torch.trace records it): " +
 			"channels_last is a model moved with model.to(memory_format=torch.channels_last) and given channels-last inputs. With conv.library onednn, a channels-last convolution's temporaries are the weight's, not reordered activations.",
+	},
+	RNGStateBytes: {
+		name: "recompute.rng_state_bytes", env: "REMAT_RNG_STATE_BYTES", flag: "rng-state-bytes",
+		typ: TypeSize, defaultFn: constDefault("0"), defaultDoc: "0", min: 0, max: 1 << 30, plainUnit: 1,
+		desc: "Bytes of the simulated device's memory that a random op (dropout) keeps for its RNG state from its first run to the end of the backward pass when a plan recomputes it, " +
+			"so that the recompute draws the same numbers (remat_torch.apply saves torch.get_rng_state(), a 5056-byte CPU tensor, per recomputed random op, as torch.utils.checkpoint does per checkpointed segment; on a GPU it and the CUDA state are host memory).",
 	},
 }
 

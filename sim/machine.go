@@ -63,6 +63,13 @@ type Options struct {
 	// ConvChannelsLast runs, with ConvOneDNN, the convolutions of a graph
 	// that does not record memory formats channels-last (CPU.ChannelsLast).
 	ConvChannelsLast bool
+	// RNGStateBytes is what a random op keeps for its RNG state when a plan
+	// recomputes it (setting recompute.rng_state_bytes): during Replay, the
+	// first run of a NonDeterministic op that the plan runs again allocates
+	// this many bytes, held until the first Update-phase op or the end of
+	// the plan (PyTorch frees the saved state when the backward pass ends).
+	// 0 holds nothing.
+	RNGStateBytes int64
 	// Timeline records per-step memory in Result.Timeline.
 	Timeline bool
 	// Trace records events for WriteTrace in Result.Events.
@@ -151,6 +158,10 @@ const openEnd = int32(1<<31 - 1)
 
 // liveRec is one allocation's lifetime in steps: [start, end]; end is openEnd
 // while live. t is the tensor (-1 for a workspace or the arena).
+// recRNG is the tensor of a live record that holds an op's RNG state
+// (Options.RNGStateBytes); -1 is a workspace or the arena.
+const recRNG = -2
+
 type liveRec struct {
 	t, op      int32
 	start, end int32
@@ -220,6 +231,12 @@ type Machine struct {
 
 	ring              []wsSlot
 	ringHead, ringLen int
+
+	// RNG states (Options.RNGStateBytes), when the graph has random ops:
+	// rngLeft[op] counts the computes of op the current Replay has still to
+	// run; rngHeld are the states allocated so far.
+	rngLeft []int32
+	rngHeld []wsSlot
 
 	clock, copyClock       int64
 	computeNs, recomputeNs int64
@@ -298,6 +315,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("options: field CPUThreads is %d, expected 0..%d (0 means %d)", o.CPUThreads, 1<<10, DefaultCPUThreads)
 	case !o.CPUISA.Valid():
 		return fmt.Errorf("options: field CPUISA is %d, expected 0 (avx512) or 1 (avx2)", o.CPUISA)
+	case o.RNGStateBytes < 0 || o.RNGStateBytes > 1<<30:
+		return fmt.Errorf("options: field RNGStateBytes is %d, expected 0..%d", o.RNGStateBytes, 1<<30)
 	}
 	if _, lim := CapacityOf(*o); o.ReserveAll && !lim {
 		return fmt.Errorf("options: field ReserveAll is set but the capacity is unlimited, expected a Device or a Capacity > 0")
@@ -498,6 +517,14 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 			}
 		}
 	}
+	if opts.RNGStateBytes > 0 {
+		for i := range g.Ops {
+			if g.Ops[i].Flags.Has(graph.NonDeterministic) {
+				m.rngLeft = make([]int32, no)
+				break
+			}
+		}
+	}
 	m.ring = make([]wsSlot, TempSlots(opts.NumTemp, opts.WorkerThreads))
 	if err := m.Reset(); err != nil {
 		return nil, err
@@ -527,6 +554,7 @@ func (m *Machine) Reset() error {
 		m.opRuns[i] = 0
 	}
 	m.ringHead, m.ringLen = 0, 0
+	m.rngHeld = m.rngHeld[:0]
 	m.clock, m.copyClock = 0, 0
 	m.computeNs, m.recomputeNs, m.swapNs, m.stallNs, m.initNs = 0, 0, 0, 0, 0
 	m.computes, m.recomputes, m.frees, m.evictions, m.swapOuts, m.swapIns = 0, 0, 0, 0, 0, 0
@@ -751,6 +779,8 @@ func (m *Machine) liveTensor(r *liveRec) LiveTensor {
 	case r.t >= 0:
 		t := &m.g.Tensors[r.t]
 		lt.Name, lt.Kind, lt.Op = t.Name, t.Kind.String(), t.Producer
+	case r.t == recRNG:
+		lt.Name, lt.Kind = "rng_state:"+m.g.Ops[r.op].Name, "rng_state"
 	case r.op >= 0:
 		lt.Name, lt.Kind = "workspace:"+m.g.Ops[r.op].Name, "workspace"
 	default:

@@ -144,13 +144,19 @@ func (m *Machine) Replay(p *Plan) error {
 	}
 	m.strategy = p.Strategy
 	m.reserveRecords(len(p.Steps))
+	rng := m.rngLeft != nil && m.countRNG(p)
 	base := m.step
 	for i := range p.Steps {
 		st := &p.Steps[i]
 		var err error
 		switch st.Kind {
 		case Compute:
-			err = m.compute(st.Op, p.Steps[i+1:])
+			if rng {
+				err = m.rngState(st.Op)
+			}
+			if err == nil {
+				err = m.compute(st.Op, p.Steps[i+1:])
+			}
 		case Free:
 			err = m.free(st.Tensor)
 		case SwapOut:
@@ -169,9 +175,74 @@ func (m *Machine) Replay(p *Plan) error {
 				}
 			}
 			m.drainWorkspaces()
+			m.releaseRNG()
 			return err
 		}
 	}
 	m.drainWorkspaces()
+	m.releaseRNG()
 	return nil
+}
+
+// countRNG sets rngLeft to the number of computes p runs of each random op
+// and reports whether some random op runs more than once: only then is an
+// RNG state held.
+func (m *Machine) countRNG(p *Plan) bool {
+	random := func(st *Step) bool {
+		return st.Kind == Compute && st.Op >= 0 && int(st.Op) < len(m.g.Ops) && m.g.Ops[st.Op].Flags.Has(graph.NonDeterministic)
+	}
+	for i := range p.Steps {
+		if st := &p.Steps[i]; random(st) {
+			m.rngLeft[st.Op] = 0
+		}
+	}
+	again := false
+	for i := range p.Steps {
+		if st := &p.Steps[i]; random(st) {
+			m.rngLeft[st.Op]++
+			again = again || m.rngLeft[st.Op] > 1
+		}
+	}
+	return again
+}
+
+// rngState runs before a Replay's compute of op: the first run of a random
+// op that the plan runs again keeps its RNG state (Options.RNGStateBytes)
+// until the backward pass ends, as PyTorch's recomputation saves
+// torch.get_rng_state() before the op draws; the first Update-phase op
+// releases the states.
+func (m *Machine) rngState(op graph.OpID) error {
+	if op < 0 || int(op) >= len(m.g.Ops) {
+		return nil // compute reports it
+	}
+	o := &m.g.Ops[op]
+	if o.Phase == graph.Update {
+		m.releaseRNG()
+		return nil
+	}
+	if !o.Flags.Has(graph.NonDeterministic) {
+		return nil
+	}
+	left := m.rngLeft[op]
+	m.rngLeft[op]--
+	if left < 2 || m.opRuns[op] > 0 {
+		return nil
+	}
+	b, err := m.allocate(m.opts.RNGStateBytes, recRNG, int32(op))
+	if err != nil {
+		e := m.oomErr(Compute, op, graph.NoTensor, m.opts.RNGStateBytes, fmt.Errorf("RNG state: %w", err))
+		e.Detail += " for the op's RNG state (recompute.rng_state_bytes)"
+		return e
+	}
+	m.notePeak(op)
+	m.rngHeld = append(m.rngHeld, wsSlot{block: b, rec: int32(len(m.records) - 1)})
+	return nil
+}
+
+// releaseRNG frees the RNG states held so far.
+func (m *Machine) releaseRNG() {
+	for _, s := range m.rngHeld {
+		m.release(s.block, s.rec)
+	}
+	m.rngHeld = m.rngHeld[:0]
 }

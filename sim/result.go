@@ -83,9 +83,10 @@ type LiveTensor struct {
 	Tensor graph.TensorID `json:"tensor"`
 	// Op is the tensor's producer or the workspace's op (-1 if none).
 	Op graph.OpID `json:"op"`
-	// Name is the tensor's name, "workspace:<op name>" or "atomic_clean_arena".
+	// Name is the tensor's name, "workspace:<op name>", "rng_state:<op name>"
+	// (Options.RNGStateBytes) or "atomic_clean_arena".
 	Name string `json:"name"`
-	// Kind is the tensor kind, "workspace" or "arena".
+	// Kind is the tensor kind, "workspace", "rng_state" or "arena".
 	Kind  string `json:"kind"`
 	Bytes int64  `json:"bytes"`
 }

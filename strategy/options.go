@@ -102,6 +102,7 @@ type MachineOptions struct {
 	CPUThreads         int             // setting cpu.threads (oneDNN's per-thread buffers)
 	CPUISA             sim.CPUISA      // setting cpu.isa (oneDNN's channel blocks)
 	ConvChannelsLast   bool            // setting conv.memory_format channels_last
+	RNGStateBytes      int64           // setting recompute.rng_state_bytes (the pytorch preset on a CPU: 5056)
 	MatchRange         int64
 	InPlace            bool
 }
@@ -191,6 +192,7 @@ func OptionsFrom(s *config.Settings) (Options, error) {
 		CPUThreads:         s.Int(config.CPUThreads),
 		CPUISA:             isa,
 		ConvChannelsLast:   s.Enum(config.ConvMemoryFormat) == "channels_last",
+		RNGStateBytes:      s.Size(config.RNGStateBytes),
 		MatchRange:         int64(s.Int(config.ExecMatchRange)),
 		InPlace:            s.Bool(config.ExecEnableInplace),
 	}
@@ -302,6 +304,7 @@ func (o Options) simOptions(capacity int64) (sim.Options, error) {
 		CPUThreads:         m.CPUThreads,
 		CPUISA:             m.CPUISA,
 		ConvChannelsLast:   m.ConvChannelsLast,
+		RNGStateBytes:      m.RNGStateBytes,
 		Trace:              o.Trace,
 	}
 	switch o.Allocator {

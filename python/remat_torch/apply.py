@@ -47,17 +47,7 @@ import torch.utils._python_dispatch as _pd
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from .trace import DTYPES, NodeMap, graph_nodes, is_unpack_detach
-
-# aten ops that draw random numbers: recomputed under the RNG state of their
-# first run.
-RANDOM_OPS = {
-    "bernoulli", "bernoulli_", "native_dropout", "dropout", "feature_dropout", "alpha_dropout",
-    "feature_alpha_dropout", "rand", "rand_like", "randn", "randn_like", "randint", "randint_like",
-    "randperm", "normal", "normal_", "uniform_", "exponential_", "geometric_", "cauchy_",
-    "log_normal_", "random_", "multinomial", "rrelu_with_noise", "rrelu_with_noise_",
-    "_fused_dropout", "poisson", "_standard_gamma", "binomial",
-}
+from .trace import DTYPES, RANDOM_OPS, NodeMap, graph_nodes, is_unpack_detach
 
 _DTYPES_BY_NAME = {v: k for k, v in DTYPES.items()}
 _OUT = re.compile(r"^(\d+):([^\[]*)\[([^\]]*)\](?:=(\d+))?$")

@@ -36,6 +36,18 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+# aten ops that draw random numbers. The trace flags them nondeterministic
+# with rng_saved=1: remat_torch.apply recomputes them under the RNG state of
+# their first run, which it keeps until the backward pass ends (the simulator's
+# setting recompute.rng_state_bytes).
+RANDOM_OPS = {
+    "bernoulli", "bernoulli_", "native_dropout", "dropout", "feature_dropout", "alpha_dropout",
+    "feature_alpha_dropout", "rand", "rand_like", "randn", "randn_like", "randint", "randint_like",
+    "randperm", "normal", "normal_", "uniform_", "exponential_", "geometric_", "cauchy_",
+    "log_normal_", "random_", "multinomial", "rrelu_with_noise", "rrelu_with_noise_",
+    "_fused_dropout", "poisson", "_standard_gamma", "binomial",
+}
+
 DTYPES = {
     torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64",
     torch.int64: "i64", torch.int32: "i32", torch.int8: "i8", torch.uint8: "u8", torch.bool: "bool",
@@ -433,6 +445,9 @@ class _Recorder(TorchDispatchMode):
             op["outputs"].append(tid)
         if inplace:
             op["flags"] = ["inplace"]
+        if name in RANDOM_OPS:
+            op.setdefault("flags", []).append("nondeterministic")
+            op["attrs"] = {"rng_saved": "1"}
         if name == "convolution":
             op["attrs"] = conv_attrs(args, outs[0])
         elif name in ("convolution_backward", "embedding_dense_backward") and args and isinstance(args[0], torch.Tensor):
