@@ -54,8 +54,9 @@ type ONNXInput struct {
 // ONNXOptions returns the import options of an ONNX model under settings s
 // (nil: the built-in defaults; pass the settings of strategy.OptionsFor so
 // that the framework preset applies): the updates are in place when
-// optimizer.inplace_update says so, and dropout saves what dropout.mask
-// says. The CLI and tools/fidelity import through it.
+// optimizer.inplace_update says so, dropout saves what dropout.mask says,
+// and conv.memory_format channels_last adds the copies a channels-last
+// model makes (onnx.Options.ChannelsLast). The CLI and tools/fidelity import through it.
 func ONNXOptions(s *config.Settings, in ONNXInput) (onnx.Options, error) {
 	if s == nil {
 		s = config.Defaults()
@@ -74,7 +75,8 @@ func ONNXOptions(s *config.Settings, in ONNXInput) (onnx.Options, error) {
 	if err != nil {
 		return onnx.Options{}, fmt.Errorf("setting dropout.mask: %w", err)
 	}
-	o := onnx.Options{Batch: in.Batch, Optimizer: opt, InPlaceUpdate: s.Bool(config.InplaceUpdate), DropoutMask: mask}
+	o := onnx.Options{Batch: in.Batch, Optimizer: opt, InPlaceUpdate: s.Bool(config.InplaceUpdate), DropoutMask: mask,
+		ChannelsLast: s.Enum(config.ConvMemoryFormat) == "channels_last"}
 	if len(in.Dims) > 0 {
 		o.Dims = make(map[string]int64, len(in.Dims))
 		for k, v := range in.Dims {

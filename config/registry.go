@@ -382,7 +382,7 @@ var registry = [numKeys]def{
 		typ: TypeEnum, defaultFn: constDefault("contiguous"), defaultDoc: "contiguous",
 		choices: []Choice{{Name: "contiguous", Aliases: []string{"nchw"}}, {Name: "channels_last", Aliases: []string{"nhwc"}}},
 		desc: "The memory format PyTorch runs a graph's convolutions in when the graph does not record it (an ONNX import, a zoo model; remat_torch.trace records it): " +
-			"channels_last is a model moved with model.to(memory_format=torch.channels_last) and given channels-last inputs. With conv.library onednn, a channels-last convolution's temporaries are the weight's, not reordered activations.",
+			"channels_last is a model moved with model.to(memory_format=torch.channels_last) and given channels-last inputs. With conv.library onednn, a channels-last convolution's temporaries are the weight's, not reordered activations, and its backward copies a gradient that arrives contiguous (after a mean or a flatten); an ONNX import's InstanceNormalization copies its input to the contiguous layout, as PyTorch's instance_norm does.",
 	},
 	RNGStateBytes: {
 		name: "recompute.rng_state_bytes", env: "REMAT_RNG_STATE_BYTES", flag: "rng-state-bytes",

@@ -856,6 +856,24 @@ func CPUWorkspace(g *graph.Graph, op *graph.Op, cpu CPU) int64 {
 			ws = satAdd(ws, t.Bytes)
 		}
 	}
+	if op.Type == "prelu_backward" && len(op.Inputs) > 0 {
+		// The weight gradient is computed element-wise into an input-sized
+		// temporary and summed (profiler, PReLU(32) on [2, 32, 8, 8]:
+		// +16384 (grad_input), +128, +16384, +128 (grad_weight), -128,
+		// -16384 bytes; PReLU() the same with 4 in place of 128). The
+		// largest input is the input (or its gradient), the smallest the
+		// weight.
+		var big, small int64 = 0, -1
+		for _, in := range op.Inputs {
+			if t := g.Tensor(in); t != nil {
+				big = max(big, t.Bytes)
+				if small < 0 || t.Bytes < small {
+					small = t.Bytes
+				}
+			}
+		}
+		ws = satAdd(ws, satAdd(big, max(small, 0)))
+	}
 	f := forwardOf(g, op)
 	if f == nil {
 		return ws
@@ -896,8 +914,10 @@ func CPUWorkspace(g *graph.Graph, op *graph.Op, cpu CPU) int64 {
 			// what the trace saw: the kernel copies a gradient not laid
 			// out as its forward ran (grad.contiguous(memory_format))
 			copied = relaid(op, graph.AttrGradFormat, layout)
+		} else if cl {
+			copied = !channelsLastGradient(g, in)
 		} else {
-			copied = !cl && StridedGradient(g, in)
+			copied = StridedGradient(g, in)
 		}
 		if copied {
 			ws = satAdd(ws, t.Bytes)
@@ -905,6 +925,37 @@ func CPUWorkspace(g *graph.Graph, op *graph.Op, cpu CPU) int64 {
 		break
 	}
 	return ws
+}
+
+// channelsLastGradient reports whether gradient t of a graph that records
+// no layouts (an ONNX import run with conv.memory_format channels_last)
+// arrives channels-last at a convolution's backward. Element-wise,
+// convolution and pooling backwards keep their operands' layout; three
+// kinds of gradient do not, and the convolution copies them: a reduction's
+// (torch's mean and sum backward expand the incoming gradient into the
+// contiguous layout; profiler, a channels-last [2, 32, 128, 128]
+// convolution followed by mean((2, 3)): +4194304 bytes in its backward) and
+// a view of a gradient of another rank (a flatten's, [N, C*H*W] reshaped to
+// [N, C, H, W]). A permuted view is no sign: the gradient of ConvNeXt's
+// permute(0, 2, 3, 1) of a channels-last output is channels-last.
+func channelsLastGradient(g *graph.Graph, t graph.TensorID) bool {
+	tt := g.Tensor(t)
+	rt := g.Tensor(g.StorageOf(t))
+	if tt == nil || rt == nil {
+		return true
+	}
+	if len(rt.Shape) != len(tt.Shape) {
+		return false
+	}
+	if p := g.Op(rt.Producer); p != nil {
+		if f := g.Op(p.Forward); f != nil && f != p {
+			switch f.Type {
+			case "reduce_mean", "reduce_sum", "mean", "sum": // the ONNX import's and aten's reductions
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // StridedGradient reports whether gradient t is a non-contiguous view:

@@ -59,3 +59,33 @@ func TestCPUWorkspaceReductionCast(t *testing.T) {
 		}
 	}
 }
+
+// TestCPUWorkspacePReLUBackward: prelu_backward computes the weight
+// gradient element-wise into an input-sized temporary before summing it
+// (profiler, PReLU(32) on [2, 32, 8, 8]: +16384 (grad_input), +128, +16384,
+// +128 (grad_weight), -128, -16384 bytes; PReLU() the same with 4 bytes in
+// place of 128), in a traced step (grad, self, weight) and in an imported
+// one (self, slope [C, 1, 1], grad).
+func TestCPUWorkspacePReLUBackward(t *testing.T) {
+	b := graph.NewBuilder("prelu")
+	gy := b.Input("gy", graph.F32, 2, 32, 8, 8)
+	x := b.Input("x", graph.F32, 2, 32, 8, 8)
+	w := b.Parameter("w", graph.F32, 32)
+	one := b.Parameter("one", graph.F32, 1)
+	slope := b.Parameter("slope", graph.F32, 32, 1, 1)
+	traced := b.Op("prelu_backward", "traced", gy, x, w).Out("gx", graph.F32, 2, 32, 8, 8).Out("gw", graph.F32, 32)
+	single := b.Op("prelu_backward", "single", gy, x, one).Out("gx1", graph.F32, 2, 32, 8, 8).Out("gw1", graph.F32, 1)
+	imported := b.Op("prelu_backward", "imported", x, slope, gy).Out("gx2", graph.F32, 2, 32, 8, 8).Out("gw2", graph.F32, 32, 1, 1)
+	g, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		op   graph.OpID
+		want int64
+	}{{traced.ID(), 16384 + 128}, {single.ID(), 16384 + 4}, {imported.ID(), 16384 + 128}} {
+		if got := CPUWorkspace(g, &g.Ops[tc.op], CPU{}); got != tc.want {
+			t.Errorf("CPUWorkspace(%s) = %d, want %d", g.Ops[tc.op].Name, got, tc.want)
+		}
+	}
+}

@@ -35,7 +35,7 @@ OPSET = 17  # LayerNormalization needs 17 (the highest torch 1.13 exports); Batc
 
 VISION = ["resnet18", "resnet50", "mobilenet_v2", "densenet121", "vgg16"]
 DEFAULT = VISION + ["transformer"]
-EXTRA = ["googlenet", "squeezenet1_1", "vgg11s", "vit", "lstm"]
+EXTRA = ["googlenet", "squeezenet1_1", "vgg11s", "vit", "lstm", "unet_gn"]
 ALL = DEFAULT + EXTRA
 
 
@@ -131,6 +131,32 @@ class TinyViT(nn.Module):
         return self.head(x[:, 0])
 
 
+class TinyUNet(nn.Module):
+    """UNet-style network with the layers of diffusion, GAN and
+    super-resolution models: GroupNorm + SiLU residual blocks, a strided
+    downsampling convolution, an InstanceNorm + PReLU block, PixelShuffle
+    upsampling, a skip concatenation, a 1x1 output convolution, global
+    average pooling and a linear head."""
+
+    def __init__(self, c=32, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 3, padding=1)
+        self.block1 = nn.Sequential(nn.GroupNorm(8, c), nn.SiLU(), nn.Conv2d(c, c, 3, padding=1), nn.GroupNorm(8, c), nn.SiLU())
+        self.down = nn.Conv2d(c, 2 * c, 3, stride=2, padding=1)
+        self.mid = nn.Sequential(nn.InstanceNorm2d(2 * c, affine=True), nn.PReLU(2 * c), nn.Conv2d(2 * c, 4 * c, 3, padding=1))
+        self.up = nn.PixelShuffle(2)
+        self.block2 = nn.Sequential(nn.Conv2d(2 * c, c, 3, padding=1), nn.GroupNorm(8, c), nn.SiLU())
+        self.out = nn.Conv2d(c, c, 1)
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):
+        h = self.stem(x)
+        h = h + self.block1(h)
+        u = self.up(self.mid(self.down(h)))
+        y = self.out(self.block2(torch.cat([u, h], dim=1)))
+        return self.head(y.mean((2, 3)))
+
+
 class TinyLSTM(nn.Module):
     """Token classifier: embedding 64, a 2-layer nn.LSTM (hidden 128,
     batch_first) over 64 tokens, a linear head on the last step."""
@@ -169,6 +195,8 @@ def build(name, image=224, batch=2):
         return TinyViT(image=image), x, 10
     if name == "vgg11s":
         return vgg11s(), x, 1000
+    if name == "unet_gn":
+        return TinyUNet(), x, 10
     ctor = _constructor(name)
     if ctor is None:
         raise ValueError("model %r: expected one of %s, %s" % (name, ", ".join(ALL), OTHER_MODELS))

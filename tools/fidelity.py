@@ -80,7 +80,8 @@ MODELS = ["resnet18", "resnet50", "mobilenet_v2", "densenet121", "vgg11s", "goog
           "vit", "transformer", "lstm"]
 FAMILY = {"resnet18": "CNN", "resnet50": "CNN", "mobilenet_v2": "CNN", "densenet121": "CNN",
           "vgg11s": "CNN (VGG-style)", "googlenet": "CNN (Inception)", "squeezenet1_1": "CNN (SqueezeNet)",
-          "vit": "vision transformer", "transformer": "transformer encoder", "lstm": "LSTM"}
+          "vit": "vision transformer", "transformer": "transformer encoder", "lstm": "LSTM",
+          "unet_gn": "CNN (UNet-style: GroupNorm, SiLU, InstanceNorm, PReLU, PixelShuffle)"}
 BATCHES = [2, 4]
 IMAGE = 128
 OPTIMIZERS = ["sgd", "none"]

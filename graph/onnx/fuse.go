@@ -32,6 +32,15 @@ import (
 //     -> Sqrt -> Div(diff, .) -> Mul(., weight) -> Add(., bias) becomes
 //     layernorm(x, weight, bias) -> (y, mean, rstd), which saves x, mean,
 //     rstd, weight and bias (native_layer_norm_backward).
+//   - SiLU (torch's symbolic silu): Sigmoid(x) -> Mul(x, .) becomes silu(x),
+//     which saves x; node by node the Mul would save the sigmoid's output
+//     too.
+//   - GroupNorm (torch's symbolic group_norm): Reshape(x, [N, G, -1]) ->
+//     InstanceNormalization(., ones(G), zeros(G)) -> Reshape(., shape of x)
+//     [-> Mul(., weight unsqueezed to [C, 1, ...]) -> Add(., bias unsqueezed)]
+//     becomes group_norm(x, weight, bias) -> (y, mean, rstd), which saves
+//     x, weight, mean and rstd (native_group_norm_backward); node by node
+//     the Mul would also save the normalized tensor.
 //
 // A pattern is matched on structure first (op types, operands, and every
 // intermediate read by exactly the next node of the pattern and by nothing
@@ -46,7 +55,7 @@ import (
 
 // fusion is a group of nodes converted as one op.
 type fusion struct {
-	kind  string // fuseGELU, fuseGELUTanh or fuseLayerNorm
+	kind  string // fuseGELU, fuseGELUTanh, fuseLayerNorm, fuseGroupNorm or fuseSiLU
 	nodes []int  // node indices, increasing; the last is the anchor
 	// Roles (node indices) for the checks made at the anchor.
 	role map[string]int
@@ -56,6 +65,8 @@ const (
 	fuseGELU      = "gelu"
 	fuseGELUTanh  = "gelu_tanh"
 	fuseLayerNorm = "layernorm"
+	fuseGroupNorm = "group_norm"
+	fuseSiLU      = "silu"
 )
 
 // readerIndex maps each value name to the nodes reading it (a node reading
@@ -76,6 +87,7 @@ func (imp *importer) readerIndex() map[string][]int {
 // all but the last, imp.fusions for the last.
 func (imp *importer) findFusions() {
 	readers := imp.readerIndex()
+	var producers map[string]int // built when a pattern needs it
 	imp.deferred = make([]bool, len(imp.nodes))
 	imp.fusions = map[int]*fusion{}
 	taken := make([]bool, len(imp.nodes))
@@ -91,6 +103,13 @@ func (imp *importer) findFusions() {
 			f = imp.matchGELU(i, readers)
 		case "Mul":
 			f = imp.matchGELUTanh(i, readers)
+		case "Sigmoid":
+			f = imp.matchSiLU(i, readers)
+		case "InstanceNormalization":
+			if producers == nil {
+				producers = imp.producerIndex()
+			}
+			f = imp.matchGroupNorm(i, readers, producers)
 		}
 		if f == nil {
 			continue
@@ -111,6 +130,19 @@ func (imp *importer) findFusions() {
 		}
 		imp.fusions[last] = f
 	}
+}
+
+// producerIndex maps each node output's name to its node.
+func (imp *importer) producerIndex() map[string]int {
+	p := map[string]int{}
+	for i, n := range imp.nodes {
+		for _, o := range n.GetOutput() {
+			if o != "" {
+				p[o] = i
+			}
+		}
+	}
+	return p
 }
 
 func defaultDomain(n *NodeProto) bool {
@@ -286,6 +318,56 @@ func (imp *importer) matchLayerNorm(i int, readers map[string][]int) *fusion {
 		role: map[string]int{"mean": i, "sub": sub, "pow": pow, "var": r2, "eps": addEps, "sqrt": sqrt, "div": div, "mul": mul, "add": add}}
 }
 
+// matchSiLU matches x * sigmoid(x) at the Sigmoid node i.
+func (imp *importer) matchSiLU(i int, readers map[string][]int) *fusion {
+	if !imp.is(i, "Sigmoid", 1) {
+		return nil
+	}
+	x, sig := imp.nodes[i].GetInput()[0], out0(imp.nodes[i])
+	mul := imp.soleReader(sig, readers)
+	if !imp.is(mul, "Mul", 2) || other(imp.nodes[mul], sig) != x {
+		return nil
+	}
+	return &fusion{kind: fuseSiLU, nodes: sortedNodes(i, mul), role: map[string]int{"sigmoid": i, "mul": mul}}
+}
+
+// matchGroupNorm matches torch's group_norm decomposition around the
+// InstanceNormalization node i.
+func (imp *importer) matchGroupNorm(i int, readers map[string][]int, producers map[string]int) *fusion {
+	if !imp.is(i, "InstanceNormalization", 3) {
+		return nil
+	}
+	in := imp.nodes[i].GetInput()
+	r1, ok := producers[in[0]]
+	if !ok || !imp.is(r1, "Reshape", 2) || imp.soleReader(in[0], readers) != i {
+		return nil
+	}
+	r2 := imp.soleReader(out0(imp.nodes[i]), readers)
+	if !imp.is(r2, "Reshape", 2) || imp.nodes[r2].GetInput()[0] != out0(imp.nodes[i]) {
+		return nil
+	}
+	role := map[string]int{"r1": r1, "norm": i, "r2": r2}
+	nodes := []int{r1, i, r2}
+	// The affine part: Mul by the weight, then Add of the bias, each a
+	// parameter or an Unsqueeze of one. Without it group_norm has none.
+	param := func(name string) bool {
+		if v := imp.vals[name]; v != nil {
+			return v.kind == graph.Parameter
+		}
+		j, ok := producers[name]
+		return ok && imp.is(j, "Unsqueeze", -1) && imp.vals[imp.nodes[j].GetInput()[0]] != nil &&
+			imp.vals[imp.nodes[j].GetInput()[0]].kind == graph.Parameter
+	}
+	y := out0(imp.nodes[r2])
+	if mul := imp.soleReader(y, readers); imp.is(mul, "Mul", 2) && param(other(imp.nodes[mul], y)) {
+		if add := imp.soleReader(out0(imp.nodes[mul]), readers); imp.is(add, "Add", 2) && param(other(imp.nodes[add], out0(imp.nodes[mul]))) {
+			role["mul"], role["add"] = mul, add
+			nodes = append(nodes, mul, add)
+		}
+	}
+	return &fusion{kind: fuseGroupNorm, nodes: sortedNodes(nodes...), role: role}
+}
+
 func sortedNodes(idx ...int) []int {
 	for i := 1; i < len(idx); i++ {
 		for j := i; j > 0 && idx[j] < idx[j-1]; j-- {
@@ -307,6 +389,10 @@ func (imp *importer) emitFusion(f *fusion) error {
 		ok, err = imp.fuseGELUTanh(f)
 	case fuseLayerNorm:
 		ok, err = imp.fuseLayerNorm(f)
+	case fuseGroupNorm:
+		ok, err = imp.fuseGroupNorm(f)
+	case fuseSiLU:
+		ok, err = imp.fuseSiLU(f)
 	}
 	if err != nil || ok {
 		return err
@@ -474,4 +560,87 @@ func trimOnes(s []int64) []int64 {
 		s = s[1:]
 	}
 	return s
+}
+
+// fuseGroupNorm emits group_norm when the constants are torch's: the first
+// Reshape to [N or 0, G, -1] with G dividing the channels, the instance
+// norm's scale all ones and bias all zeros (G of each), the second Reshape
+// back to x's shape, and a weight and bias of C elements.
+func (imp *importer) fuseGroupNorm(f *fusion) (bool, error) {
+	r1, norm, r2 := imp.nodes[f.role["r1"]], imp.nodes[f.role["norm"]], imp.nodes[f.role["r2"]]
+	x := imp.vals[r1.GetInput()[0]]
+	if x == nil || x.isConst || !isFloatType(x.et) || len(x.shape) < 3 {
+		return false, nil
+	}
+	nb, c := x.shape[0], x.shape[1]
+	s1, err := constInts(imp.vals[r1.GetInput()[1]], "shape")
+	if err != nil || len(s1) != 3 || (s1[0] != 0 && s1[0] != nb) || s1[1] <= 0 || c%s1[1] != 0 || (s1[2] != -1 && s1[2] != numel(x.shape)/nb/s1[1]) {
+		return false, nil
+	}
+	groups := s1[1]
+	for k, want := range []float64{1, 0} {
+		v := imp.vals[norm.GetInput()[1+k]]
+		if v == nil || !v.isConst || len(v.shape) != 1 || v.shape[0] != groups {
+			return false, nil
+		}
+		for _, e := range v.flts {
+			if e != want {
+				return false, nil
+			}
+		}
+		for _, e := range v.ints {
+			if float64(e) != want {
+				return false, nil
+			}
+		}
+	}
+	s2, err := constInts(imp.vals[r2.GetInput()[1]], "shape")
+	if err != nil || !equalShape(s2, x.shape) {
+		return false, nil
+	}
+	eps, err := attrFloat(norm, "epsilon", 1e-5)
+	if err != nil {
+		return false, nil
+	}
+	var w, b *value
+	last := r2
+	if mul, ok := f.role["mul"]; ok {
+		add := f.role["add"]
+		w = soleParam(imp.operand(mul, out0(r2)))
+		b = soleParam(imp.operand(add, out0(imp.nodes[mul])))
+		if w == nil || b == nil || numel(w.shape) != c || numel(b.shape) != c {
+			return false, nil
+		}
+		last = imp.nodes[add]
+	}
+	n := imp.fusedNode(f, "GroupNormalization")
+	n.Output = []string{out0(last)}
+	outs, err := imp.groupNorm(n, x, w, b, groups, eps)
+	if err != nil {
+		return false, err
+	}
+	return true, imp.bind(n, outs)
+}
+
+// soleParam returns the parameter v is, or is a view of (an Unsqueeze of a
+// weight); nil otherwise.
+func soleParam(v *value) *value {
+	ps := paramSources(v)
+	if len(ps) != 1 {
+		return nil
+	}
+	return ps[0]
+}
+
+func (imp *importer) fuseSiLU(f *fusion) (bool, error) {
+	x := imp.vals[imp.nodes[f.role["sigmoid"]].GetInput()[0]]
+	if x == nil || x.isConst || !isFloatType(x.et) {
+		return false, nil
+	}
+	n := imp.fusedNode(f, "SiLU")
+	outs, err := imp.emit1(n, graph.OpSiLU, []*value{x}, imp.newOut(n, 0, x.et, x.shape), 5*numel(x.shape))
+	if err != nil {
+		return false, err
+	}
+	return true, imp.bind(n, outs)
 }

@@ -55,6 +55,12 @@ type Options struct {
 	// keeps for its backward pass (default DropoutMaskByte). It depends on
 	// where PyTorch trains: see DropoutMask.
 	DropoutMask DropoutMask
+	// ChannelsLast says the model trains channels-last (setting
+	// conv.memory_format): an InstanceNormalization (nn.InstanceNorm) then
+	// copies its 4-D input to the contiguous layout first, as
+	// at::instance_norm's input.contiguous() does, and its backward reads
+	// the copy.
+	ChannelsLast bool
 }
 
 // DropoutMask selects the element type of the mask each training-mode

@@ -389,6 +389,9 @@ func FuzzImport(f *testing.F) {
 		}
 	}
 	f.Add(mlp())
+	f.Add(groupNormModel(true, 1))
+	f.Add(oneOp("Tile", []string{"r"}, map[string]*TensorProto{"r": ints64(1, 1, 2, 3)}, nil))
+	f.Add(oneOp("DepthToSpace", nil, nil, nil, intAttr("blocksize", 2)))
 	f.Add([]byte{})
 	f.Add([]byte{0x3a, 0x02, 0x0a, 0x00})
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -177,6 +177,18 @@ var unaryType = map[string]struct {
 	"Sin":         {OpSin, 8, math.Sin},
 	"Cos":         {OpSin, 8, math.Cos},
 	"Gelu":        {graph.OpGELU, 8, nil},
+	"Sign":        {OpFloor, 1, sign},
+	"Celu":        {OpELU, 4, nil},
+}
+
+func sign(x float64) float64 {
+	switch {
+	case x > 0:
+		return 1
+	case x < 0:
+		return -1
+	}
+	return x // 0, -0 and NaN
 }
 
 func opUnary(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
@@ -207,8 +219,14 @@ func opUnary(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 			return nil, err
 		}
 		attrs = []string{"negative_slope", ftoa(alpha)}
-	case "Ceil", "Round", "Cos", "Selu":
+	case "Ceil", "Round", "Cos", "Selu", "Sign":
 		attrs = []string{"onnx_op", n.GetOpType()}
+	case "Celu":
+		alpha, err := attrFloat(n, "alpha", 1)
+		if err != nil {
+			return nil, err
+		}
+		attrs = []string{"onnx_op", "Celu", "alpha", ftoa(alpha)}
 	}
 	return imp.emit1(n, u.typ, []*value{x}, out, u.flops*numel(x.shape), attrs...)
 }
@@ -357,6 +375,7 @@ func opDropout(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 var reduceType = map[string]string{
 	"ReduceMean": OpReduceMean, "ReduceSum": OpReduceSum, "ReduceMax": OpReduceMax,
 	"ReduceMin": OpReduceMax, "ReduceProd": OpReduceSum,
+	"ReduceL1": OpNorm, "ReduceL2": OpNorm, "ReduceLogSumExp": OpNorm,
 }
 
 func opReduce(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
@@ -441,6 +460,14 @@ func (imp *importer) foldReduce(n *NodeProto, x *value, red []bool, shape []int6
 		} else {
 			v = float64(x.ints[i])
 		}
+		switch op {
+		case "ReduceL1":
+			v = math.Abs(v)
+		case "ReduceL2":
+			v *= v
+		case "ReduceLogSumExp":
+			v = math.Exp(v)
+		}
 		switch {
 		case cnt[o] == 0:
 			acc[o] = v
@@ -455,11 +482,16 @@ func (imp *importer) foldReduce(n *NodeProto, x *value, red []bool, shape []int6
 		}
 		cnt[o]++
 	}
-	if op == "ReduceMean" {
-		for i := range acc {
+	for i := range acc {
+		switch op {
+		case "ReduceMean":
 			if cnt[i] > 0 {
 				acc[i] /= float64(cnt[i])
 			}
+		case "ReduceL2":
+			acc[i] = math.Sqrt(acc[i])
+		case "ReduceLogSumExp":
+			acc[i] = math.Log(acc[i])
 		}
 	}
 	if isFloatType(x.et) {

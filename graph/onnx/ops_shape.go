@@ -39,6 +39,10 @@ func init() {
 		"LayerNormalization": opLayerNorm, "MaxPool": opPool, "AveragePool": opPool,
 		"GlobalAveragePool": opGlobalPool, "GlobalMaxPool": opGlobalPool, "Resize": opResize, "Upsample": opResize,
 		"Gemm": opGemm, "MatMul": opMatMul, "Pad": opPad, "LSTM": opLSTM,
+		"InstanceNormalization": opInstanceNorm, "PRelu": opPRelu, "Tile": opTile,
+		"DepthToSpace": opDepthToSpace, "SpaceToDepth": opDepthToSpace, "CumSum": opCumSum,
+		"ReduceL1": opReduce, "ReduceL2": opReduce, "ReduceLogSumExp": opReduce,
+		"Sign": opUnary, "Celu": opUnary,
 	}
 }
 

@@ -40,6 +40,12 @@ const (
 	OpLSTMStep        = "lstm_step"          // (x_proj_t, h_prev, c_prev, W_hh[, b_hh][, P]) -> (h, c, gates, tanh_c); see opLSTM
 	OpCompare         = "compare"            // (a, b) -> bool (attr op: Equal, Less, ...); no gradient
 	OpNot             = "not"                // x -> bool; no gradient
+	OpGroupNorm       = "group_norm"         // (x[, gamma[, beta]]) -> (y, mean, rstd) over groups of channels (attr groups); see opInstanceNorm, matchGroupNorm
+	OpPReLU           = "prelu"              // (x, slope) -> y; saves both
+	OpNorm            = "norm"               // x -> p-norm or logsumexp over dims; saves input and output
+	OpTile            = "tile"               // x -> x repeated along each dimension (Tile, torch's repeat)
+	OpPixelShuffle    = "pixel_shuffle"      // x -> depth moved to space (DepthToSpace) or back (SpaceToDepth); a copy
+	OpCumSum          = "cumsum"             // x -> running sum along an axis
 )
 
 // extraRules lists the gradient rules of the importer's own op types. (The
@@ -82,6 +88,20 @@ func extraRules() map[string]graph.GradRule {
 		OpAdaptiveMaxPool: {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveOut(1)}, NoGradOutputs: []int{1}, Factor: 0.2},
 		// One step of PyTorch's CPU LSTMCell: the backward reads h_prev
 		// (addmm), c_prev (f*c_prev), W_hh, the activated gates and tanh(c).
+		// native_group_norm_backward(grad, input, mean, rstd, weight, ...):
+		// derivatives.yaml. Measured (profiler, GroupNorm(4, 32) on
+		// [2, 32, 8, 8]): the forward allocates y, mean and rstd ([N, G]
+		// each), the backward the gradients and two [N, C] temporaries.
+		OpGroupNorm: {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveIn(1), graph.SaveOut(1), graph.SaveOut(2)},
+			NoGradOutputs: []int{1, 2}, Factor: 2},
+		// _prelu_kernel_backward(grad, self, weight).
+		OpPReLU: {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveIn(1)}, Factor: 2},
+		// norm_backward(grad, self, p, result), logsumexp_backward(grad,
+		// self, result, dim, keepdim).
+		OpNorm:         {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveOut(0)}, Factor: 2},
+		OpTile:         {Factor: 1},
+		OpPixelShuffle: {Factor: 1},
+		OpCumSum:       {Factor: 1},
 		OpLSTMStep: {Saves: []graph.Saved{graph.SaveIn(1), graph.SaveIn(2), graph.SaveIn(3), graph.SaveOut(2), graph.SaveOut(3)},
 			NoGradOutputs: []int{2, 3}, Factor: 2},
 	}

@@ -16,8 +16,9 @@ import (
 
 // families are the models of every family tools/fidelity.py measures, one
 // or two each: CNNs (residual, depthwise, Inception, SqueezeNet,
-// VGG-style), a vision transformer, a transformer encoder, an LSTM.
-var families = []string{"resnet18", "mobilenet_v2", "googlenet", "squeezenet1_1", "vgg11s", "vit", "transformer", "lstm"}
+// VGG-style, UNet-style with GroupNorm, SiLU, InstanceNorm, PReLU and
+// PixelShuffle), a vision transformer, a transformer encoder, an LSTM.
+var families = []string{"resnet18", "mobilenet_v2", "googlenet", "squeezenet1_1", "vgg11s", "unet_gn", "vit", "transformer", "lstm"}
 
 // TestFamiliesCLIMatchesTrace runs the user's path - the model exported
 // with torch.onnx.export in training mode, then
@@ -34,7 +35,7 @@ var families = []string{"resnet18", "mobilenet_v2", "googlenet", "squeezenet1_1"
 // plans, must print the CLI's peak.
 func TestFamiliesCLIMatchesTrace(t *testing.T) {
 	if testing.Short() {
-		t.Skip("exports and traces eight PyTorch models: skipped with -short")
+		t.Skip("exports and traces nine PyTorch models: skipped with -short")
 	}
 	py := pythonWithTorch(t)
 	dir := t.TempDir()

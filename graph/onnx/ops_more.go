@@ -1,0 +1,245 @@
+package onnx
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/remat-dev/remat/graph"
+)
+
+// opInstanceNorm maps InstanceNormalization onto group_norm with one group
+// per channel: (x, scale, B) -> (y, mean, rstd), mean and rstd [N, C].
+// torch.onnx emits it for nn.InstanceNorm (PyTorch trains that as a batch
+// norm over a [1, N*C, ...] view, which saves the same input and N*C
+// statistics) and, between two Reshapes with constant ones and zeros, for
+// nn.GroupNorm (fused into one group_norm by matchGroupNorm).
+func opInstanceNorm(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
+	x, err := input(in, 0, "input")
+	if err != nil {
+		return nil, err
+	}
+	scale, err := input(in, 1, "scale")
+	if err != nil {
+		return nil, err
+	}
+	bias, err := input(in, 2, "B")
+	if err != nil {
+		return nil, err
+	}
+	if len(x.shape) < 3 {
+		return nil, fmt.Errorf("input %v, expected [N, C, D1, ...]", x.shape)
+	}
+	c := x.shape[1]
+	for i, v := range []*value{scale, bias} {
+		if len(v.shape) != 1 || v.shape[0] != c {
+			return nil, fmt.Errorf("input %d %q has shape %v, expected [%d]", i+1, v.name, v.shape, c)
+		}
+	}
+	eps, err := attrFloat(n, "epsilon", 1e-5)
+	if err != nil {
+		return nil, err
+	}
+	if imp.opts.ChannelsLast && len(x.shape) == 4 && !x.isConst {
+		// PyTorch 1.13, nn.InstanceNorm2d on a channels-last [2, 64, 16,
+		// 16] input: clone (the contiguous copy), view to [1, 128, 16, 16],
+		// native_batch_norm (remat_torch.trace).
+		cp := &value{name: x.name + ".contiguous", et: x.et, shape: x.shape, tensor: graph.NoTensor}
+		if _, err := imp.emit1(n, graph.OpContiguous, []*value{x}, cp, 0); err != nil {
+			return nil, err
+		}
+		x = cp
+	}
+	return imp.groupNorm(n, x, scale, bias, c, eps)
+}
+
+// groupNorm emits group_norm(x, gamma, beta) with groups groups; gamma and
+// beta may be nil (no affine part).
+func (imp *importer) groupNorm(n *NodeProto, x, gamma, beta *value, groups int64, eps float64) ([]*value, error) {
+	if !isFloatType(x.et) {
+		return nil, fmt.Errorf("input %q has element type %s, expected a floating-point type", x.name, typeName(x.et))
+	}
+	y := imp.newOut(n, 0, x.et, x.shape)
+	f32 := int32(TensorProto_FLOAT)
+	st := []int64{x.shape[0], groups}
+	mean := &value{name: imp.outName(n, 0) + ".mean", et: f32, shape: st, tensor: graph.NoTensor}
+	rstd := &value{name: imp.outName(n, 0) + ".rstd", et: f32, shape: st, tensor: graph.NoTensor}
+	if _, err := imp.emit(n, OpGroupNorm, []*value{x, gamma, beta}, []*value{y, mean, rstd}, 8*numel(x.shape),
+		"groups", strconv.FormatInt(groups, 10), "eps", ftoa(eps)); err != nil {
+		return nil, err
+	}
+	return []*value{y}, nil
+}
+
+// opPRelu maps PRelu (slope broadcast to x, as nn.PReLU's weight unsqueezed
+// to [C, 1, 1]) onto prelu.
+func opPRelu(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
+	x, err := input(in, 0, "X")
+	if err != nil {
+		return nil, err
+	}
+	slope, err := input(in, 1, "slope")
+	if err != nil {
+		return nil, err
+	}
+	shape, err := broadcast(x.shape, slope.shape)
+	if err != nil {
+		return nil, err
+	}
+	if !equalShape(shape, x.shape) {
+		return nil, fmt.Errorf("slope %v does not broadcast to X %v (unidirectionally)", slope.shape, x.shape)
+	}
+	if x.isConst && slope.isConst {
+		return imp.fold(n, x.et, shape, []*value{x, slope}, func(v []float64) float64 {
+			if v[0] < 0 {
+				return v[0] * v[1]
+			}
+			return v[0]
+		}), nil
+	}
+	return imp.emit1(n, OpPReLU, []*value{x, slope}, imp.newOut(n, 0, x.et, x.shape), 2*numel(x.shape))
+}
+
+// opTile maps Tile (torch's repeat) onto tile.
+func opTile(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
+	x, err := input(in, 0, "input")
+	if err != nil {
+		return nil, err
+	}
+	rv, err := input(in, 1, "repeats")
+	if err != nil {
+		return nil, err
+	}
+	reps, err := constInts(rv, "repeats")
+	if err != nil {
+		return nil, err
+	}
+	if len(reps) != len(x.shape) {
+		return nil, fmt.Errorf("repeats has %d values, expected %d (the input's rank)", len(reps), len(x.shape))
+	}
+	shape := make([]int64, len(x.shape))
+	for i, r := range reps {
+		if r < 0 {
+			return nil, fmt.Errorf("repeats[%d] is %d, expected >= 0", i, r)
+		}
+		shape[i] = mulSat(x.shape[i], r)
+		if r == 0 {
+			shape[i] = 0
+		}
+	}
+	if err := checkShape(shape, "output shape"); err != nil {
+		return nil, err
+	}
+	if x.isConst {
+		src := func(o int64) int64 { // index into x of output element o
+			var i, st int64 = 0, 1
+			for d := len(shape) - 1; d >= 0; d-- {
+				c := o % shape[d] % x.shape[d]
+				o /= shape[d]
+				i += c * st
+				st *= x.shape[d]
+			}
+			return i
+		}
+		tot := numel(shape)
+		if tot > maxFold {
+			return []*value{imp.constOut(n, 0, x.et, shape, nil, nil)}, nil
+		}
+		var ints []int64
+		var flts []float64
+		for o := int64(0); o < tot; o++ {
+			if x.flts != nil {
+				flts = append(flts, x.flts[src(o)])
+			} else {
+				ints = append(ints, x.ints[src(o)])
+			}
+		}
+		return []*value{imp.constOut(n, 0, x.et, shape, ints, flts)}, nil
+	}
+	return imp.emit1(n, OpTile, []*value{x}, imp.newOut(n, 0, x.et, shape), 0, "repeats", joinInts(reps))
+}
+
+// opDepthToSpace maps DepthToSpace (nn.PixelShuffle) and SpaceToDepth
+// (nn.PixelUnshuffle) onto pixel_shuffle, a copy into the new layout.
+func opDepthToSpace(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
+	x, err := input(in, 0, "input")
+	if err != nil {
+		return nil, err
+	}
+	b, err := attrInt(n, "blocksize", 0)
+	if err != nil {
+		return nil, err
+	}
+	if b < 1 || b > 1<<16 {
+		return nil, fmt.Errorf("attribute blocksize is %d, expected 1..%d", b, 1<<16)
+	}
+	if len(x.shape) != 4 {
+		return nil, fmt.Errorf("input %v, expected [N, C, H, W]", x.shape)
+	}
+	nb, c, h, w := x.shape[0], x.shape[1], x.shape[2], x.shape[3]
+	var shape []int64
+	attrs := []string{"blocksize", strconv.FormatInt(b, 10), "onnx_op", n.GetOpType()}
+	if n.GetOpType() == "DepthToSpace" {
+		if c%(b*b) != 0 {
+			return nil, fmt.Errorf("input %v: channels %d are not a multiple of blocksize^2 = %d", x.shape, c, b*b)
+		}
+		mode, err := attrString(n, "mode", "DCR")
+		if err != nil {
+			return nil, err
+		}
+		if mode != "DCR" && mode != "CRD" {
+			return nil, fmt.Errorf("attribute mode is %q, expected DCR or CRD", mode)
+		}
+		shape = []int64{nb, c / (b * b), mulSat(h, b), mulSat(w, b)}
+		attrs = append(attrs, "mode", mode)
+	} else {
+		if h%b != 0 || w%b != 0 {
+			return nil, fmt.Errorf("input %v: height and width are not multiples of blocksize %d", x.shape, b)
+		}
+		shape = []int64{nb, mulSat(c, b*b), h / b, w / b}
+	}
+	if err := checkShape(shape, "output shape"); err != nil {
+		return nil, err
+	}
+	if x.isConst {
+		return nil, fmt.Errorf("constant input: %w", ErrUnsupported)
+	}
+	return imp.emit1(n, OpPixelShuffle, []*value{x}, imp.newOut(n, 0, x.et, shape), 0, attrs...)
+}
+
+// opCumSum maps CumSum onto cumsum.
+func opCumSum(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
+	x, err := input(in, 0, "x")
+	if err != nil {
+		return nil, err
+	}
+	av, err := input(in, 1, "axis")
+	if err != nil {
+		return nil, err
+	}
+	a, ok := constScalar(av)
+	if !ok {
+		return nil, fmt.Errorf("axis %q is not a constant scalar: %w", av.name, ErrUnsupported)
+	}
+	if len(x.shape) == 0 {
+		return nil, fmt.Errorf("x is a scalar, expected rank >= 1")
+	}
+	axis, err := normAxis(int64(a), len(x.shape), "axis")
+	if err != nil {
+		return nil, err
+	}
+	attrs := []string{"dim", strconv.Itoa(axis)}
+	for _, k := range []string{"exclusive", "reverse"} {
+		v, err := attrInt(n, k, 0)
+		if err != nil {
+			return nil, err
+		}
+		if v != 0 && v != 1 {
+			return nil, fmt.Errorf("attribute %s is %d, expected 0 or 1", k, v)
+		}
+		attrs = append(attrs, k, strconv.FormatBool(v == 1))
+	}
+	if x.isConst {
+		return nil, fmt.Errorf("constant input: %w", ErrUnsupported)
+	}
+	return imp.emit1(n, OpCumSum, []*value{x}, imp.newOut(n, 0, x.et, x.shape), numel(x.shape), attrs...)
+}
