@@ -83,11 +83,17 @@ func TestLSTMPerStep(t *testing.T) {
 	require.NoError(t, err)
 	types := opTypes(g, graph.Forward)
 	// The input projection, its per-step views, one lstm_step per time
-	// step, the stacked Y (and its [seq, 1, batch, H] view). The gate
-	// reordering of the weights is not materialized: no slice of a
-	// parameter, no concatenation but Y's.
+	// step, the stacked Y (and its [seq, 1, batch, H] view), and the hold
+	// of what the layer keeps to its end. The gate reordering of the
+	// weights is not materialized: no slice of a parameter, no
+	// concatenation but Y's.
 	assert.Equal(t, []string{graph.OpLinear, graph.OpSplit, OpLSTMStep, OpLSTMStep, OpLSTMStep, OpLSTMStep, OpLSTMStep,
-		graph.OpConcat, graph.OpReshape}, types)
+		graph.OpConcat, graph.OpReshape, OpRNNHold}, types)
+	hold := opsOfType(g, OpRNNHold)[0]
+	steps := opsOfType(g, OpLSTMStep)
+	assert.Equal(t, []graph.TensorID{g.Ops[0].Inputs[0], steps[4].Outputs[0], steps[4].Outputs[1], opsOfType(g, graph.OpLinear)[0].Outputs[0]}, hold.Inputs,
+		"the layer holds X, the last h and c and the input projection to its end")
+	assert.Empty(t, hold.Outputs)
 	assert.Equal(t, int64(16*3+16*4+16+16), g.ParamCount())
 	for i := range g.Ops {
 		op := &g.Ops[i]
@@ -104,7 +110,7 @@ func TestLSTMPerStep(t *testing.T) {
 		assert.Equal(t, graph.Shape{1, 1, 2, 16}, g.Tensors[op.Outputs[2]].Shape)
 		assert.Equal(t, int64(2*4*4), op.Workspace)
 	}
-	y := g.Tensors[g.Ops[len(g.Ops)-1].Outputs[0]]
+	y := g.Tensors[g.Ops[len(g.Ops)-2].Outputs[0]]
 	assert.Equal(t, "Y", y.Name)
 	assert.Equal(t, graph.Shape{5, 1, 2, 4}, y.Shape)
 	r := Rules()
@@ -147,4 +153,69 @@ func TestLSTMStepLimit(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `"/lstm/LSTM" (LSTM)`)
 	assert.Contains(t, err.Error(), "40000 time steps in 2 directions, expected at most 65536")
+}
+
+// rnnModel is a GRU or RNN node (hidden 4, input 3, 5 steps, batch 2) with
+// W, R and B graph inputs (parameters) and the given attributes.
+func rnnModel(op string, gates int, attrs ...*AttributeProto) []byte {
+	f := TensorProto_FLOAT
+	nodes := []*NodeProto{node(op, "/rnn/"+op, []string{"x", "W", "R", "B"}, []string{"Y", "Y_h"}, append(attrs, intAttr("hidden_size", 4))...)}
+	return model(14, nodes, []*ValueInfoProto{vi("x", tensorType(f, 5, "batch", 3)), vi("W", tensorType(f, 1, gates*4, 3)),
+		vi("R", tensorType(f, 1, gates*4, 4)), vi("B", tensorType(f, 1, 2*gates*4))}, "Y")
+}
+
+// TestGRUAndRNNPerStep: nn.GRU and nn.RNN import as nn.LSTM does, with the
+// per-step ops of PyTorch's CPU cells (see opLSTM).
+func TestGRUAndRNNPerStep(t *testing.T) {
+	acts := func(v ...string) *AttributeProto {
+		var b [][]byte
+		for _, s := range v {
+			b = append(b, []byte(s))
+		}
+		return &AttributeProto{Name: strp("activations"), Type: attrType(AttributeProto_STRINGS), Strings: b}
+	}
+	for _, tc := range []struct {
+		name, step string
+		data       []byte
+		outs       []graph.Shape // the step's outputs
+		activation string
+	}{
+		{"GRU", OpGRUStep, rnnModel("GRU", 3, intAttr("linear_before_reset", 1)),
+			[]graph.Shape{{1, 1, 2, 4}, {1, 1, 2, 12}, {1, 1, 2, 4}, {1, 1, 2, 4}, {1, 1, 2, 4}}, ""},
+		{"RNN", OpRNNStep, rnnModel("RNN", 1), []graph.Shape{{1, 1, 2, 4}}, "Tanh"},
+		{"RNN relu", OpRNNStep, rnnModel("RNN", 1, acts("Relu")), []graph.Shape{{1, 1, 2, 4}}, "Relu"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := ImportForward(bytes.NewReader(tc.data), Options{Dims: map[string]int64{"batch": 2}})
+			require.NoError(t, err)
+			assert.Equal(t, []string{graph.OpLinear, graph.OpSplit, tc.step, tc.step, tc.step, tc.step, tc.step, graph.OpConcat, graph.OpReshape, OpRNNHold},
+				opTypes(g, graph.Forward))
+			for _, op := range opsOfType(g, tc.step) {
+				var shapes []graph.Shape
+				for _, o := range op.Outputs {
+					shapes = append(shapes, g.Tensors[o].Shape)
+				}
+				assert.Equal(t, tc.outs, shapes, op.Name)
+				assert.Equal(t, tc.activation, op.Attrs["activation"])
+				if tc.step == OpRNNStep {
+					assert.Equal(t, int64(2*4*4), op.Workspace, "the pre-activation sum")
+				} else {
+					assert.Zero(t, op.Workspace)
+				}
+			}
+			assert.Equal(t, graph.Shape{5, 1, 2, 4}, g.Tensors[g.Ops[len(g.Ops)-2].Outputs[0]].Shape)
+		})
+	}
+	r := Rules()
+	gru, _ := r.Lookup(OpGRUStep)
+	assert.Equal(t, []graph.Saved{graph.SaveIn(1), graph.SaveIn(2), graph.SaveOut(1), graph.SaveOut(2), graph.SaveOut(3), graph.SaveOut(4)}, gru.Saves)
+	rnn, _ := r.Lookup(OpRNNStep)
+	assert.Equal(t, []graph.Saved{graph.SaveIn(1), graph.SaveIn(2), graph.SaveOut(0)}, rnn.Saves)
+
+	_, err := ImportForward(bytes.NewReader(rnnModel("RNN", 1, acts("Sigmoid"))), Options{Dims: map[string]int64{"batch": 2}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `activations[0] is "Sigmoid", expected Tanh or Relu`)
+	_, err = ImportForward(bytes.NewReader(rnnModel("GRU", 4)), Options{Dims: map[string]int64{"batch": 2}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "W [1 16 3] and R [1 16 4], expected [1 12 3] and [1 12 4]")
 }

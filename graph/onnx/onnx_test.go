@@ -390,6 +390,7 @@ func FuzzImport(f *testing.F) {
 	}
 	f.Add(mlp())
 	f.Add(groupNormModel(true, 1))
+	f.Add(rnnModel("GRU", 3))
 	f.Add(oneOp("Tile", []string{"r"}, map[string]*TensorProto{"r": ints64(1, 1, 2, 3)}, nil))
 	f.Add(oneOp("DepthToSpace", nil, nil, nil, intAttr("blocksize", 2)))
 	f.Add([]byte{})

@@ -38,7 +38,7 @@ func init() {
 		"Conv": opConv, "ConvTranspose": opConv, "BatchNormalization": opBatchNorm,
 		"LayerNormalization": opLayerNorm, "MaxPool": opPool, "AveragePool": opPool,
 		"GlobalAveragePool": opGlobalPool, "GlobalMaxPool": opGlobalPool, "Resize": opResize, "Upsample": opResize,
-		"Gemm": opGemm, "MatMul": opMatMul, "Pad": opPad, "LSTM": opLSTM,
+		"Gemm": opGemm, "MatMul": opMatMul, "Pad": opPad, "LSTM": opLSTM, "GRU": opLSTM, "RNN": opLSTM,
 		"InstanceNormalization": opInstanceNorm, "PRelu": opPRelu, "Tile": opTile,
 		"DepthToSpace": opDepthToSpace, "SpaceToDepth": opDepthToSpace, "CumSum": opCumSum,
 		"ReduceL1": opReduce, "ReduceL2": opReduce, "ReduceLogSumExp": opReduce,

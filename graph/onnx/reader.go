@@ -309,6 +309,21 @@ func attrInts(n *NodeProto, name string) ([]int64, bool, error) {
 	return a.GetInts(), true, nil
 }
 
+func attrStrings(n *NodeProto, name string) ([]string, error) {
+	a := findAttr(n, name)
+	if a == nil {
+		return nil, nil
+	}
+	if a.GetType() != AttributeProto_STRINGS && a.GetType() != AttributeProto_UNDEFINED {
+		return nil, fmt.Errorf("attribute %q has type %s, expected STRINGS", name, a.GetType())
+	}
+	out := make([]string, len(a.GetStrings()))
+	for i, b := range a.GetStrings() {
+		out[i] = string(b)
+	}
+	return out, nil
+}
+
 func attrString(n *NodeProto, name, def string) (string, error) {
 	a := findAttr(n, name)
 	if a == nil {

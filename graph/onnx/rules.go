@@ -38,6 +38,9 @@ const (
 	OpReduceMax       = "reduce_max"         // x -> max (or min) over dims; saves input and output
 	OpAdaptiveMaxPool = "adaptive_maxpool2d" // x -> (y, indices)
 	OpLSTMStep        = "lstm_step"          // (x_proj_t, h_prev, c_prev, W_hh[, b_hh][, P]) -> (h, c, gates, tanh_c); see opLSTM
+	OpGRUStep         = "gru_step"           // (x_proj_t, h_prev, W_hh[, b_hh]) -> (h, gates, n_h, n, d); see opLSTM
+	OpRNNStep         = "rnn_step"           // (x_proj_t, h_prev, W_hh[, b_hh]) -> h (attr activation); see opLSTM
+	OpRNNHold         = "rnn_hold"           // (tensors...) -> nothing: keeps what a recurrent layer holds alive to this point (see opLSTM)
 	OpCompare         = "compare"            // (a, b) -> bool (attr op: Equal, Less, ...); no gradient
 	OpNot             = "not"                // x -> bool; no gradient
 	OpGroupNorm       = "group_norm"         // (x[, gamma[, beta]]) -> (y, mean, rstd) over groups of channels (attr groups); see opInstanceNorm, matchGroupNorm
@@ -102,6 +105,13 @@ func extraRules() map[string]graph.GradRule {
 		OpTile:         {Factor: 1},
 		OpPixelShuffle: {Factor: 1},
 		OpCumSum:       {Factor: 1},
+		// One step of PyTorch's CPU GRU cell: the backward reads h_prev
+		// (addmm), W_hh, the gates (the in-place sigmoids and n_h*r), the
+		// copy of n_h, n (tanh) and the copy of h_prev - n.
+		OpGRUStep: {Saves: []graph.Saved{graph.SaveIn(1), graph.SaveIn(2), graph.SaveOut(1), graph.SaveOut(2), graph.SaveOut(3), graph.SaveOut(4)},
+			NoGradOutputs: []int{1, 2, 3, 4}, Factor: 2},
+		// One step of nn.RNN: addmm reads h_prev, tanh's (relu's) backward h.
+		OpRNNStep: {Saves: []graph.Saved{graph.SaveIn(1), graph.SaveIn(2), graph.SaveOut(0)}, Factor: 2},
 		OpLSTMStep: {Saves: []graph.Saved{graph.SaveIn(1), graph.SaveIn(2), graph.SaveIn(3), graph.SaveOut(2), graph.SaveOut(3)},
 			NoGradOutputs: []int{2, 3}, Factor: 2},
 	}
