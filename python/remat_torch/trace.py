@@ -28,6 +28,7 @@ gradient accumulation) carry no link.
 """
 
 import json
+import sys
 import time
 import weakref
 
@@ -297,6 +298,11 @@ class _Recorder(TorchDispatchMode):
         self.nodes = NodeMap(self)
         self.unpacked = []
         self.silent = 0
+        # Storage lifetimes: root tensor id -> Python tensors alive for it,
+        # and -> (ops recorded, phase) when its last one died.
+        self.live = {}
+        self.died = {}
+        self.sites = []  # per op: the Python call it ran in (_site)
 
     def hold_to_node_end(self, first_op, first_tensor):
         """A backward node's kernels were ops[first_op:]. The tensors they
@@ -319,6 +325,86 @@ class _Recorder(TorchDispatchMode):
             if tid not in last:
                 last.append(tid)
 
+    def _ref(self, t, tid):
+        """A weak reference to t standing for tensor tid, which notes when
+        the last Python tensor of tid's storage dies. A tensor a C++ kernel
+        still holds keeps its Python object (PyTorch preserves it), so the
+        death is the storage's real end."""
+        root = self.tensors[tid].get("alias_of", tid)
+        self.live[root] = self.live.get(root, 0) + 1
+
+        def gone(_, root=root, rec=weakref.ref(self)):
+            r = rec()
+            if r is None:
+                return
+            r.live[root] -= 1
+            if r.live[root] == 0:
+                r.died[root] = (len(r.ops), r.phase)
+
+        return weakref.ref(t, gone)
+
+    def hold_module_inputs(self, start, tids):
+        """A recurrent layer whose forward ran ops[start:] holds its input
+        tensors until it returns (Module._call_impl keeps the arguments): an
+        input it read is listed as an input of its last op too (nn.GRU's
+        input, read only by its first direction's projection, stays
+        allocated through both directions)."""
+        span = self.ops[start:]
+        if len(span) < 2:
+            return
+        read = set()
+        for op in span:
+            for t in op["inputs"]:
+                read.add(self.tensors[t].get("alias_of", t))
+        last = span[-1]
+        for tid in tids:
+            root = self.tensors[tid].get("alias_of", tid)
+            p = self.tensors[root].get("producer")
+            if p is None or self.ops[p]["phase"] != "forward" or root not in read or root in last["inputs"]:
+                continue
+            last["inputs"].append(root)
+
+    @staticmethod
+    def _site():
+        """The Python call an aten call runs in: the calling frame and its
+        instruction (the dispatch machinery's frames skipped). The kernels
+        of one composite call (aten::gru's cells, aten::linear's t and
+        addmm) share it."""
+        f = sys._getframe(2)
+        while f is not None and (f.f_code.co_filename.endswith("_python_dispatch.py") or f.f_code.co_filename == __file__):
+            f = f.f_back
+        return (id(f), f.f_lasti) if f is not None else None
+
+    def hold_to_death(self):
+        """A forward storage that PyTorch frees later than its last reader
+        (held inside a composite op: aten::gru and aten::lstm hold their
+        input projections and final states until they return; or by the
+        module's Python frame: nn.GRU's input) is listed as an input of the
+        last op recorded before it died, so that a simulation frees it then
+        too (profiler, a bidirectional nn.GRU: the first direction's input
+        projection is freed after the second's is computed). Only holds
+        within one call count (every op from the producer to the hold ran in
+        the same Python call, _site): a tensor a Python frame keeps (a
+        module's input held until it returns) is one a plan's applier can
+        still drop, and a hold across the whole model would hide the chain a
+        checkpointing planner cuts."""
+        last = {}
+        for op in self.ops:
+            for tid in op["inputs"]:
+                root = self.tensors[tid].get("alias_of", tid)
+                last[root] = op["id"]
+        for root, (n, phase) in self.died.items():
+            t = self.tensors[root]
+            p = t.get("producer")
+            if phase != "forward" or p is None or self.ops[p]["phase"] != "forward" or n < 1:
+                continue
+            end = self.ops[n - 1]
+            if end["phase"] != "forward" or end["id"] <= last.get(root, p) or root in end["inputs"]:
+                continue
+            site = self.sites[p]
+            if site is not None and all(self.sites[i] == site for i in range(p, n)):
+                end["inputs"].append(root)
+
     # -- tensors --
 
     def add_tensor(self, t, name, kind, producer=None):
@@ -339,7 +425,7 @@ class _Recorder(TorchDispatchMode):
         if producer is not None:
             rec["producer"] = producer
         self.tensors.append(rec)
-        self.ids[id(t)] = (weakref.ref(t), tid)
+        self.ids[id(t)] = (self._ref(t, tid), tid)
         self.keep.append(t.storage())
         return tid
 
@@ -371,7 +457,7 @@ class _Recorder(TorchDispatchMode):
             self.silent -= 1
         tid = self.lookup(t)
         if tid is not None:
-            self.ids[id(d)] = (weakref.ref(d), tid)
+            self.ids[id(d)] = (self._ref(d, tid), tid)
         return d
 
     def unpack(self, t):
@@ -399,7 +485,7 @@ class _Recorder(TorchDispatchMode):
                 out = torch.tensor(out, dtype=args[0].dtype)
             tid = self.lookup(args[0])
             if tid is not None:  # readers of the unpacked tensor read the saved one
-                self.ids[id(out)] = (weakref.ref(out), tid)
+                self.ids[id(out)] = (self._ref(out, tid), tid)
             return out
         if self.phase == "forward":
             self.nodes.flush()
@@ -407,6 +493,7 @@ class _Recorder(TorchDispatchMode):
         in_tensors = [a for a in flat_in if isinstance(a, torch.Tensor)]
         ins = [self.tensor_id(a) for a in in_tensors]
         read = list(zip(ins, in_tensors))  # before backward adds the node's saved tensors to ins
+        site = self._site()
         t0 = time.perf_counter_ns()
         out = func(*args, **kwargs)
         dt = time.perf_counter_ns() - t0
@@ -461,6 +548,7 @@ class _Recorder(TorchDispatchMode):
         if nbytes > 0:
             op["bytes_accessed"] = int(nbytes)
         self.ops.append(op)
+        self.sites.append(site)
         if self.phase == "forward":
             self.nodes.produced(oid, outs)
         return out
@@ -512,6 +600,22 @@ def trace(model, inputs, labels, loss_fn=None, optimizer=None, measure=False, na
             for v in st.values():
                 if isinstance(v, torch.Tensor):
                     rec.add_tensor(v, "optimizer_state%d" % len(rec.tensors), "optimizer_state")
+        leaf_calls = []
+
+        # Recurrent layers only: other leaf modules read their input in
+        # their last kernel anyway or only view their output after it, and a
+        # held input would stand as a data dependency of that view in plans.
+        def pre(module, args):
+            if rec.phase == "forward" and rec.nodes.hold and isinstance(module, torch.nn.RNNBase):
+                tids = [rec.lookup(a) for a in tree_flatten(args)[0] if isinstance(a, torch.Tensor)]
+                leaf_calls.append((len(rec.ops), [t for t in tids if t is not None]))
+
+        def post(module, args, out):
+            if rec.phase == "forward" and rec.nodes.hold and isinstance(module, torch.nn.RNNBase) and leaf_calls:
+                rec.hold_module_inputs(*leaf_calls.pop())
+
+        hooks = [torch.nn.modules.module.register_module_forward_pre_hook(pre),
+                 torch.nn.modules.module.register_module_forward_hook(post)]
         try:
             # Identity saved-tensor hooks: autograd then saves and unpacks
             # tensors as it does under remat_torch.apply (without hooks it
@@ -528,6 +632,10 @@ def trace(model, inputs, labels, loss_fn=None, optimizer=None, measure=False, na
                 optimizer.step()
         finally:
             rec.nodes.close()
+            for h in hooks:
+                h.remove()
+        if rec.nodes.hold:
+            rec.hold_to_death()
         loss_id = rec.lookup(loss)
         for n, p in model.named_parameters():
             if p.grad is not None and rec.lookup(p.grad) is not None:
