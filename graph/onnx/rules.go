@@ -49,6 +49,7 @@ const (
 	OpTile            = "tile"               // x -> x repeated along each dimension (Tile, torch's repeat)
 	OpPixelShuffle    = "pixel_shuffle"      // x -> depth moved to space (DepthToSpace) or back (SpaceToDepth); a copy
 	OpCumSum          = "cumsum"             // x -> running sum along an axis
+	OpEinsum          = "einsum"             // (a[, b]) -> contraction by attr equation; saves the other operand for each gradient
 )
 
 // extraRules lists the gradient rules of the importer's own op types. (The
@@ -105,6 +106,9 @@ func extraRules() map[string]graph.GradRule {
 		OpTile:         {Factor: 1},
 		OpPixelShuffle: {Factor: 1},
 		OpCumSum:       {Factor: 1},
+		// einsum's backward: each operand's gradient is an einsum of the
+		// output gradient with the other operand.
+		OpEinsum: {Saves: []graph.Saved{graph.SaveIn(0, 1), graph.SaveIn(1, 0)}, InputFactors: []float64{1, 1}},
 		// One step of PyTorch's CPU GRU cell: the backward reads h_prev
 		// (addmm), W_hh, the gates (the in-place sigmoids and n_h*r), the
 		// copy of n_h, n (tanh) and the copy of h_prev - n.
