@@ -115,6 +115,7 @@ const (
 	AttrGradFormat         = "grad_format"           // Contiguous, ChannelsLast or Strided: the layout of the gradient a backward kernel was given
 	AttrInputFormat        = "input_format"          // Contiguous, ChannelsLast or Strided: the layout of a convolution's input
 	AttrTransposed         = "transposed"            // "1": a traced convolution is a transposed one (ConvTranspose)
+	AttrHolds              = "holds"                 // comma-separated tensor IDs whose storage stays allocated until this op has run, even when freed earlier
 )
 
 // Memory-format values of AttrMemoryFormat, AttrWeightFormat,

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/remat-dev/remat/sim/alloc"
 
@@ -168,6 +170,14 @@ type liveRec struct {
 	bytes      int64
 }
 
+// heldBlock is a freed storage whose memory a hold keeps (graph.AttrHolds)
+// until op runs.
+type heldBlock struct {
+	block alloc.Block
+	rec   int32
+	op    int32
+}
+
 type wsSlot struct {
 	block alloc.Block
 	rec   int32
@@ -231,6 +241,12 @@ type Machine struct {
 
 	ring              []wsSlot
 	ringHead, ringLen int
+
+	// Holds (graph.AttrHolds): holdOp[t] is the op until whose first run
+	// storage t stays allocated (-1: none); nil when the graph has none.
+	// held are the freed storages waiting for their op.
+	holdOp []int32
+	held   []heldBlock
 
 	// RNG states (Options.RNGStateBytes), when the graph has random ops:
 	// rngLeft[op] counts the computes of op the current Replay has still to
@@ -517,6 +533,9 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 			}
 		}
 	}
+	if err := m.readHolds(); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
 	if opts.RNGStateBytes > 0 {
 		for i := range g.Ops {
 			if g.Ops[i].Flags.Has(graph.NonDeterministic) {
@@ -555,6 +574,7 @@ func (m *Machine) Reset() error {
 	}
 	m.ringHead, m.ringLen = 0, 0
 	m.rngHeld = m.rngHeld[:0]
+	m.held = m.held[:0]
 	m.clock, m.copyClock = 0, 0
 	m.computeNs, m.recomputeNs, m.swapNs, m.stallNs, m.initNs = 0, 0, 0, 0, 0
 	m.computes, m.recomputes, m.frees, m.evictions, m.swapOuts, m.swapIns = 0, 0, 0, 0, 0, 0
@@ -968,9 +988,67 @@ func (m *Machine) compute(op graph.OpID, next []Step) error {
 		m.computes++
 	}
 	m.opRuns[op]++
+	if len(m.held) > 0 {
+		m.releaseHeld(int32(op))
+	}
 	m.pushWorkspace(wsb, wsr)
 	m.endStep()
 	return nil
+}
+
+// readHolds reads the graph's holds (graph.AttrHolds): holdOp[r] is the
+// latest op holding storage r.
+func (m *Machine) readHolds() error {
+	g := m.g
+	for i := range g.Ops {
+		v, ok := g.Ops[i].Attrs[graph.AttrHolds]
+		if !ok {
+			continue
+		}
+		if m.holdOp == nil {
+			m.holdOp = make([]int32, len(g.Tensors))
+			for j := range m.holdOp {
+				m.holdOp[j] = -1
+			}
+		}
+		for _, f := range strings.Split(v, ",") {
+			id, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || id < 0 || id >= len(g.Tensors) {
+				return fmt.Errorf("op %d %q: attribute %s=%q: %q is not a tensor ID (expected 0..%d)", i, g.Ops[i].Name, graph.AttrHolds, v, f, len(g.Tensors)-1)
+			}
+			r := m.root[id]
+			m.holdOp[r] = max(m.holdOp[r], int32(i))
+		}
+	}
+	return nil
+}
+
+// holdUntil returns the op a hold keeps storage t for (-1: none, or that
+// op has run).
+func (m *Machine) holdUntil(t graph.TensorID) int32 {
+	if m.holdOp == nil {
+		return -1
+	}
+	h := m.holdOp[t]
+	if h < 0 || m.opRuns[h] > 0 {
+		return -1
+	}
+	return h
+}
+
+// releaseHeld releases the freed storages held until op (or every one when
+// op is -1).
+func (m *Machine) releaseHeld(op int32) {
+	k := 0
+	for _, b := range m.held {
+		if op >= 0 && b.op != op {
+			m.held[k] = b
+			k++
+			continue
+		}
+		m.release(b.block, b.rec)
+	}
+	m.held = m.held[:k]
 }
 
 // rollback undoes the allocations of outputs[:n] made by a failing Compute.
@@ -1063,7 +1141,13 @@ func (m *Machine) free(t graph.TensorID) error {
 	}
 	if m.flags[t]&flView == 0 {
 		if s == Resident && m.flags[t]&flArena == 0 {
-			m.release(m.block[t], m.rec[t])
+			if h := m.holdUntil(t); h >= 0 {
+				// the framework still holds it: the memory goes when op h
+				// has run
+				m.held = append(m.held, heldBlock{block: m.block[t], rec: m.rec[t], op: h})
+			} else {
+				m.release(m.block[t], m.rec[t])
+			}
 			m.block[t], m.rec[t] = -1, -1
 		}
 		m.evict[t] = true

@@ -176,11 +176,13 @@ func (m *Machine) Replay(p *Plan) error {
 			}
 			m.drainWorkspaces()
 			m.releaseRNG()
+			m.releaseHeld(-1)
 			return err
 		}
 	}
 	m.drainWorkspaces()
 	m.releaseRNG()
+	m.releaseHeld(-1)
 	return nil
 }
 

@@ -28,7 +28,6 @@ gradient accumulation) carry no link.
 """
 
 import json
-import sys
 import time
 import weakref
 
@@ -302,7 +301,6 @@ class _Recorder(TorchDispatchMode):
         # and -> (ops recorded, phase) when its last one died.
         self.live = {}
         self.died = {}
-        self.sites = []  # per op: the Python call it ran in (_site)
 
     def hold_to_node_end(self, first_op, first_tensor):
         """A backward node's kernels were ops[first_op:]. The tensors they
@@ -343,67 +341,35 @@ class _Recorder(TorchDispatchMode):
 
         return weakref.ref(t, gone)
 
-    def hold_module_inputs(self, start, tids):
-        """A recurrent layer whose forward ran ops[start:] holds its input
-        tensors until it returns (Module._call_impl keeps the arguments): an
-        input it read is listed as an input of its last op too (nn.GRU's
-        input, read only by its first direction's projection, stays
-        allocated through both directions)."""
-        span = self.ops[start:]
-        if len(span) < 2:
-            return
-        read = set()
-        for op in span:
-            for t in op["inputs"]:
-                read.add(self.tensors[t].get("alias_of", t))
-        last = span[-1]
-        for tid in tids:
-            root = self.tensors[tid].get("alias_of", tid)
-            p = self.tensors[root].get("producer")
-            if p is None or self.ops[p]["phase"] != "forward" or root not in read or root in last["inputs"]:
-                continue
-            last["inputs"].append(root)
-
-    @staticmethod
-    def _site():
-        """The Python call an aten call runs in: the calling frame and its
-        instruction (the dispatch machinery's frames skipped). The kernels
-        of one composite call (aten::gru's cells, aten::linear's t and
-        addmm) share it."""
-        f = sys._getframe(2)
-        while f is not None and (f.f_code.co_filename.endswith("_python_dispatch.py") or f.f_code.co_filename == __file__):
-            f = f.f_back
-        return (id(f), f.f_lasti) if f is not None else None
-
     def hold_to_death(self):
         """A forward storage that PyTorch frees later than its last reader
-        (held inside a composite op: aten::gru and aten::lstm hold their
-        input projections and final states until they return; or by the
-        module's Python frame: nn.GRU's input) is listed as an input of the
-        last op recorded before it died, so that a simulation frees it then
-        too (profiler, a bidirectional nn.GRU: the first direction's input
-        projection is freed after the second's is computed). Only holds
-        within one call count (every op from the producer to the hold ran in
-        the same Python call, _site): a tensor a Python frame keeps (a
-        module's input held until it returns) is one a plan's applier can
-        still drop, and a hold across the whole model would hide the chain a
-        checkpointing planner cuts."""
+        is held until then: the op recorded last before it died lists it in
+        its attribute holds (graph.AttrHolds), so that a simulation keeps
+        its memory until that op has run, also when a plan frees it earlier
+        (a Python frame or a composite op still references it: aten::gru
+        and aten::lstm keep each direction's input projection and final
+        state until they return, a module's forward its locals until it
+        returns). A hold is no data dependency: a recompute does not need
+        the tensor. Profiler: a bidirectional nn.GRU frees the first
+        direction's input projection after the second's is computed, and
+        an attention's q, k, v views keep the projection until its forward
+        returns."""
         last = {}
         for op in self.ops:
             for tid in op["inputs"]:
                 root = self.tensors[tid].get("alias_of", tid)
                 last[root] = op["id"]
-        for root, (n, phase) in self.died.items():
+        for root, (n, phase) in sorted(self.died.items()):
             t = self.tensors[root]
             p = t.get("producer")
             if phase != "forward" or p is None or self.ops[p]["phase"] != "forward" or n < 1:
                 continue
             end = self.ops[n - 1]
-            if end["phase"] != "forward" or end["id"] <= last.get(root, p) or root in end["inputs"]:
+            if end["phase"] != "forward" or end["id"] <= last.get(root, p):
                 continue
-            site = self.sites[p]
-            if site is not None and all(self.sites[i] == site for i in range(p, n)):
-                end["inputs"].append(root)
+            attrs = end.setdefault("attrs", {})
+            held = attrs.get("holds")
+            attrs["holds"] = str(root) if not held else held + "," + str(root)
 
     # -- tensors --
 
@@ -493,7 +459,6 @@ class _Recorder(TorchDispatchMode):
         in_tensors = [a for a in flat_in if isinstance(a, torch.Tensor)]
         ins = [self.tensor_id(a) for a in in_tensors]
         read = list(zip(ins, in_tensors))  # before backward adds the node's saved tensors to ins
-        site = self._site()
         t0 = time.perf_counter_ns()
         out = func(*args, **kwargs)
         dt = time.perf_counter_ns() - t0
@@ -548,7 +513,6 @@ class _Recorder(TorchDispatchMode):
         if nbytes > 0:
             op["bytes_accessed"] = int(nbytes)
         self.ops.append(op)
-        self.sites.append(site)
         if self.phase == "forward":
             self.nodes.produced(oid, outs)
         return out
@@ -600,22 +564,6 @@ def trace(model, inputs, labels, loss_fn=None, optimizer=None, measure=False, na
             for v in st.values():
                 if isinstance(v, torch.Tensor):
                     rec.add_tensor(v, "optimizer_state%d" % len(rec.tensors), "optimizer_state")
-        leaf_calls = []
-
-        # Recurrent layers only: other leaf modules read their input in
-        # their last kernel anyway or only view their output after it, and a
-        # held input would stand as a data dependency of that view in plans.
-        def pre(module, args):
-            if rec.phase == "forward" and rec.nodes.hold and isinstance(module, torch.nn.RNNBase):
-                tids = [rec.lookup(a) for a in tree_flatten(args)[0] if isinstance(a, torch.Tensor)]
-                leaf_calls.append((len(rec.ops), [t for t in tids if t is not None]))
-
-        def post(module, args, out):
-            if rec.phase == "forward" and rec.nodes.hold and isinstance(module, torch.nn.RNNBase) and leaf_calls:
-                rec.hold_module_inputs(*leaf_calls.pop())
-
-        hooks = [torch.nn.modules.module.register_module_forward_pre_hook(pre),
-                 torch.nn.modules.module.register_module_forward_hook(post)]
         try:
             # Identity saved-tensor hooks: autograd then saves and unpacks
             # tensors as it does under remat_torch.apply (without hooks it
@@ -632,8 +580,6 @@ def trace(model, inputs, labels, loss_fn=None, optimizer=None, measure=False, na
                 optimizer.step()
         finally:
             rec.nodes.close()
-            for h in hooks:
-                h.remove()
         if rec.nodes.hold:
             rec.hold_to_death()
         loss_id = rec.lookup(loss)

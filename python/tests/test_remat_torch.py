@@ -480,8 +480,8 @@ class HoldTest(unittest.TestCase):
                                     "predicted %d, measured %d" % (r["pred_peak"], r["meas_peak"]))
 
     def test_holds_are_recorded(self):
-        """The first direction's projection is an input of an op after its
-        last reader: the op recorded just before PyTorch freed it."""
+        """The first direction's projection is held (attribute holds) by the
+        op recorded just before PyTorch freed it, after its last reader."""
         torch.manual_seed(0)
         model = nn.GRU(8, 16, bidirectional=True)
 
@@ -498,8 +498,11 @@ class HoldTest(unittest.TestCase):
         # each direction's input projection: addmm over all 5 x 2 steps
         projs = [o for o in g["ops"] if o["phase"] == "forward" and o["type"] == "addmm" and shape[o["outputs"][0]] == [10, 48]]
         self.assertEqual(len(projs), 2, [o["type"] for o in g["ops"] if o["phase"] == "forward"])
-        readers = [o["id"] for o in g["ops"] if projs[0]["outputs"][0] in o["inputs"]]
-        self.assertGreaterEqual(max(readers), projs[1]["id"], "held until the second direction's projection exists")
+        proj = projs[0]["outputs"][0]
+        holders = [o["id"] for o in g["ops"] if str(proj) in o.get("attrs", {}).get("holds", "").split(",")]
+        self.assertEqual(len(holders), 1)
+        self.assertGreaterEqual(holders[0], projs[1]["id"], "held until the second direction's projection exists")
+        self.assertLess(max(o["id"] for o in g["ops"] if proj in o["inputs"]), holders[0], "a hold, not a reader")
 
 
 class OnnxRouteTest(unittest.TestCase):
