@@ -3,6 +3,7 @@ package onnx
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -21,14 +22,14 @@ import (
 //     autograd saves for the cell's aten ops;
 //   - Y: the per-step h stacked (concat), both directions concatenated;
 //     Y_h (and an LSTM's Y_c), emitted only if some op reads them;
-//   - rnn_hold ops, which read what PyTorch holds longer than its last
-//     reader: X and the last h (and an LSTM's c) of each direction to the
-//     layer's end (the module's forward holds its input; h_n and c_n are
-//     built at the end), and
-//     each direction's projection until the next direction's projection is
-//     computed or to the layer's end (profiler, a bidirectional nn.GRU and
-//     nn.LSTM: the projections are freed when the layer function returns,
-//     the first once the second exists).
+//   - holds (graph.AttrHolds, a lifetime, not a data dependency) of what
+//     PyTorch keeps past its last reader: X and the last h (and an LSTM's
+//     c) of each direction on the layer's last op (the module's forward
+//     holds its input; h_n and c_n are built at the end), and each
+//     direction's projection on the next direction's projection or the
+//     layer's last op (profiler, a bidirectional nn.GRU and nn.LSTM: the
+//     projections are freed when the layer function returns, the first
+//     once the second exists).
 //
 // The cells (remat_torch.trace of nn.LSTM, nn.GRU and nn.RNN, torch 1.13):
 //
@@ -184,8 +185,9 @@ func opLSTM(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 	dt := dtypeOf(x.et)
 	elem := dt.Size()
 	var ys, hs, cs []*value
-	held := []*value{x} // what the layer holds to its end (rnn_hold)
+	held := []*value{x} // what the layer holds to its end (graph.AttrHolds)
 	var prevProj *value
+	var lastOp *graph.OpBuilder // the layer's last op (Y's)
 	for d := int64(0); d < dirs; d++ {
 		sfx := ""
 		if dirs == 2 || dir == "reverse" {
@@ -205,16 +207,14 @@ func opLSTM(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 			return nil, err
 		}
 		pins := append(append([]*value{xin}, wd[d]...), bih)
-		if _, err := imp.emit(pn, graph.OpLinear, pins, []*value{xp},
-			mulSat(mulSat(2*seq*batch, isz), ng*h)); err != nil {
+		pob, err := imp.emit(pn, graph.OpLinear, pins, []*value{xp}, mulSat(mulSat(2*seq*batch, isz), ng*h))
+		if err != nil {
 			return nil, err
 		}
 		if prevProj != nil {
 			// the first direction's projection is freed once the
 			// second's is computed
-			if _, err := imp.emit(sub(".forward.end"), OpRNNHold, []*value{prevProj}, nil, 0); err != nil {
-				return nil, err
-			}
+			pob.Attr(graph.AttrHolds, tensorIDs(prevProj))
 		}
 		sizes := make([]int, seq)
 		for i := range sizes {
@@ -285,7 +285,7 @@ func opLSTM(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 		}
 		y := tmp(base+sfx+".Y", append([]int64(nil), step...))
 		y.shape[seqAxis] = seq
-		if _, err := imp.emit(sub(sfx+".stack"), graph.OpConcat, hAt, []*value{y}, 0, "dim", strconv.Itoa(seqAxis)); err != nil {
+		if lastOp, err = imp.emit(sub(sfx+".stack"), graph.OpConcat, hAt, []*value{y}, 0, "dim", strconv.Itoa(seqAxis)); err != nil {
 			return nil, err
 		}
 		prevProj = xp
@@ -307,12 +307,10 @@ func opLSTM(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 		if _, err := imp.viewNow(sub(".Y"), graph.OpReshape, ys[0], outs[0], "shape", joinInts(yShape)); err != nil {
 			return nil, err
 		}
-	} else if _, err := imp.emit(sub(".Y"), graph.OpConcat, ys, outs[:1], 0, "dim", strconv.Itoa(dirAxis)); err != nil {
+	} else if lastOp, err = imp.emit(sub(".Y"), graph.OpConcat, ys, outs[:1], 0, "dim", strconv.Itoa(dirAxis)); err != nil {
 		return nil, err
 	}
-	if _, err := imp.emit(sub(".end"), OpRNNHold, append(held, prevProj), nil, 0); err != nil {
-		return nil, err
-	}
+	lastOp.Attr(graph.AttrHolds, tensorIDs(append(held, prevProj)...))
 	// Y_h and Y_c: the last step's h and c of each direction, made only if
 	// read.
 	for k, last := range states {
@@ -346,6 +344,16 @@ func opLSTM(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 		}
 	}
 	return outs, nil
+}
+
+// tensorIDs joins the tensors of materialized values with commas (the
+// value of graph.AttrHolds).
+func tensorIDs(vs ...*value) string {
+	ids := make([]string, len(vs))
+	for i, v := range vs {
+		ids[i] = strconv.Itoa(int(v.tensor))
+	}
+	return strings.Join(ids, ",")
 }
 
 // maxRNNSteps bounds the time steps (times directions) of one LSTM, GRU

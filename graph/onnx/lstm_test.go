@@ -2,6 +2,7 @@ package onnx
 
 import (
 	"bytes"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -83,17 +84,15 @@ func TestLSTMPerStep(t *testing.T) {
 	require.NoError(t, err)
 	types := opTypes(g, graph.Forward)
 	// The input projection, its per-step views, one lstm_step per time
-	// step, the stacked Y (and its [seq, 1, batch, H] view), and the hold
-	// of what the layer keeps to its end. The gate reordering of the
-	// weights is not materialized: no slice of a parameter, no
-	// concatenation but Y's.
+	// step, the stacked Y (and its [seq, 1, batch, H] view). The gate
+	// reordering of the weights is not materialized: no slice of a
+	// parameter, no concatenation but Y's.
 	assert.Equal(t, []string{graph.OpLinear, graph.OpSplit, OpLSTMStep, OpLSTMStep, OpLSTMStep, OpLSTMStep, OpLSTMStep,
-		graph.OpConcat, graph.OpReshape, OpRNNHold}, types)
-	hold := opsOfType(g, OpRNNHold)[0]
+		graph.OpConcat, graph.OpReshape}, types)
+	stack := opsOfType(g, graph.OpConcat)[0]
 	steps := opsOfType(g, OpLSTMStep)
-	assert.Equal(t, []graph.TensorID{g.Ops[0].Inputs[0], steps[4].Outputs[0], steps[4].Outputs[1], opsOfType(g, graph.OpLinear)[0].Outputs[0]}, hold.Inputs,
-		"the layer holds X, the last h and c and the input projection to its end")
-	assert.Empty(t, hold.Outputs)
+	want := []graph.TensorID{g.Ops[0].Inputs[0], steps[4].Outputs[0], steps[4].Outputs[1], opsOfType(g, graph.OpLinear)[0].Outputs[0]}
+	assert.Equal(t, tensorList(want), stack.Attrs[graph.AttrHolds], "the layer holds X, the last h and c and the input projection to its end")
 	assert.Equal(t, int64(16*3+16*4+16+16), g.ParamCount())
 	for i := range g.Ops {
 		op := &g.Ops[i]
@@ -110,7 +109,7 @@ func TestLSTMPerStep(t *testing.T) {
 		assert.Equal(t, graph.Shape{1, 1, 2, 16}, g.Tensors[op.Outputs[2]].Shape)
 		assert.Equal(t, int64(2*4*4), op.Workspace)
 	}
-	y := g.Tensors[g.Ops[len(g.Ops)-2].Outputs[0]]
+	y := g.Tensors[g.Ops[len(g.Ops)-1].Outputs[0]]
 	assert.Equal(t, "Y", y.Name)
 	assert.Equal(t, graph.Shape{5, 1, 2, 4}, y.Shape)
 	r := Rules()
@@ -140,6 +139,9 @@ func TestLSTMBidirectional(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"0", "1", "2", "3", "4", "4", "3", "2", "1", "0"}, order)
+	// The first direction's projection is held until the second's exists.
+	projs := opsOfType(g, graph.OpLinear)
+	assert.Equal(t, tensorList(projs[0].Outputs), projs[1].Attrs[graph.AttrHolds])
 }
 
 // Every time step is an op: a sequence past maxLSTMSteps is refused with
@@ -188,7 +190,7 @@ func TestGRUAndRNNPerStep(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := ImportForward(bytes.NewReader(tc.data), Options{Dims: map[string]int64{"batch": 2}})
 			require.NoError(t, err)
-			assert.Equal(t, []string{graph.OpLinear, graph.OpSplit, tc.step, tc.step, tc.step, tc.step, tc.step, graph.OpConcat, graph.OpReshape, OpRNNHold},
+			assert.Equal(t, []string{graph.OpLinear, graph.OpSplit, tc.step, tc.step, tc.step, tc.step, tc.step, graph.OpConcat, graph.OpReshape},
 				opTypes(g, graph.Forward))
 			for _, op := range opsOfType(g, tc.step) {
 				var shapes []graph.Shape
@@ -203,7 +205,7 @@ func TestGRUAndRNNPerStep(t *testing.T) {
 					assert.Zero(t, op.Workspace)
 				}
 			}
-			assert.Equal(t, graph.Shape{5, 1, 2, 4}, g.Tensors[g.Ops[len(g.Ops)-2].Outputs[0]].Shape)
+			assert.Equal(t, graph.Shape{5, 1, 2, 4}, g.Tensors[g.Ops[len(g.Ops)-1].Outputs[0]].Shape)
 		})
 	}
 	r := Rules()
@@ -218,4 +220,15 @@ func TestGRUAndRNNPerStep(t *testing.T) {
 	_, err = ImportForward(bytes.NewReader(rnnModel("GRU", 4)), Options{Dims: map[string]int64{"batch": 2}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "W [1 16 3] and R [1 16 4], expected [1 12 3] and [1 12 4]")
+}
+
+func tensorList(ids []graph.TensorID) string {
+	s := ""
+	for i, id := range ids {
+		if i > 0 {
+			s += ","
+		}
+		s += strconv.Itoa(int(id))
+	}
+	return s
 }

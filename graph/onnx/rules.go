@@ -40,7 +40,6 @@ const (
 	OpLSTMStep        = "lstm_step"          // (x_proj_t, h_prev, c_prev, W_hh[, b_hh][, P]) -> (h, c, gates, tanh_c); see opLSTM
 	OpGRUStep         = "gru_step"           // (x_proj_t, h_prev, W_hh[, b_hh]) -> (h, gates, n_h, n, d); see opLSTM
 	OpRNNStep         = "rnn_step"           // (x_proj_t, h_prev, W_hh[, b_hh]) -> h (attr activation); see opLSTM
-	OpRNNHold         = "rnn_hold"           // (tensors...) -> nothing: keeps what a recurrent layer holds alive to this point (see opLSTM)
 	OpCompare         = "compare"            // (a, b) -> bool (attr op: Equal, Less, ...); no gradient
 	OpNot             = "not"                // x -> bool; no gradient
 	OpGroupNorm       = "group_norm"         // (x[, gamma[, beta]]) -> (y, mean, rstd) over groups of channels (attr groups); see opInstanceNorm, matchGroupNorm
