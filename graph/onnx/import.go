@@ -240,6 +240,7 @@ type importer struct {
 	fusions  map[int]*fusion
 	nodes    []*NodeProto
 	cur      int // index of the node being converted
+	ifDepth  int // If branches being converted (opIf)
 }
 
 // build converts the model's forward graph into a builder.
@@ -291,13 +292,7 @@ func build(m *ModelProto, opts Options) (*graph.Builder, *importer, error) {
 	}
 	imp.b.SetAttr("onnx_opset", strconv.FormatInt(imp.opset, 10))
 	imp.b.Reserve(len(imp.nodes)*2, len(imp.nodes)*3)
-	for _, n := range imp.nodes {
-		for _, in := range n.GetInput() {
-			if in != "" {
-				imp.users[in]++
-			}
-		}
-	}
+	countUses(imp.nodes, imp.users, 0)
 	for _, o := range g.GetOutput() {
 		imp.users[o.GetName()]++
 	}

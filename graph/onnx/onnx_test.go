@@ -391,6 +391,7 @@ func FuzzImport(f *testing.F) {
 	f.Add(mlp())
 	f.Add(groupNormModel(true, 1))
 	f.Add(rnnModel("GRU", 3))
+	f.Add(ifModel(4, "Sigmoid"))
 	f.Add(oneOp("Einsum", []string{"xs"}, nil, nil, &AttributeProto{Name: strp("equation"), Type: attrType(AttributeProto_STRING), S: []byte("bchw,bdhw->bcdh")}))
 	f.Add(oneOp("Tile", []string{"r"}, map[string]*TensorProto{"r": ints64(1, 1, 2, 3)}, nil))
 	f.Add(oneOp("DepthToSpace", nil, nil, nil, intAttr("blocksize", 2)))

@@ -42,7 +42,7 @@ func init() {
 		"InstanceNormalization": opInstanceNorm, "PRelu": opPRelu, "Tile": opTile,
 		"DepthToSpace": opDepthToSpace, "SpaceToDepth": opDepthToSpace, "CumSum": opCumSum,
 		"ReduceL1": opReduce, "ReduceL2": opReduce, "ReduceLogSumExp": opReduce,
-		"Sign": opUnary, "Celu": opUnary, "Einsum": opEinsum,
+		"Sign": opUnary, "Celu": opUnary, "Einsum": opEinsum, "If": opIf,
 	}
 }
 
