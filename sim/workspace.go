@@ -1179,3 +1179,37 @@ func padded(op *graph.Op) bool {
 	}
 	return false
 }
+
+// autogradWorkspace returns the temporaries of a backward op whose
+// autograd formula PyTorch evaluates as several kernels, on every device,
+// for graphs that list the op whole (the ONNX import; a trace records the
+// kernels themselves). div_backward (a / b with a gradient for b):
+// derivatives.yaml's other: -grad * self / (other * other) keeps three
+// intermediates of the output's size next to grad / other before the
+// divisor's gradient is made and reduced (profiler, [64, 256] / [64, 256]:
+// +S +S +S +S -S -S -S +S with S = 65536 bytes; / [64, 1]: the same, then
+// +256 -S for the reduction), so the op peaks at four times its output
+// gradient's size, of which its outputs are part.
+func autogradWorkspace(g *graph.Graph, op *graph.Op) int64 {
+	if op.Type != "div_backward" {
+		return 0
+	}
+	f := g.Op(op.Forward)
+	if f == nil || f == op || len(f.Inputs) < 2 || len(f.Outputs) == 0 {
+		return 0
+	}
+	if b := g.Tensor(f.Inputs[1]); b == nil || (b.Kind != graph.Activation && b.Kind != graph.Parameter) {
+		return 0 // the divisor needs no gradient: grad / other only
+	}
+	y := g.Tensor(f.Outputs[0])
+	if y == nil {
+		return 0
+	}
+	var out int64
+	for _, o := range op.Outputs {
+		if t := g.Tensor(o); t != nil {
+			out = satAdd(out, t.Bytes)
+		}
+	}
+	return max(0, satMul(4, y.Bytes)-out)
+}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/remat-dev/remat/graph"
@@ -87,5 +88,54 @@ func TestCPUWorkspacePReLUBackward(t *testing.T) {
 		if got := CPUWorkspace(g, &g.Ops[tc.op], CPU{}); got != tc.want {
 			t.Errorf("CPUWorkspace(%s) = %d, want %d", g.Ops[tc.op].Name, got, tc.want)
 		}
+	}
+}
+
+// TestAutogradWorkspaceDiv: an imported a / b's backward holds the
+// formula's intermediates (measured in autogradWorkspace's comment) when b
+// needs a gradient; with a constant divisor it computes grad / b only.
+func TestAutogradWorkspaceDiv(t *testing.T) {
+	b := graph.NewBuilder("div")
+	x := b.Input("x", graph.F32, 64, 256)
+	w := b.Parameter("w", graph.F32, 64, 256)
+	n := b.Parameter("n", graph.F32, 64, 1)
+	c := b.Constant("c", graph.F32, 64, 256)
+	const s = 64 * 256 * 4
+	cases := []struct {
+		name    string
+		divisor graph.TensorID
+		outs    [][]int64
+		want    int64
+	}{
+		{"equal shapes", w, [][]int64{{64, 256}, {64, 256}}, 4*s - 2*s},
+		{"broadcast divisor", n, [][]int64{{64, 256}, {64, 1}}, 4*s - s - 256},
+		{"constant divisor", c, [][]int64{{64, 256}}, 0},
+	}
+	var ops []graph.OpID
+	for _, tc := range cases {
+		f := b.Op("div", "f_"+tc.name, x, tc.divisor).Out("y_"+tc.name, graph.F32, 64, 256)
+		y := f.T()
+		bo := b.Op("div_backward", "b_"+tc.name, x, tc.divisor, y).Forward(f.ID())
+		for i, sh := range tc.outs {
+			bo.Out("g"+strconv.Itoa(i)+"_"+tc.name, graph.F32, sh...)
+		}
+		ops = append(ops, bo.ID())
+	}
+	g, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range cases {
+		if got := autogradWorkspace(g, &g.Ops[ops[i]]); got != tc.want {
+			t.Errorf("%s: autogradWorkspace = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	// Every device: the Machine charges it without the CPU model.
+	m, err := NewMachine(g, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.OpWorkspace(ops[0]); got != cases[0].want {
+		t.Errorf("OpWorkspace = %d, want %d", got, cases[0].want)
 	}
 }

@@ -342,18 +342,20 @@ class _Recorder(TorchDispatchMode):
         return weakref.ref(t, gone)
 
     def hold_to_death(self):
-        """A forward storage that PyTorch frees later than its last reader
-        is held until then: the op recorded last before it died lists it in
+        """A storage that PyTorch frees later than its last reader, in the
+        phase that made it, is held until then: the op recorded last before it died lists it in
         its attribute holds (graph.AttrHolds), so that a simulation keeps
         its memory until that op has run, also when a plan frees it earlier
         (a Python frame or a composite op still references it: aten::gru
         and aten::lstm keep each direction's input projection and final
         state until they return, a module's forward its locals until it
-        returns). A hold is no data dependency: a recompute does not need
-        the tensor. Profiler: a bidirectional nn.GRU frees the first
-        direction's input projection after the second's is computed, and
-        an attention's q, k, v views keep the projection until its forward
-        returns."""
+        returns; a backward formula's C++ temporaries live to the end of
+        its expression). A hold is no data dependency: a recompute does not
+        need the tensor. Profiler: a bidirectional nn.GRU frees the first
+        direction's input projection after the second's is computed, an
+        attention's q, k, v views keep the projection until its forward
+        returns, and DivBackward's -grad * self / (other * other) holds its
+        four intermediates at once."""
         last = {}
         for op in self.ops:
             for tid in op["inputs"]:
@@ -362,10 +364,10 @@ class _Recorder(TorchDispatchMode):
         for root, (n, phase) in sorted(self.died.items()):
             t = self.tensors[root]
             p = t.get("producer")
-            if phase != "forward" or p is None or self.ops[p]["phase"] != "forward" or n < 1:
+            if p is None or self.ops[p]["phase"] != phase or n < 1:
                 continue
             end = self.ops[n - 1]
-            if end["phase"] != "forward" or end["id"] <= last.get(root, p):
+            if end["phase"] != phase or end["id"] <= last.get(root, p):
                 continue
             attrs = end.setdefault("attrs", {})
             held = attrs.get("holds")
