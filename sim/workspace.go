@@ -1190,7 +1190,26 @@ func padded(op *graph.Op) bool {
 // +S +S +S +S -S -S -S +S with S = 65536 bytes; / [64, 1]: the same, then
 // +256 -S for the reduction), so the op peaks at four times its output
 // gradient's size, of which its outputs are part.
+//
+// Element-wise ops whose formula computes a function of the input before
+// multiplying by the gradient hold that many temporaries of the output
+// gradient's size S (profiler, [64, 256], backward of the op alone): pow by
+// a scalar grad * (exponent * self.pow(exponent - 1)) 2S, reciprocal
+// -grad * (result * result) 2S, erf 2/sqrt(pi) * exp(-self^2) * grad 4S,
+// cos -grad * sin(self) 2S, sqrt grad / (2 * result), abs grad *
+// sign(self) and sin grad * cos(self) 1S each; exp, log, tanh, sigmoid and
+// the activations' own backward kernels none.
 func autogradWorkspace(g *graph.Graph, op *graph.Op) int64 {
+	if k := unaryTemporaries(g, op); k > 0 {
+		if len(op.Inputs) == 0 {
+			return 0
+		}
+		dy := g.Tensor(op.Inputs[len(op.Inputs)-1]) // the output gradient comes last
+		if dy == nil {
+			return 0
+		}
+		return satMul(k, dy.Bytes)
+	}
 	if op.Type != "div_backward" {
 		return 0
 	}
@@ -1212,4 +1231,29 @@ func autogradWorkspace(g *graph.Graph, op *graph.Op) int64 {
 		}
 	}
 	return max(0, satMul(4, y.Bytes)-out)
+}
+
+// unaryTemporaries returns how many output-gradient-sized temporaries the
+// backward formula of an element-wise op of the ONNX import holds (see
+// autogradWorkspace); 0 for other ops.
+func unaryTemporaries(g *graph.Graph, op *graph.Op) int64 {
+	var k int64
+	switch op.Type {
+	case "pow_backward", "reciprocal_backward":
+		k = 2
+	case "erf_backward":
+		k = 4
+	case "sqrt_backward", "abs_backward", "sin_backward":
+		k = 1
+	default:
+		return 0
+	}
+	f := g.Op(op.Forward)
+	if f == nil || f == op || len(f.Inputs) != 1 { // pow by a tensor exponent: not measured
+		return 0
+	}
+	if f.Attrs["onnx_op"] == "Cos" { // -grad * sin(self): the sine and its negation
+		return 2
+	}
+	return k
 }

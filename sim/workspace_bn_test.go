@@ -139,3 +139,49 @@ func TestAutogradWorkspaceDiv(t *testing.T) {
 		t.Errorf("OpWorkspace = %d, want %d", got, cases[0].want)
 	}
 }
+
+// TestAutogradWorkspaceUnary: the imported element-wise ops whose backward
+// formula computes a function of the input first (measured in
+// autogradWorkspace's comment).
+func TestAutogradWorkspaceUnary(t *testing.T) {
+	b := graph.NewBuilder("unary")
+	x := b.Parameter("x", graph.F32, 64, 256)
+	e := b.Parameter("e", graph.F32, 64, 256)
+	const s = 64 * 256 * 4
+	type tc struct {
+		fwd, onnxOp string
+		ins         []graph.TensorID
+		want        int64
+	}
+	cases := []tc{
+		{"pow", "", []graph.TensorID{x}, 2 * s},
+		{"pow", "", []graph.TensorID{x, e}, 0}, // a tensor exponent: not measured
+		{"reciprocal", "", []graph.TensorID{x}, 2 * s},
+		{"erf", "", []graph.TensorID{x}, 4 * s},
+		{"sqrt", "", []graph.TensorID{x}, s},
+		{"abs", "", []graph.TensorID{x}, s},
+		{"sin", "", []graph.TensorID{x}, s},
+		{"sin", "Cos", []graph.TensorID{x}, 2 * s},
+		{"exp", "", []graph.TensorID{x}, 0},
+	}
+	var ops []graph.OpID
+	for i, c := range cases {
+		name := strconv.Itoa(i)
+		f := b.Op(c.fwd, "f"+name, c.ins...).Out("y"+name, graph.F32, 64, 256)
+		if c.onnxOp != "" {
+			f.Attr("onnx_op", c.onnxOp)
+		}
+		y := f.T()
+		dy := b.Op("grad_seed", "dy"+name).Out("dy"+name, graph.F32, 64, 256).T()
+		ops = append(ops, b.Op(c.fwd+"_backward", "b"+name, x, y, dy).Forward(f.ID()).Out("gx"+name, graph.F32, 64, 256).ID())
+	}
+	g, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cases {
+		if got := autogradWorkspace(g, &g.Ops[ops[i]]); got != c.want {
+			t.Errorf("%s %s (%d inputs): autogradWorkspace = %d, want %d", c.fwd, c.onnxOp, len(c.ins), got, c.want)
+		}
+	}
+}
