@@ -34,10 +34,8 @@ func opEinsum(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 	if err := checkShape(shape, "output shape"); err != nil {
 		return nil, err
 	}
-	for _, x := range xs {
-		if x.isConst && len(xs) == 1 {
-			return nil, fmt.Errorf("constant operand: %w", ErrUnsupported)
-		}
+	if len(xs) == 1 && xs[0].isConst {
+		return nil, fmt.Errorf("constant operand: %w", ErrUnsupported)
 	}
 	return imp.emit1(n, OpEinsum, xs, imp.newOut(n, 0, xs[0].et, shape), flops, "equation", eq)
 }
@@ -93,7 +91,6 @@ func einsumShape(eq string, xs []*value) ([]int64, int64, error) {
 		}
 	}
 	var out []byte
-	outEll := true
 	if explicit {
 		letters, hasEll, err := einsumTerm(rhs, eq)
 		if err != nil {
@@ -104,7 +101,7 @@ func einsumShape(eq string, xs []*value) ([]int64, int64, error) {
 				return nil, 0, fmt.Errorf("equation %q: output index %c is in no operand", eq, c)
 			}
 		}
-		out, outEll = letters, hasEll || len(ell) == 0
+		out = letters
 		if !hasEll && len(ell) > 0 {
 			return nil, 0, fmt.Errorf("equation %q: the output drops the operands' ... dimensions", eq)
 		}
@@ -116,10 +113,7 @@ func einsumShape(eq string, xs []*value) ([]int64, int64, error) {
 		}
 		sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	}
-	var shape []int64
-	if outEll {
-		shape = append(shape, ell...)
-	}
+	shape := append([]int64(nil), ell...) // the output keeps the ... dimensions first
 	for _, c := range out {
 		shape = append(shape, size[c])
 	}

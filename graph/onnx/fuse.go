@@ -603,7 +603,6 @@ func (imp *importer) fuseGroupNorm(f *fusion) (bool, error) {
 		return false, nil
 	}
 	var w, b *value
-	last := r2
 	if mul, ok := f.role["mul"]; ok {
 		add := f.role["add"]
 		w = soleParam(imp.operand(mul, out0(r2)))
@@ -611,10 +610,8 @@ func (imp *importer) fuseGroupNorm(f *fusion) (bool, error) {
 		if w == nil || b == nil || numel(w.shape) != c || numel(b.shape) != c {
 			return false, nil
 		}
-		last = imp.nodes[add]
 	}
-	n := imp.fusedNode(f, "GroupNormalization")
-	n.Output = []string{out0(last)}
+	n := imp.fusedNode(f, "GroupNormalization") // producing the last node's output: r2's or the Add's
 	outs, err := imp.groupNorm(n, x, w, b, groups, eps)
 	if err != nil {
 		return false, err

@@ -45,7 +45,11 @@ func opIf(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 		}
 		imp.cur = i
 		if !defaultDomain(bn) || !supported(bn.GetOpType()) {
-			return nil, fmt.Errorf("%s node %d %q: op type %s::%s is %w", branch, i, bn.GetName(), bn.GetDomain(), bn.GetOpType(), ErrUnsupported)
+			op := bn.GetOpType()
+			if !defaultDomain(bn) {
+				op = bn.GetDomain() + "::" + op // as checkSupported names it
+			}
+			return nil, fmt.Errorf("%s node %d %q: op type %s is %w", branch, i, bn.GetName(), op, ErrUnsupported)
 		}
 		if err := imp.node(bn); err != nil {
 			return nil, fmt.Errorf("%s node %d %q (%s): %w", branch, i, bn.GetName(), bn.GetOpType(), err)

@@ -467,7 +467,7 @@ class HoldTest(unittest.TestCase):
 
         # Before: measured above the prediction (aten::gru holds each
         # direction's input projection and final state until it returns);
-        # a 256-unit GRU of 32 steps by 4.0%, the same LSTM by 1.5%.
+        # these by 4.4% (GRU) and 2.0% (LSTM).
         for cls in (nn.GRU, nn.LSTM):
             torch.manual_seed(0)
             x, y = torch.randint(0, 50, (8, 16)), torch.randint(0, 10, (8,))
@@ -507,8 +507,8 @@ class HoldTest(unittest.TestCase):
     def test_backward_formula_temporaries(self):
         """DivBackward's -grad * self / (other * other) keeps its C++
         temporaries to the end of the expression: held in the backward too
-        (nn.LocalResponseNorm divides by a function of its input; 7% low
-        before)."""
+        (nn.LocalResponseNorm divides by a function of its input; 10.5% low
+        without)."""
         torch.manual_seed(0)
         model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.LocalResponseNorm(5), nn.AdaptiveAvgPool2d(1),
                               nn.Flatten(), nn.Linear(16, 10))
@@ -575,10 +575,9 @@ class OnnxRouteTest(unittest.TestCase):
             def forward(self, ids):
                 return self.fc(self.rnn(self.emb(ids))[0][:, -1])
 
-        # Before: GRU and RNN unsupported; a bidirectional GRU (256 units,
-        # 32 steps) 4.6% low until the import held what the layer holds to
-        # its end (its input, projections and final states); this small
-        # bidirectional LSTM 2.1% low.
+        # Before: GRU and RNN unsupported, and bidirectional layers low
+        # until the import held what the layer keeps to its end (its input,
+        # projections and final states; docs/onnx.md).
         for name, cls, kw in (("gru", nn.GRU, {}), ("gru_bi", nn.GRU, {"bidirectional": True}),
                               ("rnn", nn.RNN, {"nonlinearity": "relu"}), ("lstm_bi", nn.LSTM, {"bidirectional": True})):
             torch.manual_seed(0)
@@ -617,7 +616,7 @@ class OnnxRouteTest(unittest.TestCase):
 
     def test_local_response_norm(self):
         """Exported through an If on the input's rank; its division's
-        backward holds the formula's intermediates (14% low without)."""
+        backward holds the formula's intermediates (10.8% low without)."""
         torch.manual_seed(0)
         model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.LocalResponseNorm(5), nn.AdaptiveAvgPool2d(1),
                               nn.Flatten(), nn.Linear(16, 10))
