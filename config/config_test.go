@@ -45,6 +45,7 @@ func TestRegistryConsistency(t *testing.T) {
 		int(CPUISA):           TypeEnum,
 		int(ConvMemoryFormat): TypeEnum,
 		int(RNGStateBytes):    TypeSize,
+		int(DTRHeuristic):     TypeEnum,
 	}
 	require.Len(t, keys, int(numKeys), "every registry entry has exactly one typed constant")
 	for i, typ := range keys {

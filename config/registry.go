@@ -202,6 +202,7 @@ const (
 	CPUISA                   EnumKey   = iota // REMAT_CPU_ISA
 	ConvMemoryFormat         EnumKey   = iota // REMAT_CONV_MEMORY_FORMAT
 	RNGStateBytes            SizeKey   = iota // REMAT_RNG_STATE_BYTES
+	DTRHeuristic             EnumKey   = iota // REMAT_DTR_HEURISTIC
 	numKeys                            = iota
 )
 
@@ -389,6 +390,26 @@ var registry = [numKeys]def{
 		typ: TypeSize, defaultFn: constDefault("0"), defaultDoc: "0", min: 0, max: 1 << 30, plainUnit: 1,
 		desc: "Bytes of the simulated device's memory that a random op (dropout) keeps for its RNG state from its first run to the end of the backward pass when a plan recomputes it, " +
 			"so that the recompute draws the same numbers (remat_torch.apply saves torch.get_rng_state(), a 5056-byte CPU tensor, per recomputed random op, as torch.utils.checkpoint does per checkpointed segment; on a GPU it and the CUDA state are host memory).",
+	},
+	DTRHeuristic: {
+		name: "dtr.heuristic", env: "REMAT_DTR_HEURISTIC", flag: "dtr-heuristic",
+		typ: TypeEnum, defaultFn: constDefault("lookahead"), defaultDoc: "lookahead",
+		choices: []Choice{
+			{Name: "dtr", Aliases: []string{"full", "h_dtr", "dtr-full"}},
+			{Name: "dtr-eqclass", Aliases: []string{"eqclass", "eq-class", "dtr-eq-class"}},
+			{Name: "dtr-local", Aliases: []string{"local"}},
+			{Name: "msps"},
+			{Name: "lru"},
+			{Name: "size", Aliases: []string{"largest", "largest-size"}},
+			{Name: "megengine", Aliases: []string{"mge"}},
+			{Name: "lookahead", Aliases: []string{"belady"}},
+			{Name: "lookahead-msps", Aliases: []string{"belady-msps"}},
+			{Name: "lookahead-dtr", Aliases: []string{"belady-dtr"}},
+		},
+		desc: "The heuristic the dtr strategy evicts by on a training graph (docs/dtr.md has the formulas). " +
+			"The default, lookahead, uses the graph's known op sequence (the next use of each tensor), which a runtime cannot know; " +
+			"to ask what a runtime DTR does, give its heuristic: megengine for MegEngine's, dtr-eqclass (or the one passed to it) for remat_torch.dtr. " +
+			"Sweeps of a DTR log take theirs from --heuristic.",
 	},
 }
 

@@ -12,9 +12,9 @@ import (
 
 var dtrRuntime = Strategy{
 	Name: "dtr",
-	Doc:  "DTR runtime eviction within the budget (lookahead heuristic: the op sequence is known)",
+	Doc:  "DTR runtime eviction within the budget (heuristic dtr.heuristic, by default lookahead: the op sequence is known)",
 	Reads: []string{"dtr.swap", "dtr.drop", "dtr.auto_drop", "dtr.eviction_threshold",
-		"dtr.evictee_minimum_size"},
+		"dtr.evictee_minimum_size", "dtr.heuristic"},
 	Planner: planDTR,
 }
 

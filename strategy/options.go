@@ -212,9 +212,14 @@ func OptionsFrom(s *config.Settings) (Options, error) {
 
 	cfg := dtr.DefaultConfig()
 	// The graph's op sequence is known, so the next-use distance is
-	// available: lookahead was the best or within 1% of the best on
-	// resnet50, gpt and vgg19 at half their peak (dtr's TestGraphHeuristics).
-	cfg.Heuristic = dtr.Lookahead
+	// available: lookahead (the setting's default) was the best or within
+	// 1% of the best on resnet50, gpt and vgg19 at half their peak (dtr's
+	// TestGraphHeuristics). A runtime's own heuristic predicts that runtime.
+	h, err := dtr.ParseHeuristic(s.Enum(config.DTRHeuristic))
+	if err != nil {
+		return Options{}, fmt.Errorf("REMAT_DTR_HEURISTIC: %w", err)
+	}
+	cfg.Heuristic = h
 	if v := s.Size(config.DTREvicteeMinimumSize); v >= 0 {
 		cfg.EvicteeMinSize = v
 	}

@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/remat-dev/remat/config"
+	"github.com/remat-dev/remat/dtr"
+	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/graph/models"
 	"github.com/remat-dev/remat/sim"
 )
@@ -98,19 +100,25 @@ func mustLookup(t *testing.T, name string) Strategy {
 	return s
 }
 
+// planWithEnv plans g with the named strategy on the ideal allocator, with
+// settings loaded from env and the given budget (0: none).
+func planWithEnv(t *testing.T, g *graph.Graph, name string, env map[string]string, budget int64) Result {
+	t.Helper()
+	s, _, err := config.Load(config.MapEnv(env))
+	require.NoError(t, err)
+	o, err := OptionsFrom(s)
+	require.NoError(t, err)
+	o.Allocator = AllocIdeal
+	o.Budget = budget
+	res, err := mustLookup(t, name).Plan(context.Background(), g, o)
+	require.NoError(t, err)
+	return res
+}
+
 func TestMirrorFollowsTheGlobalSwitch(t *testing.T) {
 	g, err := models.Build("resnet18", models.Options{Batch: 2})
 	require.NoError(t, err)
-	run := func(env map[string]string) Result {
-		s, _, err := config.Load(config.MapEnv(env))
-		require.NoError(t, err)
-		o, err := OptionsFrom(s)
-		require.NoError(t, err)
-		o.Allocator = AllocIdeal
-		res, err := mustLookup(t, "mirror").Plan(context.Background(), g, o)
-		require.NoError(t, err)
-		return res
-	}
+	run := func(env map[string]string) Result { return planWithEnv(t, g, "mirror", env, 0) }
 	def := run(nil)
 	assert.Greater(t, def.Sim.Recomputes, 0, "choosing the strategy turns mirroring on")
 	off := run(map[string]string{"MXNET_BACKWARD_DO_MIRROR": "0"})
@@ -214,4 +222,46 @@ func TestResidentAboveTheDevice(t *testing.T) {
 			assert.Contains(t, res.Reason, "resident from the start")
 		}
 	}
+}
+
+// TestDTRHeuristicSetting checks that dtr.heuristic names exactly dtr's
+// heuristics (every choice parses to one, every heuristic is a choice) and
+// that the dtr strategy evicts by the one it names: a runtime heuristic
+// and the default lookahead make different runs on resnet18 (batch 32) at
+// 0.7 of its peak.
+func TestDTRHeuristicSetting(t *testing.T) {
+	spec := config.DTRHeuristic.Spec()
+	seen := map[dtr.Heuristic]bool{}
+	for _, c := range spec.Choices {
+		for _, name := range append([]string{c.Name}, c.Aliases...) {
+			h, err := dtr.ParseHeuristic(name)
+			require.NoError(t, err, name)
+			assert.Equal(t, c.Name, h.String(), "alias %q", name)
+			seen[h] = true
+		}
+	}
+	for _, h := range dtr.Heuristics {
+		assert.True(t, seen[h], "dtr.heuristic has no choice %s", h)
+	}
+
+	g, err := models.Build("resnet18", models.Options{Batch: 32})
+	require.NoError(t, err)
+	base, err := OptionsFrom(nil)
+	require.NoError(t, err)
+	base.Allocator = AllocIdeal
+	none, err := mustLookup(t, "none").Plan(context.Background(), g, base)
+	require.NoError(t, err)
+	run := func(env map[string]string) Result {
+		res := planWithEnv(t, g, "dtr", env, none.Sim.PeakAllocated*7/10)
+		require.Equal(t, StatusOK, res.Status, "%v: %s", env, res.Reason)
+		return res
+	}
+	def := run(nil)
+	assert.Equal(t, def.Sim, run(map[string]string{"REMAT_DTR_HEURISTIC": "lookahead"}).Sim, "lookahead is the default")
+	lru := run(map[string]string{"REMAT_DTR_HEURISTIC": "lru"})
+	assert.NotEqual(t, def.Sim.Recomputes, lru.Sim.Recomputes, "lru evicts differently from lookahead")
+	assert.LessOrEqual(t, lru.Sim.PeakAllocated, none.Sim.PeakAllocated*7/10)
+
+	_, _, err = config.Load(config.MapEnv{"REMAT_DTR_HEURISTIC": "belady-lru"})
+	require.ErrorContains(t, err, "REMAT_DTR_HEURISTIC")
 }

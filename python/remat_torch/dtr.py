@@ -664,7 +664,8 @@ def compare(model, inputs, labels, sim, budget="0.5", heuristic="eq-class", min_
             loss_fn=None, workdir=None):
     """Trace one step of model, ask sim for the no-recompute and DTR
     predictions at budget (sim report --graph --device cpu --allocator
-    ideal --strategies none,dtr --budget), run the plain step and the
+    ideal --strategies none,dtr --budget, with the runtime's heuristic as
+    --dtr-heuristic and min_size as --dtr-evictee-min-size), run the plain step and the
     runtime-DTR step and measure them as remat_torch.measure does. The
     runtime's budget_bytes is sim's budget in bytes minus the bytes resident
     before the step (parameters, buffers, inputs, labels, optimizer state)
@@ -696,31 +697,11 @@ def compare(model, inputs, labels, sim, budget="0.5", heuristic="eq-class", min_
         del tm
         doc = json.loads(sim._run(["report", "--graph", gpath, "--device", "cpu", "--allocator", "ideal",
                                    "--strategies", "none,dtr", "--budget", str(budget), "--dtr-evictee-min-size", str(min_size),
-                                   "--format", "json"]))
+                                   "--dtr-heuristic", out["heuristic"], "--format", "json"]))
         out["budget_bytes_sim"] = doc.get("budget")
         rows = {r["strategy"]: r for r in doc["rows"]}
         out["sim_none"] = rows.get("none")
         out["sim_dtr"] = rows.get("dtr")
-        if out["sim_dtr"] and out["sim_dtr"].get("status") == "error":
-            # sim's DTR run fails on some traced graphs (views and in-place
-            # outputs: "input used after free"); ask again with every view
-            # and in-place output as a tensor of its own (an upper bound on
-            # their memory) and say so.
-            with open(gpath) as f:
-                g = json.load(f)
-            for t in g.get("tensors", ()):
-                t.pop("alias_of", None)
-            for o in g.get("ops", ()):
-                o.pop("inplace", None)
-            npath = os.path.join(workdir, "step-noalias.json")
-            with open(npath, "w") as f:
-                json.dump(g, f)
-            doc2 = json.loads(sim._run(["report", "--graph", npath, "--device", "cpu", "--allocator", "ideal",
-                                        "--strategies", "none,dtr", "--budget", str(budget), "--dtr-evictee-min-size",
-                                        str(min_size), "--format", "json"]))
-            rows2 = {r["strategy"]: r for r in doc2["rows"]}
-            out["sim_dtr_noalias"] = rows2.get("dtr")
-            out["sim_none_noalias"] = rows2.get("none")
 
         def fresh():
             m = copy.deepcopy(model)
@@ -802,17 +783,6 @@ def format_compare(r):
         else:
             lines.append("%-24s %10s %10s %10s  %s: %s" % ("sim dtr (predicted)", "-", "-", "-", sd.get("status"),
                                                         (sd.get("reason") or "")[:160]))
-    na, nn = r.get("sim_dtr_noalias"), r.get("sim_none_noalias") or {}
-    if na:
-        if na.get("time_ns"):
-            lines.append("%-24s %10s %10.1f %10s  %s, %d recomputes, %d evictions (views as copies: none %s MiB)%s" % (
-                "sim dtr (no views)", _mib(na["peak_allocated"]), na["time_ns"] / 1e6,
-                "%.2f" % (na["time_ns"] / nn["time_ns"]) if nn.get("time_ns") else "-", na["status"],
-                na.get("recomputes", 0), na.get("evictions", 0), _mib(nn.get("peak_allocated", 0)),
-                "" if na["status"] == "ok" else ": " + (na.get("reason") or "")[:100]))
-        else:
-            lines.append("%-24s %10s %10s %10s  %s: %s" % ("sim dtr (no views)", "-", "-", "-", na.get("status"),
-                                                        (na.get("reason") or "")[:160]))
     if r.get("not_run"):
         lines.append("%-24s %10s %10s %10s" % ("plain step (measured)", _mib(r["meas_none_peak"]), "-", "-"))
         lines.append("%-24s %10s %10s %10s  not run: %s" % ("runtime dtr (measured)", "-", "-", "-", r["not_run"]))

@@ -180,5 +180,55 @@ class TestDTR(unittest.TestCase):
         self.assertEqual(d.stats["evictions"], 0)
 
 
+@unittest.skipIf(torch is None, "torch not installed: remat_torch.dtr tests skipped (install python3-torch)")
+class TestCompare(unittest.TestCase):
+    """python3 -m remat_torch dtr (compare and format_compare) on the small
+    CNN: sim is asked with the runtime's heuristic and evictee size, its
+    no-recompute prediction is the plain step's measured peak (within
+    0.1%), and every row of the table is there."""
+
+    def test_compare_small_cnn(self):
+        import os
+        import shutil
+
+        from remat_torch import measure
+        from remat_torch.dtr import compare, format_compare
+
+        if not (os.environ.get("REMAT_SIM") or shutil.which("sim") or shutil.which("go")):
+            self.skipTest("no sim binary and no go to build one")
+        torch.manual_seed(0)
+        torch.set_num_threads(1)
+        x = torch.randn(16, 3, 32, 32)
+        y = torch.randint(0, 5, (16,))
+        sim = measure.Sim()
+        calls = []
+        run = sim._run
+
+        def spy(args):
+            calls.append(list(args))
+            return run(args)
+
+        sim._run = spy
+        try:
+            r = compare(cnn(), (x,), y, sim, budget="0.8", heuristic="lru", min_size=4096, runs=1, name="cnn")
+        finally:
+            sim.close()
+        report = [c for c in calls if c and c[0] == "report"]
+        self.assertEqual(len(report), 1, calls)
+        args = report[0]
+        self.assertEqual(args[args.index("--dtr-heuristic") + 1], "lru")
+        self.assertEqual(args[args.index("--dtr-evictee-min-size") + 1], "4096")
+        self.assertAlmostEqual(r["sim_none"]["peak_allocated"] / r["meas_none_peak"], 1, delta=1e-3,
+                               msg="sim none vs plain step")
+        self.assertEqual(r["sim_dtr"]["status"], "ok", r["sim_dtr"])
+        self.assertLessEqual(r["sim_dtr"]["peak_allocated"], r["budget_bytes_sim"])
+        self.assertGreater(r["managed_budget"], 0)
+        self.assertTrue(r["grads"] and r["buffers"], r)
+        text = format_compare(r)
+        for row in ("sim none (predicted)", "sim dtr (predicted)", "plain step (measured)", "runtime dtr (measured)",
+                    "measured dtr peak vs sim dtr prediction"):
+            self.assertIn(row, text)
+
+
 if __name__ == "__main__":
     unittest.main()
