@@ -721,6 +721,16 @@ baseline compute, for each --heuristic; --parity follows the reference simulator
 			}
 		}
 		ctx := cmd.Context()
+		// Two flags name a DTR heuristic: --heuristic for the sweep of a
+		// DTR log (several, 'all', 'search'), the setting dtr.heuristic for
+		// the dtr strategy on a training graph. Each ignored silently would
+		// answer another question than the one asked.
+		if c.in.dtrLog != "" && cmd.Flags().Changed("dtr-heuristic") {
+			return usagef("--dtr-heuristic sets the dtr strategy's heuristic on a training graph; a --dtr-log sweep takes --heuristic")
+		}
+		if c.in.dtrLog == "" && cmd.Flags().Changed("heuristic") {
+			return usagef("--heuristic names the heuristics of a --dtr-log sweep; on a training graph give the dtr strategy's with --dtr-heuristic")
+		}
 		if c.in.dtrLog != "" && c.strategies == "dtr" {
 			if plot != "" {
 				return usagef("--plot draws budget sweeps of graphs; a --dtr-log sweep prints its table only")
