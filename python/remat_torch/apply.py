@@ -47,7 +47,7 @@ import torch.utils._python_dispatch as _pd
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from .trace import DTYPES, RANDOM_OPS, NodeMap, graph_nodes, is_unpack_detach
+from .trace import DTYPES, RANDOM_OPS, InplaceTwins, NodeMap, graph_nodes, is_unpack_detach
 
 _DTYPES_BY_NAME = {v: k for k, v in DTYPES.items()}
 _OUT = re.compile(r"^(\d+):([^\[]*)\[([^\]]*)\](?:=(\d+))?$")
@@ -178,6 +178,7 @@ class _Step:
         self.recipes = {}  # forward op -> _Recipe
         self.rng = {}  # forward op -> RNG states
         self.nodes = NodeMap()
+        self.twins = InplaceTwins()
         self.handles = []
         self.phase = "forward"
         self.finished = False
@@ -491,6 +492,7 @@ class Runner:
 
     def _backward_op(self, func, args, kwargs):
         st = self.st
+        func = st.twins.func(func, args)  # the plain step's in-place kernel (trace.InplaceTwins)
         p = st.bpos
         name = func.overloadpacket.__name__
         if p is not None and p < len(self.ops) and self.ops[p].type == name:
@@ -500,7 +502,9 @@ class Runner:
             self.stats["backward_mismatches"] += 1
         if st.standins:
             args, kwargs = self._real(args, kwargs)
-        return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        st.twins.ran(func, out)
+        return out
 
     # -- saved tensors --
 

@@ -54,6 +54,44 @@ DTYPES = {
 }
 
 
+class InplaceTwins:
+    """Backward formulas that fill a fresh zero tensor with an in-place
+    index op (gather_backward: new_zeros then scatter_add_;
+    index_select_backward: index_add_; index_backward: index_put_;
+    masked_select_backward: masked_scatter_) call the out-of-place twin
+    instead whenever a dispatch mode is active, because torch's
+    isTensorSubclassLike is then true for every tensor. Under the tracer's
+    and the applier's modes they would allocate a second tensor the step
+    run without a mode does not. A mode's dispatch passes each backward
+    kernel through call(), which runs the in-place op when the kernel is
+    such a twin and its first argument is the zero tensor the kernel just
+    before it made (the formula's own local, read by nothing else): the
+    values are the same, and so is the memory of the step without a mode."""
+
+    TWINS = {"scatter_add", "index_add", "index_put", "masked_scatter"}
+    ZEROS = {"new_zeros", "zeros", "zeros_like"}
+
+    def __init__(self):
+        self.fresh = None  # weak reference to the zero tensor the last kernel made
+
+    def func(self, func, args):
+        """The kernel to run for func(args): its in-place twin, or func."""
+        z = self.fresh() if self.fresh is not None else None
+        self.fresh = None
+        name = func.overloadpacket.__name__
+        if z is None or name not in self.TWINS or not args or args[0] is not z:
+            return func
+        inplace = getattr(torch.ops.aten, name + "_", None)
+        return getattr(inplace, func._overloadname, func) if inplace is not None else func
+
+    def ran(self, func, out):
+        """Note the kernel func just ran and returned out."""
+        if func.overloadpacket.__name__ in self.ZEROS and isinstance(out, torch.Tensor):
+            self.fresh = weakref.ref(out)
+        else:
+            self.fresh = None
+
+
 # Factories that allocate without reading or writing the memory.
 _ALLOCATORS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
 
@@ -292,6 +330,7 @@ class _Recorder(TorchDispatchMode):
         self.ids = {}
         self.keep = []  # the storages: data pointers stay unique while tracing
         self.roots = {}  # storage data_ptr -> root tensor id
+        self.twins = InplaceTwins()
         self.phase = "forward"
         self.measure = measure
         self.nodes = NodeMap(self)
@@ -461,9 +500,12 @@ class _Recorder(TorchDispatchMode):
         in_tensors = [a for a in flat_in if isinstance(a, torch.Tensor)]
         ins = [self.tensor_id(a) for a in in_tensors]
         read = list(zip(ins, in_tensors))  # before backward adds the node's saved tensors to ins
+        if self.phase != "forward":
+            func = self.twins.func(func, args)
         t0 = time.perf_counter_ns()
         out = func(*args, **kwargs)
         dt = time.perf_counter_ns() - t0
+        self.twins.ran(func, out)
         flat_out, _ = tree_flatten(out)
         outs = [o for o in flat_out if isinstance(o, torch.Tensor)]
         if not outs:
