@@ -1191,6 +1191,12 @@ func padded(op *graph.Op) bool {
 // +256 -S for the reduction), so the op peaks at four times its output
 // gradient's size, of which its outputs are part.
 //
+// maximum and minimum (each input: where(self == other, grad / 2,
+// grad).masked_fill_(mask, 0)) and pow by a tensor exponent hold
+// temporaries of the output's size S and bool masks next to their outputs
+// (see the cases below; derived from the kernels a trace of each records,
+// whose simulation matches the measured step).
+//
 // Element-wise ops whose formula computes a function of the input before
 // multiplying by the gradient hold that many temporaries of the output
 // gradient's size S (profiler, [64, 256], backward of the op alone): pow by
@@ -1210,27 +1216,90 @@ func autogradWorkspace(g *graph.Graph, op *graph.Op) int64 {
 		}
 		return satMul(k, dy.Bytes)
 	}
-	if op.Type != "div_backward" {
+	switch op.Type {
+	case "div_backward", "maximum_backward", "minimum_backward", "pow_tensor_backward":
+	default:
 		return 0
 	}
 	f := g.Op(op.Forward)
 	if f == nil || f == op || len(f.Inputs) < 2 || len(f.Outputs) == 0 {
 		return 0
 	}
-	if b := g.Tensor(f.Inputs[1]); b == nil || (b.Kind != graph.Activation && b.Kind != graph.Parameter) {
-		return 0 // the divisor needs no gradient: grad / other only
-	}
 	y := g.Tensor(f.Outputs[0])
 	if y == nil {
 		return 0
 	}
+	s := y.Bytes
+	switch op.Type {
+	case "maximum_backward", "minimum_backward":
+		// Per input: at::where(self == other, grad / 2, grad).masked_fill_(self < other, 0),
+		// at the output's size (a broadcast input's is summed down at the
+		// end): grad / 2 and two masks live to the end of the expression,
+		// the first input's gradient while the second's is made.
+		n := int64(0)
+		for _, in := range f.Inputs[:2] {
+			if needsGrad(g, in) {
+				n++
+			}
+		}
+		if n == 0 {
+			return 0
+		}
+		return max(0, satAdd(satMul(n+1, s), satMul(2, maskBytes(y)))-outBytes(g, op))
+	case "pow_tensor_backward":
+		// pow(Tensor, Tensor). The exponent's gradient first:
+		// grad * where(self == 0 & exponent >= 0, 0, result * self.log())
+		// holds two masks (self == 0 and their conjunction), log(self) and
+		// two products; then the base's:
+		// where(exponent == 0, 0, grad * (exponent * self.pow(exponent - 1)))
+		// holds exponent - 1, three products and a mask, next to the
+		// exponent's gradient.
+		x, e := g.Tensor(f.Inputs[0]), g.Tensor(f.Inputs[1])
+		if x == nil || e == nil {
+			return 0
+		}
+		base := satAdd(satAdd(e.Bytes, satMul(3, s)), maskBytes(e))
+		expo := satAdd(satAdd(maskBytes(x), maskBytes(y)), satAdd(x.Bytes, satMul(2, s)))
+		switch gx, ge := needsGrad(g, f.Inputs[0]), needsGrad(g, f.Inputs[1]); {
+		case gx && ge:
+			return max(base, expo-x.Bytes) // the outputs include the base's gradient from the start
+		case gx:
+			return base
+		case ge:
+			return expo
+		}
+		return 0
+	}
+	if !needsGrad(g, f.Inputs[1]) {
+		return 0 // the divisor needs no gradient: grad / other only
+	}
+	return max(0, satMul(4, s)-outBytes(g, op))
+}
+
+// outBytes is the size of op's outputs.
+func outBytes(g *graph.Graph, op *graph.Op) int64 {
 	var out int64
 	for _, o := range op.Outputs {
 		if t := g.Tensor(o); t != nil {
 			out = satAdd(out, t.Bytes)
 		}
 	}
-	return max(0, satMul(4, y.Bytes)-out)
+	return out
+}
+
+// maskBytes is the size of a bool tensor of t's shape.
+func maskBytes(t *graph.Tensor) int64 {
+	if sz := t.DType.Size(); sz > 1 {
+		return t.Bytes / sz
+	}
+	return t.Bytes
+}
+
+// needsGrad reports whether tensor t of an imported graph gets a gradient
+// (an activation or a parameter; inputs and constants do not).
+func needsGrad(g *graph.Graph, t graph.TensorID) bool {
+	x := g.Tensor(t)
+	return x != nil && (x.Kind == graph.Activation || x.Kind == graph.Parameter)
 }
 
 // unaryTemporaries returns how many output-gradient-sized temporaries the
@@ -1249,7 +1318,7 @@ func unaryTemporaries(g *graph.Graph, op *graph.Op) int64 {
 		return 0
 	}
 	f := g.Op(op.Forward)
-	if f == nil || f == op || len(f.Inputs) != 1 { // pow by a tensor exponent: not measured
+	if f == nil || f == op || len(f.Inputs) != 1 {
 		return 0
 	}
 	if f.Attrs["onnx_op"] == "Cos" { // -grad * sin(self): the sine and its negation

@@ -185,3 +185,46 @@ func TestAutogradWorkspaceUnary(t *testing.T) {
 		}
 	}
 }
+
+// TestAutogradWorkspaceBinary: maximum/minimum and pow by a tensor exponent
+// (the formulas in autogradWorkspace), by which inputs need a gradient and
+// with a broadcast operand. S is the output's size, m a bool mask's.
+func TestAutogradWorkspaceBinary(t *testing.T) {
+	b := graph.NewBuilder("binary")
+	x := b.Parameter("x", graph.F32, 64, 256)
+	e := b.Parameter("e", graph.F32, 64, 256)
+	r := b.Parameter("r", graph.F32, 64, 1)
+	c := b.Constant("c", graph.F32, 1, 256)
+	const s, m = 64 * 256 * 4, 64 * 256
+	cases := []struct {
+		name, fwd string
+		a, b      graph.TensorID
+		outs      [][]int64
+		want      int64
+	}{
+		{"maximum, both", "maximum", x, e, [][]int64{{64, 256}, {64, 256}}, 3*s + 2*m - 2*s},
+		{"minimum, broadcast", "minimum", x, r, [][]int64{{64, 256}, {64, 1}}, 3*s + 2*m - s - 256},
+		{"maximum, constant", "maximum", x, c, [][]int64{{64, 256}}, 2*s + 2*m - s},
+		{"pow, both", "pow_tensor", x, e, [][]int64{{64, 256}, {64, 256}}, max(s+3*s+m, m+m+s+2*s-s)},
+		{"pow, base", "pow_tensor", x, c, [][]int64{{64, 256}}, 1024 + 3*s + 256},
+		{"pow, exponent", "pow_tensor", c, e, [][]int64{{64, 256}}, 256 + m + 1024 + 2*s},
+	}
+	var ops []graph.OpID
+	for _, tc := range cases {
+		f := b.Op(tc.fwd, "f_"+tc.name, tc.a, tc.b).Out("y_"+tc.name, graph.F32, 64, 256)
+		bo := b.Op(tc.fwd+"_backward", "b_"+tc.name, tc.a, tc.b, f.T()).Forward(f.ID())
+		for i, sh := range tc.outs {
+			bo.Out("g"+strconv.Itoa(i)+"_"+tc.name, graph.F32, sh...)
+		}
+		ops = append(ops, bo.ID())
+	}
+	g, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range cases {
+		if got := autogradWorkspace(g, &g.Ops[ops[i]]); got != tc.want {
+			t.Errorf("%s: autogradWorkspace = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}

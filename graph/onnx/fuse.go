@@ -29,9 +29,11 @@ import (
 //     not this pattern: PyTorch saves its intermediates).
 //   - LayerNorm (opset < 17, torch's symbolic native_layer_norm):
 //     ReduceMean(x) -> Sub(x, mean) -> Pow(., 2) -> ReduceMean -> Add(., eps)
-//     -> Sqrt -> Div(diff, .) -> Mul(., weight) -> Add(., bias) becomes
-//     layernorm(x, weight, bias) -> (y, mean, rstd), which saves x, mean,
-//     rstd, weight and bias (native_layer_norm_backward).
+//     -> Sqrt -> Div(diff, .) [-> Mul(., weight) -> Add(., bias)] becomes
+//     layernorm(x[, weight, bias]) -> (y, mean, rstd), which saves x, mean,
+//     rstd, weight and bias (native_layer_norm_backward); node by node the
+//     normalization without the affine part would save the difference, the
+//     square root and the quotient.
 //   - SiLU (torch's symbolic silu): Sigmoid(x) -> Mul(x, .) becomes silu(x),
 //     which saves x; node by node the Mul would save the sigmoid's output
 //     too.
@@ -300,22 +302,25 @@ func (imp *importer) matchLayerNorm(i int, readers map[string][]int) *fusion {
 	if !imp.is(sqrt, "Sqrt", 1) || imp.soleReader(out0(imp.nodes[sqrt]), readers) != div || imp.nodes[div].GetInput()[1] != out0(imp.nodes[sqrt]) {
 		return nil
 	}
+	role := map[string]int{"mean": i, "sub": sub, "pow": pow, "var": r2, "eps": addEps, "sqrt": sqrt, "div": div}
 	// The affine part: Mul by a weight, then Add of a bias, both weights
-	// (graph inputs or initializers). Without it the nodes stay unfused.
+	// (graph inputs or initializers). A Mul by a weight without the Add
+	// stays unfused; without the Mul (elementwise_affine=False) the
+	// pattern ends at the Div.
 	weight := func(name string) bool {
 		v := imp.vals[name]
 		return v != nil && v.kind == graph.Parameter
 	}
 	mul := imp.soleReader(out0(imp.nodes[div]), readers)
 	if !imp.is(mul, "Mul", 2) || !weight(other(imp.nodes[mul], out0(imp.nodes[div]))) {
-		return nil
+		return &fusion{kind: fuseLayerNorm, nodes: sortedNodes(i, sub, pow, r2, addEps, sqrt, div), role: role}
 	}
 	add := imp.soleReader(out0(imp.nodes[mul]), readers)
 	if !imp.is(add, "Add", 2) || !weight(other(imp.nodes[add], out0(imp.nodes[mul]))) {
 		return nil
 	}
-	return &fusion{kind: fuseLayerNorm, nodes: sortedNodes(i, sub, pow, r2, addEps, sqrt, div, mul, add),
-		role: map[string]int{"mean": i, "sub": sub, "pow": pow, "var": r2, "eps": addEps, "sqrt": sqrt, "div": div, "mul": mul, "add": add}}
+	role["mul"], role["add"] = mul, add
+	return &fusion{kind: fuseLayerNorm, nodes: sortedNodes(i, sub, pow, r2, addEps, sqrt, div, mul, add), role: role}
 }
 
 // matchSiLU matches x * sigmoid(x) at the Sigmoid node i.
@@ -482,7 +487,8 @@ func (imp *importer) fuseGELUTanh(f *fusion) (bool, error) {
 }
 
 func (imp *importer) fuseLayerNorm(f *fusion) (bool, error) {
-	r1, pow, r2, eps, div, mul, add := f.role["mean"], f.role["pow"], f.role["var"], f.role["eps"], f.role["div"], f.role["mul"], f.role["add"]
+	r1, pow, r2, eps, div := f.role["mean"], f.role["pow"], f.role["var"], f.role["eps"], f.role["div"]
+	mul, affine := f.role["mul"]
 	x := imp.vals[imp.nodes[r1].GetInput()[0]]
 	if x == nil || x.isConst || !isFloatType(x.et) || len(x.shape) == 0 {
 		return false, nil
@@ -528,11 +534,14 @@ func (imp *importer) fuseLayerNorm(f *fusion) (bool, error) {
 		axis = lo
 	}
 	norm := x.shape[axis:]
-	w := imp.operand(mul, out0(imp.nodes[div]))
-	b := imp.operand(add, out0(imp.nodes[mul]))
-	for _, p := range []*value{w, b} {
-		if p == nil || !equalShape(trimOnes(p.shape), trimOnes(norm)) {
-			return false, nil
+	var w, b *value // nil without the affine part: native_layer_norm(x, None, None)
+	if affine {
+		w = imp.operand(mul, out0(imp.nodes[div]))
+		b = imp.operand(f.role["add"], out0(imp.nodes[mul]))
+		for _, p := range []*value{w, b} {
+			if p == nil || !equalShape(trimOnes(p.shape), trimOnes(norm)) {
+				return false, nil
+			}
 		}
 	}
 	n := imp.fusedNode(f, "LayerNormalization")

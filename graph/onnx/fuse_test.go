@@ -153,6 +153,54 @@ func TestFusionKeepsSharedIntermediates(t *testing.T) {
 	assert.Contains(t, types, OpErf)
 }
 
+// TestFuseLayerNormWithoutAffine: nn.LayerNorm(elementwise_affine=False)
+// exports the normalization alone (no Mul by a weight, no Add of a bias);
+// it is native_layer_norm(x, None, None), which saves x, mean and rstd
+// (python/tests OnnxRouteTest checks the peak against PyTorch). Node by
+// node the Sub, Sqrt and Div would save their operands too.
+func TestFuseLayerNormWithoutAffine(t *testing.T) {
+	var m ModelProto
+	require.NoError(t, proto.Unmarshal(encoderBlock(2, 0.5), &m))
+	var nodes []*NodeProto
+	for _, n := range m.Graph.Node {
+		switch n.GetName() {
+		case "/n/Mul", "/n/Add_1":
+			continue
+		case "/fc/MatMul":
+			n.Input[0] = "normed"
+		}
+		nodes = append(nodes, n)
+	}
+	m.Graph.Node = nodes
+	var ins []*ValueInfoProto
+	for _, v := range m.Graph.Input {
+		if v.GetName() != "n.weight" && v.GetName() != "n.bias" {
+			ins = append(ins, v)
+		}
+	}
+	m.Graph.Input = ins
+	g, err := FromModelForward(&m, Options{Batch: 3})
+	require.NoError(t, err)
+	assert.Equal(t, []string{graph.OpLayerNorm, graph.OpLinear, graph.OpGELU, OpReduceMean, graph.OpLinear},
+		opTypes(g, graph.Forward))
+	ln := &g.Ops[0]
+	require.Len(t, ln.Inputs, 1, "x only")
+	assert.Equal(t, "x", g.Tensors[ln.Inputs[0]].Name)
+	assert.Equal(t, "/n/LayerNormalization", ln.Name)
+	assert.Len(t, ln.Outputs, 3)
+
+	// A Mul by a weight without the Add of a bias is not torch's layer_norm.
+	require.NoError(t, proto.Unmarshal(encoderBlock(2, 0.5), &m))
+	for _, n := range m.Graph.Node {
+		if n.GetName() == "/n/Add_1" {
+			n.Input[1] = "/n/Constant_1" // a constant, not a parameter
+		}
+	}
+	g, err = FromModelForward(&m, Options{Batch: 3})
+	require.NoError(t, err)
+	assert.NotContains(t, opTypes(g, graph.Forward), graph.OpLayerNorm)
+}
+
 // TestTorchExportsMatchTrace exports a ViT-style model, a GPT-style encoder
 // with dropout and a 2-layer LSTM with torch.onnx (the exporter's default
 // opset, 14: GELU and LayerNorm decomposed, LSTM weights reordered by

@@ -10,7 +10,7 @@ import (
 
 // binaryType maps ONNX element-wise binary ops to remat op types.
 var binaryType = map[string]string{
-	"Add": graph.OpAdd, "Sub": OpSub, "Mul": graph.OpMul, "Div": OpDiv, "Pow": OpPow,
+	"Add": graph.OpAdd, "Sub": OpSub, "Mul": graph.OpMul, "Div": OpDiv, "Pow": OpPowTensor,
 	"Max": OpMaximum, "Min": OpMinimum, "Mod": OpMod,
 }
 

@@ -12,7 +12,8 @@ import (
 const (
 	OpSub             = "sub"                // (a, b) -> a - b
 	OpDiv             = "div"                // (a, b) -> a / b; saves a and b
-	OpPow             = "pow"                // (x[, exponent]) -> x ** exponent; saves its inputs
+	OpPow             = "pow"                // x -> x ** exponent (attr, a scalar); saves x
+	OpPowTensor       = "pow_tensor"         // (x, exponent) -> x ** exponent; saves both and the output
 	OpMaximum         = "maximum"            // (a, b) -> max(a, b); saves a and b
 	OpMinimum         = "minimum"            // (a, b) -> min(a, b); saves a and b
 	OpMod             = "mod"                // (a, b) -> a mod b
@@ -59,9 +60,14 @@ func extraRules() map[string]graph.GradRule {
 	saveOut := graph.GradRule{Saves: []graph.Saved{graph.SaveOut(0)}, Factor: 1}
 	two := graph.GradRule{Saves: []graph.Saved{graph.SaveIn(0), graph.SaveIn(1)}, Factor: 1}
 	return map[string]graph.GradRule{
-		OpSub:         {Factor: 1},
-		OpDiv:         {Saves: []graph.Saved{graph.SaveIn(0, 1), graph.SaveIn(1)}, InputFactors: []float64{1, 3}},
-		OpPow:         {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveIn(1)}, Factor: 2},
+		OpSub: {Factor: 1},
+		OpDiv: {Saves: []graph.Saved{graph.SaveIn(0, 1), graph.SaveIn(1)}, InputFactors: []float64{1, 3}},
+		OpPow: {Saves: []graph.Saved{graph.SaveIn(0)}, Factor: 2},
+		// pow(Tensor, Tensor) saves self, exponent and its result (for
+		// pow_backward_exponent(grad, self, exponent, result)), also when
+		// the exponent needs no gradient (a trace's PowBackward1 unpacks
+		// all three).
+		OpPowTensor:   {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveIn(1), graph.SaveOut(0)}, Factor: 2},
 		OpMaximum:     two,
 		OpMinimum:     two,
 		OpMod:         {Factor: 1},
