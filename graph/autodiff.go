@@ -331,8 +331,8 @@ func (d *differ) emitDefault(r *GradRule, ctx *GradContext) {
 			o.OutBytes(name, ft.Bytes)
 			d.b.g.Tensors[o.op().Outputs[len(o.op().Outputs)-1]].Kind = kind
 		}
-		isView := r.View == ViewAll ||
-			(r.View == ViewSameShape && dy != NoTensor && d.b.g.Tensors[dy].Shape.Equal(ft.Shape) && d.b.g.Tensors[dy].Bytes == ft.Bytes)
+		sameAsDy := dy != NoTensor && d.b.g.Tensors[dy].Shape.Equal(ft.Shape) && d.b.g.Tensors[dy].Bytes == ft.Bytes
+		isView := r.View == ViewAll || (r.View == ViewSameShape && sameAsDy) || (r.View == ViewFirst && j == 0 && sameAsDy)
 		if isView && dy != NoTensor {
 			o.Alias(dy)
 		} else {

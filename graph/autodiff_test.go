@@ -224,6 +224,35 @@ func TestDifferentiateMissingRulesNamed(t *testing.T) {
 	assert.False(t, ok)
 }
 
+// TestViewFirst: with ViewFirst the first input's gradient is the output
+// gradient itself (scatter_add passes grad to self) and the others are
+// fresh, also when they have the output's shape; a first input of another
+// shape gets a fresh one too.
+func TestViewFirst(t *testing.T) {
+	rules := graph.DefaultRules()
+	require.NoError(t, rules.RegisterGradRule("pass_first", graph.GradRule{View: graph.ViewFirst, Factor: 1}))
+	require.Error(t, rules.RegisterGradRule("bad_view", graph.GradRule{View: graph.ViewFirst + 1}))
+	b := graph.NewBuilder("viewfirst")
+	x := b.Input("x", graph.F32, 2, 4)
+	a := b.Linear("fa", x, 4, false)
+	c := b.Linear("fc", x, 4, false)
+	h := b.Op("pass_first", "p", a, c).Out("p", graph.F32, 2, 4).T()
+	small := b.Linear("fs", x, 1, false)
+	h2 := b.Op("pass_first", "q", small, h).Out("q", graph.F32, 2, 4).T()
+	loss := b.CrossEntropy("loss", h2, b.Input("y", graph.I64, 2))
+	fwd, err := b.Build()
+	require.NoError(t, err)
+	g, err := graph.Differentiate(fwd, loss, graph.BackwardOptions{Rules: rules})
+	require.NoError(t, err)
+	p := opByName(t, g, "p.backward")
+	dy := p.Inputs[len(p.Inputs)-1]
+	require.Len(t, p.Outputs, 2)
+	assert.Equal(t, dy, g.Tensors[p.Outputs[0]].AliasOf, "self's gradient is the output gradient")
+	assert.Equal(t, graph.NoTensor, g.Tensors[p.Outputs[1]].AliasOf, "the other input's is fresh")
+	q := opByName(t, g, "q.backward")
+	assert.Equal(t, graph.NoTensor, g.Tensors[q.Outputs[0]].AliasOf, "a first input of another shape gets a fresh gradient")
+}
+
 func TestDifferentiateRejectsBadInput(t *testing.T) {
 	fwd, loss := tinyMLP(t)
 	_, err := graph.Differentiate(nil, 0, graph.BackwardOptions{})

@@ -42,6 +42,10 @@ const (
 	// the output gradient itself (add passes it through); broadcast inputs
 	// get a fresh, reduced gradient.
 	ViewSameShape
+	// ViewFirst: the first input's gradient is the output gradient itself
+	// when their shapes agree (scatter_add and index_add pass grad to
+	// self); the others are fresh.
+	ViewFirst
 )
 
 // GradRule says how to differentiate one op type. The declarative fields
@@ -113,8 +117,8 @@ func (r *GradRule) check() error {
 			return fmt.Errorf("saves[%d]: index %d, expected >= 0", i, s.Index)
 		}
 	}
-	if r.View > ViewSameShape {
-		return fmt.Errorf("view mode %d, expected 0..2", r.View)
+	if r.View > ViewFirst {
+		return fmt.Errorf("view mode %d, expected 0..3", r.View)
 	}
 	return nil
 }

@@ -1216,21 +1216,39 @@ func autogradWorkspace(g *graph.Graph, op *graph.Op) int64 {
 		}
 		return satMul(k, dy.Bytes)
 	}
-	switch op.Type {
-	case "div_backward", "maximum_backward", "minimum_backward", "pow_tensor_backward":
-	default:
-		return 0
-	}
 	f := g.Op(op.Forward)
-	if f == nil || f == op || len(f.Inputs) < 2 || len(f.Outputs) == 0 {
+	if f == nil || f == op || len(f.Inputs) == 0 || len(f.Outputs) == 0 {
 		return 0
 	}
-	y := g.Tensor(f.Outputs[0])
-	if y == nil {
+	x, y := g.Tensor(f.Inputs[0]), g.Tensor(f.Outputs[0])
+	if x == nil || y == nil {
 		return 0
 	}
 	s := y.Bytes
 	switch op.Type {
+	case "norm_backward":
+		return normTemporaries(f, x, y)
+	case "var_backward":
+		// (2 / n) * grad * (self - self.mean(dim, true)) holds the mean, the
+		// scaled gradient and the difference (the input's size).
+		return satAdd(x.Bytes, satMul(2, s))
+	case "std_backward":
+		// var_backward of grad / (result * 2), masked where the result is 0.
+		return satAdd(satAdd(x.Bytes, satMul(3, s)), maskBytes(y))
+	}
+	if len(f.Inputs) < 2 {
+		return 0
+	}
+	switch op.Type {
+	case "mul_backward":
+		// mul_tensor_backward(grad, other) is grad * other at the output's
+		// size; a broadcast operand's gradient is summed down from it
+		// (sum_to), one operand after the other.
+		for _, in := range f.Inputs[:2] {
+			if t := g.Tensor(in); t != nil && needsGrad(g, in) && t.Bytes < s {
+				return s
+			}
+		}
 	case "maximum_backward", "minimum_backward":
 		// Per input: at::where(self == other, grad / 2, grad).masked_fill_(self < other, 0),
 		// at the output's size (a broadcast input's is summed down at the
@@ -1242,10 +1260,9 @@ func autogradWorkspace(g *graph.Graph, op *graph.Op) int64 {
 				n++
 			}
 		}
-		if n == 0 {
-			return 0
+		if n > 0 {
+			return max(0, satAdd(satMul(n+1, s), satMul(2, maskBytes(y)))-outBytes(g, op))
 		}
-		return max(0, satAdd(satMul(n+1, s), satMul(2, maskBytes(y)))-outBytes(g, op))
 	case "pow_tensor_backward":
 		// pow(Tensor, Tensor). The exponent's gradient first:
 		// grad * where(self == 0 & exponent >= 0, 0, result * self.log())
@@ -1254,8 +1271,8 @@ func autogradWorkspace(g *graph.Graph, op *graph.Op) int64 {
 		// where(exponent == 0, 0, grad * (exponent * self.pow(exponent - 1)))
 		// holds exponent - 1, three products and a mask, next to the
 		// exponent's gradient.
-		x, e := g.Tensor(f.Inputs[0]), g.Tensor(f.Inputs[1])
-		if x == nil || e == nil {
+		e := g.Tensor(f.Inputs[1])
+		if e == nil {
 			return 0
 		}
 		base := satAdd(satAdd(e.Bytes, satMul(3, s)), maskBytes(e))
@@ -1268,12 +1285,12 @@ func autogradWorkspace(g *graph.Graph, op *graph.Op) int64 {
 		case ge:
 			return expo
 		}
-		return 0
+	case "div_backward":
+		if needsGrad(g, f.Inputs[1]) { // else grad / other only
+			return max(0, satMul(4, s)-outBytes(g, op))
+		}
 	}
-	if !needsGrad(g, f.Inputs[1]) {
-		return 0 // the divisor needs no gradient: grad / other only
-	}
-	return max(0, satMul(4, s)-outBytes(g, op))
+	return 0
 }
 
 // outBytes is the size of op's outputs.
@@ -1285,6 +1302,25 @@ func outBytes(g *graph.Graph, op *graph.Op) int64 {
 		}
 	}
 	return out
+}
+
+// normTemporaries returns the temporaries of the ONNX import's norm
+// backward (f is the forward op, x its input, y its output), by the
+// reduction it imports: logsumexp_backward's
+// grad * (self - result).exp() holds self - result and its exponential
+// (both of the input's size) next to the gradient; norm_backward's p = 2
+// grad * (self / norm).masked_fill_(norm == 0, 0) the quotient and a mask
+// of the norm's shape; p = 1 self.sgn() * grad the sign.
+func normTemporaries(f *graph.Op, x, y *graph.Tensor) int64 {
+	switch f.Attrs["onnx_op"] {
+	case "ReduceLogSumExp":
+		return satMul(2, x.Bytes)
+	case "ReduceL2":
+		return satAdd(x.Bytes, maskBytes(y))
+	case "ReduceL1":
+		return x.Bytes
+	}
+	return 0
 }
 
 // maskBytes is the size of a bool tensor of t's shape.

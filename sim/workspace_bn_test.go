@@ -228,3 +228,47 @@ func TestAutogradWorkspaceBinary(t *testing.T) {
 		}
 	}
 }
+
+// TestAutogradWorkspaceReductions: a broadcast mul's full-size product,
+// var's and std's difference from the mean, and the ONNX norms' formulas
+// (autogradWorkspace, normTemporaries).
+func TestAutogradWorkspaceReductions(t *testing.T) {
+	b := graph.NewBuilder("reductions")
+	x := b.Parameter("x", graph.F32, 64, 256)
+	r := b.Parameter("r", graph.F32, 64, 1)
+	c := b.Constant("c", graph.F32, 64, 1)
+	const s, small = 64 * 256 * 4, 64 * 4
+	cases := []struct {
+		name, fwd, onnxOp string
+		ins               []graph.TensorID
+		out               []int64
+		want              int64
+	}{
+		{"mul, broadcast", "mul", "", []graph.TensorID{x, r}, []int64{64, 256}, s},
+		{"mul, same shapes", "mul", "", []graph.TensorID{x, x}, []int64{64, 256}, 0},
+		{"mul, constant broadcast", "mul", "", []graph.TensorID{x, c}, []int64{64, 256}, 0},
+		{"var", "var", "", []graph.TensorID{x}, []int64{64, 1}, s + 2*small},
+		{"std", "std", "", []graph.TensorID{x}, []int64{64, 1}, s + 3*small + 64},
+		{"logsumexp", "norm", "ReduceLogSumExp", []graph.TensorID{x}, []int64{64, 1}, 2 * s},
+		{"l2", "norm", "ReduceL2", []graph.TensorID{x}, []int64{64, 1}, s + 64},
+		{"l1", "norm", "ReduceL1", []graph.TensorID{x}, []int64{64, 1}, s},
+		{"norm, other", "norm", "", []graph.TensorID{x}, []int64{64, 1}, 0},
+	}
+	var ops []graph.OpID
+	for _, tc := range cases {
+		f := b.Op(tc.fwd, "f_"+tc.name, tc.ins...).Out("y_"+tc.name, graph.F32, tc.out...)
+		if tc.onnxOp != "" {
+			f.Attr("onnx_op", tc.onnxOp)
+		}
+		ops = append(ops, b.Op(tc.fwd+"_backward", "b_"+tc.name, f.T()).Forward(f.ID()).Out("g_"+tc.name, graph.F32, 64, 256).ID())
+	}
+	g, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range cases {
+		if got := autogradWorkspace(g, &g.Ops[ops[i]]); got != tc.want {
+			t.Errorf("%s: autogradWorkspace = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}

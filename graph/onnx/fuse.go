@@ -3,6 +3,7 @@ package onnx
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -57,18 +58,21 @@ import (
 
 // fusion is a group of nodes converted as one op.
 type fusion struct {
-	kind  string // fuseGELU, fuseGELUTanh, fuseLayerNorm, fuseGroupNorm or fuseSiLU
+	kind  string // fuseGELU, fuseGELUTanh, fuseLayerNorm, fuseGroupNorm, fuseSiLU, fuseMish, fuseScatterAdd or fuseVar
 	nodes []int  // node indices, increasing; the last is the anchor
 	// Roles (node indices) for the checks made at the anchor.
 	role map[string]int
 }
 
 const (
-	fuseGELU      = "gelu"
-	fuseGELUTanh  = "gelu_tanh"
-	fuseLayerNorm = "layernorm"
-	fuseGroupNorm = "group_norm"
-	fuseSiLU      = "silu"
+	fuseGELU       = "gelu"
+	fuseGELUTanh   = "gelu_tanh"
+	fuseLayerNorm  = "layernorm"
+	fuseGroupNorm  = "group_norm"
+	fuseSiLU       = "silu"
+	fuseMish       = "mish"
+	fuseScatterAdd = "scatter_add"
+	fuseVar        = "var"
 )
 
 // readerIndex maps each value name to the nodes reading it (a node reading
@@ -100,13 +104,19 @@ func (imp *importer) findFusions() {
 		var f *fusion
 		switch n.GetOpType() {
 		case "ReduceMean":
-			f = imp.matchLayerNorm(i, readers)
+			if f = imp.matchLayerNorm(i, readers); f == nil {
+				f = imp.matchVar(i, readers)
+			}
 		case "Div":
 			f = imp.matchGELU(i, readers)
 		case "Mul":
 			f = imp.matchGELUTanh(i, readers)
 		case "Sigmoid":
 			f = imp.matchSiLU(i, readers)
+		case "Softplus":
+			f = imp.matchMish(i, readers)
+		case "ScatterElements":
+			f = imp.matchScatterAdd(i, readers)
 		case "InstanceNormalization":
 			if producers == nil {
 				producers = imp.producerIndex()
@@ -266,21 +276,32 @@ func (imp *importer) matchGELUTanh(i int, readers map[string][]int) *fusion {
 	return &fusion{kind: fuseGELUTanh, nodes: sortedNodes(nodes...), role: role}
 }
 
-// matchLayerNorm matches torch's layer_norm decomposition starting at the
-// first ReduceMean (node i).
-func (imp *importer) matchLayerNorm(i int, readers map[string][]int) *fusion {
+// meanDiff matches ReduceMean(x) -> Sub(x, mean) at node i whose
+// difference two node inputs read (and nothing else): the Sub node, the
+// difference's name and its two readers; sub is -1 when it does not match.
+func (imp *importer) meanDiff(i int, readers map[string][]int) (sub int, diff string, rd []int) {
 	if !imp.is(i, "ReduceMean", -1) {
-		return nil
+		return -1, "", nil
 	}
 	r1 := imp.nodes[i]
 	x, mean := r1.GetInput()[0], out0(r1)
-	sub := imp.soleReader(mean, readers)
+	sub = imp.soleReader(mean, readers)
 	if !imp.is(sub, "Sub", 2) || imp.nodes[sub].GetInput()[0] != x || imp.nodes[sub].GetInput()[1] != mean {
-		return nil
+		return -1, "", nil
 	}
-	diff := out0(imp.nodes[sub])
-	rd := readers[diff]
+	diff = out0(imp.nodes[sub])
+	rd = readers[diff]
 	if len(rd) != 2 || imp.users[diff] != 2 {
+		return -1, "", nil
+	}
+	return sub, diff, rd
+}
+
+// matchLayerNorm matches torch's layer_norm decomposition starting at the
+// first ReduceMean (node i).
+func (imp *importer) matchLayerNorm(i int, readers map[string][]int) *fusion {
+	sub, diff, rd := imp.meanDiff(i, readers)
+	if sub < 0 {
 		return nil
 	}
 	pow, div := rd[0], rd[1]
@@ -334,6 +355,70 @@ func (imp *importer) matchSiLU(i int, readers map[string][]int) *fusion {
 		return nil
 	}
 	return &fusion{kind: fuseSiLU, nodes: sortedNodes(i, mul), role: map[string]int{"sigmoid": i, "mul": mul}}
+}
+
+// matchVar matches torch's var and std export (symbolic _var_mean) at the
+// first ReduceMean (node i): ReduceMean(x, keepdims) -> Sub(x, mean) ->
+// Mul(diff, diff) -> ReduceMean [-> Mul(., N) -> Div(., N - correction)]
+// [-> Sqrt].
+func (imp *importer) matchVar(i int, readers map[string][]int) *fusion {
+	sub, _, rd := imp.meanDiff(i, readers)
+	if sub < 0 || rd[0] != rd[1] || !imp.is(rd[0], "Mul", 2) {
+		return nil
+	}
+	sq := rd[0]
+	r2 := imp.soleReader(out0(imp.nodes[sq]), readers)
+	if !imp.is(r2, "ReduceMean", -1) {
+		return nil
+	}
+	role := map[string]int{"mean": i, "var": r2}
+	nodes := []int{i, sub, sq, r2}
+	last := r2
+	if mul := imp.soleReader(out0(imp.nodes[last]), readers); imp.is(mul, "Mul", 2) {
+		div := imp.soleReader(out0(imp.nodes[mul]), readers)
+		if !imp.is(div, "Div", 2) || imp.nodes[div].GetInput()[0] != out0(imp.nodes[mul]) {
+			return nil
+		}
+		role["mul"], role["div"] = mul, div
+		nodes = append(nodes, mul, div)
+		last = div
+	}
+	if sqrt := imp.soleReader(out0(imp.nodes[last]), readers); imp.is(sqrt, "Sqrt", 1) {
+		role["sqrt"] = sqrt
+		nodes = append(nodes, sqrt)
+	}
+	return &fusion{kind: fuseVar, nodes: sortedNodes(nodes...), role: role}
+}
+
+// matchMish matches x * tanh(softplus(x)) at the Softplus node i.
+func (imp *importer) matchMish(i int, readers map[string][]int) *fusion {
+	if !imp.is(i, "Softplus", 1) {
+		return nil
+	}
+	x, sp := imp.nodes[i].GetInput()[0], out0(imp.nodes[i])
+	tanh := imp.soleReader(sp, readers)
+	if !imp.is(tanh, "Tanh", 1) {
+		return nil
+	}
+	mul := imp.soleReader(out0(imp.nodes[tanh]), readers)
+	if !imp.is(mul, "Mul", 2) || other(imp.nodes[mul], out0(imp.nodes[tanh])) != x {
+		return nil
+	}
+	return &fusion{kind: fuseMish, nodes: sortedNodes(i, tanh, mul), role: map[string]int{"softplus": i, "mul": mul}}
+}
+
+// matchScatterAdd matches torch's scatter_add export (opset < 16, which has
+// no reduction): ScatterElements(zeros, index, src) -> Add(self, .), at the
+// ScatterElements node i. The zeros are checked at the anchor.
+func (imp *importer) matchScatterAdd(i int, readers map[string][]int) *fusion {
+	if !imp.is(i, "ScatterElements", 3) {
+		return nil
+	}
+	add := imp.soleReader(out0(imp.nodes[i]), readers)
+	if !imp.is(add, "Add", 2) || other(imp.nodes[add], out0(imp.nodes[i])) == "" {
+		return nil
+	}
+	return &fusion{kind: fuseScatterAdd, nodes: sortedNodes(i, add), role: map[string]int{"scatter": i, "add": add}}
 }
 
 // matchGroupNorm matches torch's group_norm decomposition around the
@@ -398,6 +483,12 @@ func (imp *importer) emitFusion(f *fusion) error {
 		ok, err = imp.fuseGroupNorm(f)
 	case fuseSiLU:
 		ok, err = imp.fuseSiLU(f)
+	case fuseMish:
+		ok, err = imp.fuseMish(f)
+	case fuseScatterAdd:
+		ok, err = imp.fuseScatterAdd(f)
+	case fuseVar:
+		ok, err = imp.fuseVar(f)
 	}
 	if err != nil || ok {
 		return err
@@ -636,6 +727,161 @@ func soleParam(v *value) *value {
 		return nil
 	}
 	return ps[0]
+}
+
+// fuseVar emits var(x) or, with the Sqrt, std(x) over the reduced axes
+// when both reductions agree and the correction factor is a constant
+// N / (N - c): var saves x (var_backward(grad, self, ...)), std x and its
+// result. Node by node the Sub, Mul and Sqrt would save the difference,
+// twice, and more.
+func (imp *importer) fuseVar(f *fusion) (bool, error) {
+	r1, r2 := imp.nodes[f.role["mean"]], imp.nodes[f.role["var"]]
+	x := imp.vals[r1.GetInput()[0]]
+	if x == nil || x.isConst || !isFloatType(x.et) || len(x.shape) == 0 {
+		return false, nil
+	}
+	axesOf := func(n *NodeProto) ([]int64, bool) {
+		ins := make([]*value, len(n.GetInput()))
+		for k, name := range n.GetInput() {
+			ins[k] = imp.vals[name]
+		}
+		axes, ok, err := imp.axesOf(n, ins, 18)
+		if err != nil || !ok || len(axes) == 0 {
+			return nil, false
+		}
+		norm := make([]int64, len(axes))
+		for k, a := range axes {
+			ax, err := normAxis(a, len(x.shape), "axis")
+			if err != nil {
+				return nil, false
+			}
+			norm[k] = int64(ax)
+		}
+		slices.Sort(norm)
+		return norm, true
+	}
+	a1, ok1 := axesOf(r1)
+	a2, ok2 := axesOf(r2)
+	if !ok1 || !ok2 || !slices.Equal(a1, a2) || len(slices.Compact(slices.Clone(a1))) != len(a1) {
+		return false, nil // different or repeated axes
+	}
+	if k, err := attrInt(r1, "keepdims", 1); err != nil || k == 0 {
+		return false, nil
+	}
+	keep, err := attrInt(r2, "keepdims", 1)
+	if err != nil {
+		return false, nil
+	}
+	n := int64(1)
+	for _, a := range a1 {
+		n *= x.shape[a]
+	}
+	correction := int64(0)
+	if mul, ok := f.role["mul"]; ok {
+		cm, ok1 := constScalar(imp.operand(mul, out0(r2)))
+		cd, ok2 := constScalar(imp.vals[imp.nodes[f.role["div"]].GetInput()[1]])
+		if !ok1 || !ok2 || cm != float64(n) || cd >= cm || cd != math.Trunc(cd) {
+			return false, nil
+		}
+		correction = n - int64(cd)
+	}
+	shape := []int64{}
+	for d, s := range x.shape {
+		if slices.Contains(a1, int64(d)) {
+			if keep == 0 {
+				continue
+			}
+			s = 1
+		}
+		shape = append(shape, s)
+	}
+	typ, opType := OpVar, "ReduceVar"
+	if _, ok := f.role["sqrt"]; ok {
+		typ, opType = OpStd, "ReduceStd"
+	}
+	node := imp.fusedNode(f, opType)
+	outs, err := imp.emit1(node, typ, []*value{x}, imp.newOut(node, 0, x.et, shape), 3*numel(x.shape),
+		"dims", joinInts(a1), "keepdim", strconv.FormatBool(keep != 0), "correction", strconv.FormatInt(correction, 10))
+	if err != nil {
+		return false, err
+	}
+	return true, imp.bind(node, outs)
+}
+
+// fuseMish emits mish(x), which saves x (mish_backward(grad, self)); node
+// by node the Tanh and Mul would keep softplus's and tanh's outputs too.
+func (imp *importer) fuseMish(f *fusion) (bool, error) {
+	x := imp.vals[imp.nodes[f.role["softplus"]].GetInput()[0]]
+	if x == nil || x.isConst || !isFloatType(x.et) {
+		return false, nil
+	}
+	n := imp.fusedNode(f, "Mish")
+	outs, err := imp.emit1(n, OpMish, []*value{x}, imp.newOut(n, 0, x.et, x.shape), 8*numel(x.shape))
+	if err != nil {
+		return false, err
+	}
+	return true, imp.bind(n, outs)
+}
+
+// fuseScatterAdd emits scatter_add(self, index, src) when the
+// scattered data are zeros of self's shape: torch's self.scatter_add(dim,
+// index, src), one output, where node by node the zeros and the scattered
+// copy would be tensors of their own.
+func (imp *importer) fuseScatterAdd(f *fusion) (bool, error) {
+	sc, add := imp.nodes[f.role["scatter"]], imp.nodes[f.role["add"]]
+	zeros := imp.vals[sc.GetInput()[0]]
+	self := imp.vals[other(add, out0(sc))]
+	if zeros == nil || self == nil || self.isConst || !equalShape(zeros.shape, self.shape) || !imp.allZero(zeros) {
+		return false, nil
+	}
+	in := []*value{self, imp.vals[sc.GetInput()[1]], imp.vals[sc.GetInput()[2]]}
+	if in[1] == nil || in[2] == nil {
+		return false, nil
+	}
+	x, idx, axis, err := elementsOperands(sc, in)
+	if err != nil || x.et != in[2].et || !equalShape(in[2].shape, idx.shape) {
+		return false, nil
+	}
+	n := imp.fusedNode(f, "ScatterElements")
+	outs, err := imp.emit1(n, OpScatterAdd, in, imp.newOut(n, 0, x.et, x.shape), numel(idx.shape), "dim", strconv.Itoa(axis))
+	if err != nil {
+		return false, err
+	}
+	return true, imp.bind(n, outs)
+}
+
+// allZero reports whether v is a constant of zeros: folded data that are
+// all 0, or the output of a ConstantOfShape (too large to fold) whose value
+// is 0.
+func (imp *importer) allZero(v *value) bool {
+	if v.isConst {
+		for _, x := range v.flts {
+			if x != 0 {
+				return false
+			}
+		}
+		for _, x := range v.ints {
+			if x != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	for _, n := range imp.nodes {
+		if len(n.GetOutput()) == 0 || out0(n) != v.name {
+			continue
+		}
+		if n.GetOpType() != "ConstantOfShape" || !defaultDomain(n) {
+			return false
+		}
+		a := findAttr(n, "value")
+		if a == nil || a.GetT() == nil {
+			return true // the default value is a float 0
+		}
+		ints, flts, ok, err := tensorData(a.GetT(), []int64{1})
+		return err == nil && ok && (len(flts) == 0 || flts[0] == 0) && (len(ints) == 0 || ints[0] == 0)
+	}
+	return false
 }
 
 func (imp *importer) fuseSiLU(f *fusion) (bool, error) {

@@ -298,3 +298,87 @@ func TestFuseGELUTanh(t *testing.T) {
 	assert.NotContains(t, opTypes(g, graph.Forward), graph.OpGELU)
 	assert.Contains(t, opTypes(g, graph.Forward), graph.OpTanh)
 }
+
+// TestFuseMishAndScatterAdd: nn.Mish's export, Softplus -> Tanh -> Mul(x,
+// .), is mish(x), which saves x alone; torch's scatter_add export for opset
+// < 16, ScatterElements(zeros, index, src) -> Add(self, .), is scatter_add
+// (self, index, src), which saves the index and passes the output gradient
+// to self. Scattered data that are not zeros stay two ops.
+func TestFuseMishAndScatterAdd(t *testing.T) {
+	f := TensorProto_FLOAT
+	build := func(fill float32) *graph.Graph { // the scattered data: zeros but element 5
+		e := int32(f)
+		z := &TensorProto{DataType: &e, Dims: []int64{2, 8, 4, 4}, FloatData: make([]float32, 2*8*4*4)}
+		z.FloatData[5] = fill
+		nodes := []*NodeProto{
+			node("Mul", "/scale", []string{"x", "s.weight"}, []string{"xs"}),
+			node("Softplus", "/act/Softplus", []string{"xs"}, []string{"sp"}),
+			node("Tanh", "/act/Tanh", []string{"sp"}, []string{"th"}),
+			node("Mul", "/act/Mul", []string{"xs", "th"}, []string{"m"}),
+			constNode("/zeros", z),
+			node("ScatterElements", "/ScatterElements", []string{"/zeros", "i", "u"}, []string{"sc"}, intAttr("axis", 3)),
+			node("Add", "/Add", []string{"m", "sc"}, []string{"o"}),
+		}
+		data := headed(14, nodes, "o", vi("x", tensorType(f, 2, 8, 4, 4)), vi("s.weight", tensorType(f, 1, 8, 1, 1)),
+			vi("i", tensorType(TensorProto_INT64, 2, 8, 4, 2)), vi("u", tensorType(f, 2, 8, 4, 2)))
+		g, err := Import(bytes.NewReader(data), Options{Batch: 2})
+		require.NoError(t, err)
+		return g
+	}
+	g := build(0)
+	assert.Equal(t, []string{graph.OpMul, OpMish, OpScatterAdd, OpReduceMean, graph.OpFlatten, graph.OpLinear, graph.OpCrossEntropy}, opTypes(g, graph.Forward))
+	assert.Equal(t, []string{"xs"}, saves(t, g, OpMish))
+	assert.Equal(t, []string{"i"}, saves(t, g, OpScatterAdd))
+	sa := opsOfType(g, OpScatterAdd)[0]
+	assert.Equal(t, "m", g.Tensors[sa.Inputs[0]].Name, "scatter_add reads self, not the zeros")
+	bw := backwardOf(g, sa)
+	require.NotNil(t, bw)
+	assert.Equal(t, bw.Inputs[len(bw.Inputs)-1], g.Tensors[bw.Outputs[0]].AliasOf, "self's gradient is the output gradient")
+
+	// A scatter into data that are not all zeros is a scatter, then an add.
+	types := opTypes(build(1), graph.Forward)
+	assert.Contains(t, types, OpScatter)
+	assert.NotContains(t, types, OpScatterAdd)
+}
+
+// TestFuseVarStd: torch's var/std export (ReduceMean, Sub, Mul(d, d),
+// ReduceMean, the correction's Mul and Div, Sqrt) is var or std: var saves
+// the input, std the input and its result. A correction factor that is not
+// N / (N - c) stays node by node.
+func TestFuseVarStd(t *testing.T) {
+	f := TensorProto_FLOAT
+	build := func(sqrt bool, n float32) *graph.Graph {
+		nodes := []*NodeProto{
+			node("Mul", "/scale", []string{"x", "s.weight"}, []string{"xs"}),
+			node("ReduceMean", "/ReduceMean", []string{"xs"}, []string{"mean"}, intsAttr("axes", 2, 3)),
+			node("Sub", "/Sub", []string{"xs", "mean"}, []string{"d"}),
+			node("Mul", "/Mul", []string{"d", "d"}, []string{"sq"}),
+			node("ReduceMean", "/ReduceMean_1", []string{"sq"}, []string{"v"}, intsAttr("axes", 2, 3)),
+			floatConst("/N", n),
+			node("Mul", "/Mul_1", []string{"v", "/N"}, []string{"vn"}),
+			floatConst("/N1", 15),
+			node("Div", "/Div", []string{"vn", "/N1"}, []string{"var"}),
+		}
+		out := "var"
+		if sqrt {
+			nodes = append(nodes, node("Sqrt", "/Sqrt", []string{"var"}, []string{"std"}))
+			out = "std"
+		}
+		nodes = append(nodes, node("Mul", "/out", []string{"xs", out}, []string{"o"}))
+		data := headed(14, nodes, "o", vi("x", tensorType(f, "N", 8, 4, 4)), vi("s.weight", tensorType(f, 1, 8, 1, 1)))
+		g, err := Import(bytes.NewReader(data), Options{Batch: 2})
+		require.NoError(t, err)
+		return g
+	}
+	g := build(false, 16)
+	assert.Equal(t, []string{graph.OpMul, OpVar, graph.OpMul, OpReduceMean, graph.OpFlatten, graph.OpLinear, graph.OpCrossEntropy}, opTypes(g, graph.Forward))
+	v := opsOfType(g, OpVar)[0]
+	assert.Equal(t, graph.Shape{2, 8, 1, 1}, g.Tensors[v.Outputs[0]].Shape)
+	assert.Equal(t, "2,3", v.Attrs["dims"])
+	assert.Equal(t, "1", v.Attrs["correction"])
+	assert.Equal(t, []string{"xs"}, saves(t, g, OpVar))
+	g = build(true, 16)
+	assert.Equal(t, []string{"xs", "std"}, saves(t, g, OpStd))
+	// 16 / 14 is not torch's correction for 16 elements
+	assert.NotContains(t, opTypes(build(true, 14), graph.Forward), OpStd)
+}

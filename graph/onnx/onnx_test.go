@@ -395,6 +395,11 @@ func FuzzImport(f *testing.F) {
 	f.Add(oneOp("Einsum", []string{"xs"}, nil, nil, &AttributeProto{Name: strp("equation"), Type: attrType(AttributeProto_STRING), S: []byte("bchw,bdhw->bcdh")}))
 	f.Add(oneOp("Tile", []string{"r"}, map[string]*TensorProto{"r": ints64(1, 1, 2, 3)}, nil))
 	f.Add(oneOp("DepthToSpace", nil, nil, nil, intAttr("blocksize", 2)))
+	f.Add(oneOp("Trilu", []string{"k"}, map[string]*TensorProto{"k": ints64(1)}, nil, intAttr("upper", 0)))
+	f.Add(oneOp("TopK", []string{"k"}, map[string]*TensorProto{"k": ints64(3)}, nil, intAttr("axis", 1)))
+	f.Add(oneOp("GatherElements", []string{"i"}, nil, []*ValueInfoProto{vi("i", tensorType(TensorProto_INT64, "N", 8, 4, 2))}, intAttr("axis", 3)))
+	f.Add(oneOp("ScatterElements", []string{"i", "u"}, nil, []*ValueInfoProto{vi("i", tensorType(TensorProto_INT64, "N", 8, 4, 2)),
+		vi("u", tensorType(TensorProto_FLOAT, "N", 8, 4, 2))}, intAttr("axis", 3), strAttr("reduction", "add")))
 	f.Add([]byte{})
 	f.Add([]byte{0x3a, 0x02, 0x0a, 0x00})
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -243,3 +243,197 @@ func opCumSum(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 	}
 	return imp.emit1(n, OpCumSum, []*value{x}, imp.newOut(n, 0, x.et, x.shape), numel(x.shape), attrs...)
 }
+
+// opTrilu maps Trilu (torch.triu, torch.tril) onto trilu, whose gradient is
+// the output gradient's triangle (derivatives.yaml: grad.triu(diagonal)):
+// it saves nothing. A constant input (a causal mask built from ones) is
+// folded.
+func opTrilu(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
+	x, err := input(in, 0, "input")
+	if err != nil {
+		return nil, err
+	}
+	if len(x.shape) < 2 {
+		return nil, fmt.Errorf("input %v has rank %d, expected >= 2", x.shape, len(x.shape))
+	}
+	var k int64
+	if kv := opt(in, 1); kv != nil {
+		c, ok := constScalar(kv)
+		if !ok {
+			return nil, fmt.Errorf("k %q is not a constant scalar: %w", kv.name, ErrUnsupported)
+		}
+		k = int64(c)
+	}
+	upper, err := attrInt(n, "upper", 1)
+	if err != nil {
+		return nil, err
+	}
+	if upper != 0 && upper != 1 {
+		return nil, fmt.Errorf("attribute upper is %d, expected 0 or 1", upper)
+	}
+	r, c := x.shape[len(x.shape)-2], x.shape[len(x.shape)-1]
+	keep := func(i int64) bool { // element i lies in the kept triangle
+		row, col := i/c%r, i%c
+		if upper == 1 {
+			return col-row >= k
+		}
+		return col-row <= k
+	}
+	if x.isConst {
+		tot := numel(x.shape)
+		var ints []int64
+		var flts []float64
+		for i := int64(0); i < tot; i++ {
+			switch {
+			case x.flts != nil && keep(i):
+				flts = append(flts, x.flts[i])
+			case x.flts != nil:
+				flts = append(flts, 0)
+			case keep(i):
+				ints = append(ints, x.ints[i])
+			default:
+				ints = append(ints, 0)
+			}
+		}
+		return []*value{imp.constOut(n, 0, x.et, x.shape, ints, flts)}, nil
+	}
+	if x.tensor == graph.NoTensor && x.lazy == nil && x.kind == 0 {
+		// a constant too large to fold keeps its shape, not its data
+		return []*value{imp.constOut(n, 0, x.et, x.shape, nil, nil)}, nil
+	}
+	return imp.emit1(n, OpTrilu, []*value{x}, imp.newOut(n, 0, x.et, x.shape), numel(x.shape),
+		"upper", strconv.FormatBool(upper == 1), "k", strconv.FormatInt(k, 10))
+}
+
+// opGatherElements maps GatherElements (torch.gather, take_along_dim) onto
+// gather_elements: the output has the indices' shape; torch saves self and
+// the index (gather_backward scatters the gradient into zeros of self's
+// size).
+func opGatherElements(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
+	x, idx, axis, err := elementsOperands(n, in)
+	if err != nil {
+		return nil, err
+	}
+	for d := range idx.shape {
+		if d != axis && idx.shape[d] > x.shape[d] {
+			return nil, fmt.Errorf("indices %v exceed data %v in dimension %d", idx.shape, x.shape, d)
+		}
+	}
+	if x.isConst {
+		return nil, fmt.Errorf("constant data: %w", ErrUnsupported)
+	}
+	return imp.emit1(n, OpGatherElements, []*value{x, idx}, imp.newOut(n, 0, x.et, idx.shape), numel(idx.shape), "dim", strconv.Itoa(axis))
+}
+
+// opScatterElements maps ScatterElements (torch.scatter) onto scatter: a
+// copy of data with updates written at the indices; torch saves only the
+// index (self's gradient is grad.scatter(dim, index, 0), src's
+// grad.gather(dim, index)). With reduction add (opset 16) it is
+// scatter_add, whose self gradient is grad itself; torch's export for
+// older opsets is matched by matchScatterAdd.
+func opScatterElements(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
+	x, idx, axis, err := elementsOperands(n, in)
+	if err != nil {
+		return nil, err
+	}
+	upd, err := input(in, 2, "updates")
+	if err != nil {
+		return nil, err
+	}
+	if !equalShape(upd.shape, idx.shape) {
+		return nil, fmt.Errorf("updates %v, expected the indices' shape %v", upd.shape, idx.shape)
+	}
+	red, err := attrString(n, "reduction", "none")
+	if err != nil {
+		return nil, err
+	}
+	switch red {
+	case "none", "add":
+	default:
+		return nil, fmt.Errorf("reduction %q: %w (none and add are mapped)", red, ErrUnsupported)
+	}
+	if x.isConst && upd.isConst {
+		return nil, fmt.Errorf("constant data and updates: %w", ErrUnsupported)
+	}
+	typ := OpScatter
+	if red == "add" {
+		typ = OpScatterAdd
+	}
+	return imp.emit1(n, typ, []*value{x, idx, upd}, imp.newOut(n, 0, x.et, x.shape), numel(idx.shape), "dim", strconv.Itoa(axis))
+}
+
+// elementsOperands reads the data, the indices (of the data's rank) and the
+// axis of GatherElements and ScatterElements.
+func elementsOperands(n *NodeProto, in []*value) (x, idx *value, axis int, err error) {
+	if x, err = input(in, 0, "data"); err != nil {
+		return nil, nil, 0, err
+	}
+	if idx, err = input(in, 1, "indices"); err != nil {
+		return nil, nil, 0, err
+	}
+	if !isIntType(idx.et) {
+		return nil, nil, 0, fmt.Errorf("indices %q have type %s, expected int32 or int64", idx.name, typeName(idx.et))
+	}
+	if len(x.shape) == 0 || len(idx.shape) != len(x.shape) {
+		return nil, nil, 0, fmt.Errorf("indices %v and data %v, expected the same rank >= 1", idx.shape, x.shape)
+	}
+	a, err := attrInt(n, "axis", 0)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if axis, err = normAxis(a, len(x.shape), "axis"); err != nil {
+		return nil, nil, 0, err
+	}
+	return x, idx, axis, nil
+}
+
+// opTopK maps TopK (torch.topk, sort and argsort) onto topk -> (values,
+// indices): torch saves the indices (the gradient is scattered into zeros of
+// the input's size at them); K must be a constant.
+func opTopK(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
+	x, err := input(in, 0, "X")
+	if err != nil {
+		return nil, err
+	}
+	if len(x.shape) == 0 {
+		return nil, fmt.Errorf("X is a scalar, expected rank >= 1")
+	}
+	a, err := attrInt(n, "axis", -1)
+	if err != nil {
+		return nil, err
+	}
+	axis, err := normAxis(a, len(x.shape), "axis")
+	if err != nil {
+		return nil, err
+	}
+	var k int64
+	if imp.opset < 10 {
+		if k, err = attrInt(n, "k", -1); err != nil {
+			return nil, err
+		}
+	} else {
+		kv, err := input(in, 1, "K")
+		if err != nil {
+			return nil, err
+		}
+		c, ok := constScalar(kv)
+		if !ok {
+			return nil, fmt.Errorf("K %q is not a constant: %w", kv.name, ErrUnsupported)
+		}
+		k = int64(c)
+	}
+	if k < 0 || k > x.shape[axis] {
+		return nil, fmt.Errorf("K is %d, expected 0..%d (the size of axis %d)", k, x.shape[axis], axis)
+	}
+	if x.isConst {
+		return nil, fmt.Errorf("constant input: %w", ErrUnsupported)
+	}
+	shape := append([]int64(nil), x.shape...)
+	shape[axis] = k
+	vals := imp.newOut(n, 0, x.et, shape)
+	idx := imp.newOut(n, 1, int32(TensorProto_INT64), shape)
+	if _, err := imp.emit(n, OpTopK, []*value{x}, []*value{vals, idx}, numel(x.shape), "dim", strconv.Itoa(axis), "k", strconv.FormatInt(k, 10)); err != nil {
+		return nil, err
+	}
+	return []*value{vals, idx}, nil
+}

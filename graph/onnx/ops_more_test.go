@@ -198,6 +198,14 @@ func TestMoreOps(t *testing.T) {
 		{"CumSum", oneOp("CumSum", []string{"axis"}, map[string]*TensorProto{"axis": ints64(-1)}, nil, intAttr("reverse", 1)), OpCumSum, graph.Shape{2, 8, 4, 4}, nil},
 		{"Celu", oneOp("Celu", nil, nil, nil), OpELU, graph.Shape{2, 8, 4, 4}, []int{0}},
 		{"Sign", oneOp("Sign", nil, nil, nil), OpFloor, graph.Shape{2, 8, 4, 4}, nil},
+		{"Trilu", oneOp("Trilu", []string{"k"}, map[string]*TensorProto{"k": ints64(1)}, nil), OpTrilu, graph.Shape{2, 8, 4, 4}, nil},
+		{"GatherElements", oneOp("GatherElements", []string{"i"}, nil, []*ValueInfoProto{vi("i", tensorType(TensorProto_INT64, "N", 8, 4, 2))}, intAttr("axis", 3)),
+			OpGatherElements, graph.Shape{2, 8, 4, 2}, []int{0, 1}},
+		{"ScatterElements", oneOp("ScatterElements", []string{"i", "u"}, nil, []*ValueInfoProto{vi("i", tensorType(TensorProto_INT64, "N", 8, 4, 2)),
+			vi("u", tensorType(f, "N", 8, 4, 2))}, intAttr("axis", 3)), OpScatter, graph.Shape{2, 8, 4, 4}, []int{1}},
+		{"ScatterElements add", oneOp("ScatterElements", []string{"i", "u"}, nil, []*ValueInfoProto{vi("i", tensorType(TensorProto_INT64, "N", 8, 4, 2)),
+			vi("u", tensorType(f, "N", 8, 4, 2))}, intAttr("axis", 3), strAttr("reduction", "add")), OpScatterAdd, graph.Shape{2, 8, 4, 4}, []int{1}},
+		{"TopK", oneOp("TopK", []string{"k"}, map[string]*TensorProto{"k": ints64(3)}, nil, intAttr("axis", 1)), OpTopK, graph.Shape{2, 3, 4, 4}, []int{-2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := Import(bytes.NewReader(tc.data), Options{Batch: 2})
@@ -254,6 +262,19 @@ func TestMoreOpsFold(t *testing.T) {
 	out, err = opPRelu(imp, node("PRelu", "p", []string{"c", "s"}, []string{"o"}), []*value{c([]int64{2}, 2, -3), c([]int64{1}, 0.5)})
 	require.NoError(t, err)
 	assert.Equal(t, []float64{2, -1.5}, out[0].flts)
+
+	// A causal mask: torch.ones(3, 3).triu(1), and tril with k = -1 of a
+	// batch of two 2 x 3 matrices.
+	ones := c([]int64{3, 3}, 1, 1, 1, 1, 1, 1, 1, 1, 1)
+	k1 := &value{name: "k", et: int32(TensorProto_INT64), shape: []int64{}, ints: []int64{1}, isConst: true, tensor: graph.NoTensor}
+	out, err = opTrilu(imp, node("Trilu", "u", []string{"c", "k"}, []string{"o"}), []*value{ones, k1})
+	require.NoError(t, err)
+	assert.Equal(t, []float64{0, 1, 1, 0, 0, 1, 0, 0, 0}, out[0].flts)
+	km := &value{name: "k", et: int32(TensorProto_INT64), shape: []int64{}, ints: []int64{-1}, isConst: true, tensor: graph.NoTensor}
+	out, err = opTrilu(imp, node("Trilu", "l", []string{"c", "k"}, []string{"o"}, intAttr("upper", 0)),
+		[]*value{c([]int64{2, 2, 3}, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12), km})
+	require.NoError(t, err)
+	assert.Equal(t, []float64{0, 0, 0, 4, 0, 0, 0, 0, 0, 10, 0, 0}, out[0].flts)
 }
 
 func TestMoreOpsErrors(t *testing.T) {
@@ -273,6 +294,16 @@ func TestMoreOpsErrors(t *testing.T) {
 		{"cumsum reverse", "attribute reverse is 2, expected 0 or 1", oneOp("CumSum", []string{"a"}, map[string]*TensorProto{"a": ints64(1)}, nil, intAttr("reverse", 2))},
 		{"instance norm scale", `input 1 "s" has shape [4], expected [8]`, oneOp("InstanceNormalization", []string{"s", "b"}, nil,
 			[]*ValueInfoProto{vi("s", tensorType(f, 4)), vi("b", tensorType(f, 8))})},
+		{"trilu upper", "attribute upper is 2, expected 0 or 1", oneOp("Trilu", nil, nil, nil, intAttr("upper", 2))},
+		{"gather rank", "indices [2 8] and data [2 8 4 4], expected the same rank >= 1", oneOp("GatherElements", []string{"i"}, nil, []*ValueInfoProto{vi("i", tensorType(TensorProto_INT64, "N", 8))})},
+		{"gather float indices", "have type FLOAT, expected int32 or int64", oneOp("GatherElements", []string{"i"}, nil, []*ValueInfoProto{vi("i", tensorType(f, "N", 8, 4, 4))})},
+		{"scatter updates", "updates [2 8 4 1], expected the indices' shape [2 8 4 2]", oneOp("ScatterElements", []string{"i", "u"}, nil,
+			[]*ValueInfoProto{vi("i", tensorType(TensorProto_INT64, "N", 8, 4, 2)), vi("u", tensorType(f, "N", 8, 4, 1))})},
+		{"scatter reduction", `reduction "mul"`, oneOp("ScatterElements", []string{"i", "u"}, nil,
+			[]*ValueInfoProto{vi("i", tensorType(TensorProto_INT64, "N", 8, 4, 2)), vi("u", tensorType(f, "N", 8, 4, 2))}, strAttr("reduction", "mul"))},
+		{"topk k", "K is 9, expected 0..8 (the size of axis 1)", oneOp("TopK", []string{"k"}, map[string]*TensorProto{"k": ints64(9)}, nil, intAttr("axis", 1))},
+		{"topk dynamic k", "K \"k\" is not a constant", oneOp("TopK", []string{"k"}, nil, []*ValueInfoProto{vi("k", tensorType(TensorProto_INT64, 1))}, intAttr("axis", 1))},
+		{"trilu k dynamic", "k \"k\" is not a constant scalar", oneOp("Trilu", []string{"k"}, nil, []*ValueInfoProto{vi("k", tensorType(TensorProto_INT64))})},
 		{"prelu slope", "slope [2 1 1 1 1] does not broadcast to X [2 8 4 4] (unidirectionally)", oneOp("PRelu", []string{"p"}, nil, []*ValueInfoProto{vi("p", tensorType(f, 2, 1, 1, 1, 1))})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -42,7 +42,9 @@ func init() {
 		"InstanceNormalization": opInstanceNorm, "PRelu": opPRelu, "Tile": opTile,
 		"DepthToSpace": opDepthToSpace, "SpaceToDepth": opDepthToSpace, "CumSum": opCumSum,
 		"ReduceL1": opReduce, "ReduceL2": opReduce, "ReduceLogSumExp": opReduce,
-		"Sign": opUnary, "Celu": opUnary, "Einsum": opEinsum, "If": opIf,
+		"Sign": opUnary, "Celu": opUnary, "Einsum": opEinsum, "If": opIf, "Trilu": opTrilu,
+		"GatherElements": opGatherElements, "ScatterElements": opScatterElements, "Scatter": opScatterElements,
+		"TopK": opTopK,
 	}
 }
 

@@ -49,6 +49,14 @@ const (
 	OpTile            = "tile"               // x -> x repeated along each dimension (Tile, torch's repeat)
 	OpPixelShuffle    = "pixel_shuffle"      // x -> depth moved to space (DepthToSpace) or back (SpaceToDepth); a copy
 	OpCumSum          = "cumsum"             // x -> running sum along an axis
+	OpGatherElements  = "gather_elements"    // (x, index) -> x's elements at index along dim; saves both
+	OpScatter         = "scatter"            // (x, index, updates) -> x with updates written at index; saves index
+	OpScatterAdd      = "scatter_add"        // (x, index, updates) -> x with updates added at index; saves index, x's gradient is the output's
+	OpVar             = "var"                // x -> variance over dims (attrs dims, keepdim, correction); saves x; see matchVar
+	OpStd             = "std"                // x -> standard deviation over dims; saves x and the output
+	OpMish            = "mish"               // x -> x * tanh(softplus(x)); saves x; see matchMish
+	OpTopK            = "topk"               // x -> (values, indices) of the k largest or smallest along dim; saves indices
+	OpTrilu           = "trilu"              // x -> its upper or lower triangle (attrs upper, k); see opTrilu
 	OpEinsum          = "einsum"             // (a[, b]) -> contraction by attr equation; saves the other operand for each gradient
 )
 
@@ -111,6 +119,17 @@ func extraRules() map[string]graph.GradRule {
 		OpTile:         {Factor: 1},
 		OpPixelShuffle: {Factor: 1},
 		OpCumSum:       {Factor: 1},
+		OpTrilu:        {Factor: 1},
+		// gather_backward(grad, self, dim, index): zeros of self's size
+		// with the gradient added at index in place.
+		OpGatherElements: {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveIn(1)}, NoGradInputs: []int{1}, Factor: 1},
+		OpScatter:        {Saves: []graph.Saved{graph.SaveIn(1)}, NoGradInputs: []int{1}, Factor: 1},
+		// scatter_add: self's gradient is grad itself, src's grad.gather(dim, index).
+		OpScatterAdd: {Saves: []graph.Saved{graph.SaveIn(1)}, NoGradInputs: []int{1}, View: graph.ViewFirst, Factor: 1},
+		OpMish:       {Saves: []graph.Saved{graph.SaveIn(0)}, Factor: 1.5},
+		OpVar:        {Saves: []graph.Saved{graph.SaveIn(0)}, Factor: 2},
+		OpStd:        {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveOut(0)}, Factor: 2},
+		OpTopK:       {Saves: []graph.Saved{graph.SaveOut(1)}, NoGradOutputs: []int{1}, Factor: 1},
 		// einsum's backward: each operand's gradient is an einsum of the
 		// output gradient with the other operand.
 		OpEinsum: {Saves: []graph.Saved{graph.SaveIn(0, 1), graph.SaveIn(1, 0)}, InputFactors: []float64{1, 1}},

@@ -58,7 +58,9 @@ class InplaceTwins:
     """Backward formulas that fill a fresh zero tensor with an in-place
     index op (gather_backward: new_zeros then scatter_add_;
     index_select_backward: index_add_; index_backward: index_put_;
-    masked_select_backward: masked_scatter_) call the out-of-place twin
+    masked_select_backward: masked_scatter_; the backward of topk, sort,
+    max and min along a dimension, value_selecting_reduction_backward:
+    zeros then scatter_) call the out-of-place twin
     instead whenever a dispatch mode is active, because torch's
     isTensorSubclassLike is then true for every tensor. Under the tracer's
     and the applier's modes they would allocate a second tensor the step
@@ -68,7 +70,7 @@ class InplaceTwins:
     before it made (the formula's own local, read by nothing else): the
     values are the same, and so is the memory of the step without a mode."""
 
-    TWINS = {"scatter_add", "index_add", "index_put", "masked_scatter"}
+    TWINS = {"scatter_add", "index_add", "index_put", "masked_scatter", "scatter"}
     ZEROS = {"new_zeros", "zeros", "zeros_like"}
 
     def __init__(self):

@@ -451,7 +451,7 @@ class ConvKernelsTest(unittest.TestCase):
 
 class InplaceTwinTest(unittest.TestCase):
     """Backward formulas that fill a fresh zero tensor in place (gather,
-    index_select, advanced indexing) run their out-of-place twin under a
+    index_select, advanced indexing, topk) run their out-of-place twin under a
     dispatch mode; the tracer and the applier run the in-place op the step
     runs without one (trace.InplaceTwins). Without that, the trace predicted
     23% above a plain step's peak, and an applied plan measured that much
@@ -470,11 +470,13 @@ class InplaceTwinTest(unittest.TestCase):
                     h = torch.gather(h, 2, torch.arange(63, -1, -1).expand(h.shape[0], h.shape[1], 64))
                 elif self.how == "index_select":
                     h = torch.index_select(h, 1, rev)
+                elif self.how == "topk":
+                    h = torch.topk(h, 16, dim=-1)[0].repeat(1, 1, 4)
                 else:
                     h = h[:, rev]
                 return self.out(h.mean(1))
 
-        twins = {"gather": "scatter_add_", "index_select": "index_add_", "index": "index_put_"}
+        twins = {"gather": "scatter_add_", "index_select": "index_add_", "index": "index_put_", "topk": "scatter_"}
         for how, kernel in twins.items():
             torch.manual_seed(0)
             x, y = torch.randint(0, 100, (8, 32)), torch.randint(0, 5, (8,))
@@ -697,6 +699,37 @@ class OnnxRouteTest(unittest.TestCase):
         for how in ("maximum", "minimum_broadcast", "pow_both", "pow_base", "pow_exponent", "layernorm"):
             torch.manual_seed(0)
             err, pred, meas = self.onnx_error(Net(how), torch.randn(4, 3, 16, 16), torch.randint(0, 10, (4,)), how)
+            with self.subTest(how=how):
+                self.assertLess(abs(err), 1e-3, "predicted %d, measured %d" % (pred, meas))
+
+    def test_index_and_reduction_ops(self):
+        """Ops the import maps since it reads Trilu, GatherElements,
+        ScatterElements (and torch's scatter_add pattern), TopK, and fuses
+        nn.Mish's and torch.var's/std's exports: each saves what PyTorch
+        saves and holds its backward formula's temporaries (std's and
+        logsumexp's; a broadcast mul's full-size product)."""
+        class Net(nn.Module):
+            def __init__(self, how):
+                super().__init__()
+                self.how, self.emb, self.fc, self.out = how, nn.Embedding(100, 64), nn.Linear(64, 64), nn.Linear(64, 5)
+                self.act = nn.Mish()
+
+            def body(self, x):  # one expression: ONNX cannot see what a Python local keeps alive
+                return {"tril": lambda: torch.tril(self.fc(x) @ x.transpose(1, 2), -1) @ x,
+                        "gather": lambda: torch.gather(self.fc(x), 2, x.argsort(-1)),
+                        "scatter_add": lambda: x.scatter_add(2, x.argsort(-1), self.fc(x)),
+                        "topk": lambda: torch.topk(self.fc(x), 16, dim=-1)[0].repeat(1, 1, 4),
+                        "mish": lambda: self.act(self.fc(x)),
+                        "std": lambda: self.fc(x) * x.std(-1, keepdim=True),
+                        "var": lambda: self.fc(x) / (x.var(1, keepdim=True) + 1),
+                        "logsumexp": lambda: torch.logsumexp(self.fc(x), dim=-1, keepdim=True) * x}[self.how]()
+
+            def forward(self, ids):
+                return self.out(self.body(self.emb(ids)).mean(1))
+
+        for how in ("tril", "gather", "scatter_add", "topk", "mish", "std", "var", "logsumexp"):
+            torch.manual_seed(0)
+            err, pred, meas = self.onnx_error(Net(how), torch.randint(0, 100, (8, 32)), torch.randint(0, 5, (8,)), how)
             with self.subTest(how=how):
                 self.assertLess(abs(err), 1e-3, "predicted %d, measured %d" % (pred, meas))
 
