@@ -371,3 +371,31 @@ func TestChannelsLastCopies(t *testing.T) {
 		}
 	}
 }
+
+// TestConvStridedInput: a convolution of a transposed view (a Conv1d over
+// a [N, T, C] sequence transposed to [N, C, T]) records input_format
+// strided, so sim's CPU model counts the kernel's copy of it in the forward
+// and the backward, as for a trace; a convolution of a dense input records
+// nothing.
+func TestConvStridedInput(t *testing.T) {
+	f := TensorProto_FLOAT
+	nodes := []*NodeProto{
+		node("Mul", "/scale", []string{"x", "s.weight"}, []string{"xs"}),
+		node("Transpose", "/t", []string{"xs"}, []string{"xt"}, intsAttr("perm", 0, 3, 1, 2)),
+		node("Conv", "/c1", []string{"xt", "w1"}, []string{"h"}, intsAttr("pads", 1, 1, 1, 1)),
+		node("Conv", "/c2", []string{"h", "w2"}, []string{"z"}, intsAttr("pads", 1, 1, 1, 1)),
+	}
+	data := headed(14, nodes, "z", vi("x", tensorType(f, "N", 4, 4, 8)), vi("s.weight", tensorType(f, 1, 1, 1, 8)),
+		vi("w1", tensorType(f, 8, 8, 3, 3)), vi("w2", tensorType(f, 1, 8, 3, 3)))
+	g, err := Import(bytes.NewReader(data), Options{Batch: 2})
+	require.NoError(t, err)
+	convs := opsOfType(g, graph.OpConv2d)
+	require.Len(t, convs, 2)
+	assert.Equal(t, graph.Strided, convs[0].Attrs[graph.AttrInputFormat])
+	_, ok := convs[1].Attrs[graph.AttrInputFormat]
+	assert.False(t, ok)
+	cpu := sim.CPU{Threads: 2}
+	with := sim.CPUWorkspace(g, convs[0], cpu)
+	delete(convs[0].Attrs, graph.AttrInputFormat)
+	assert.Equal(t, g.Tensors[convs[0].Inputs[0]].Bytes, with-sim.CPUWorkspace(g, convs[0], cpu), "the copy of the strided input")
+}

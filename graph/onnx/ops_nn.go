@@ -590,9 +590,15 @@ func opConv(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 		typ = graph.OpConvTranspose2d
 	}
 	pk, pv := padAttr(win.pads)
-	return imp.emit1(n, typ, []*value{x, w, bias}, imp.newOut(n, 0, x.et, shape), flops,
-		"kernel", joinInts(win.kernel), "stride", joinInts(win.strides), pk, pv,
-		"dilation", joinInts(win.dilations), "groups", strconv.FormatInt(g, 10))
+	attrs := []string{"kernel", joinInts(win.kernel), "stride", joinInts(win.strides), pk, pv,
+		"dilation", joinInts(win.dilations), "groups", strconv.FormatInt(g, 10)}
+	if x.strided {
+		// a transposed or sliced view (a Conv1d over a [N, T, C] sequence
+		// transposed to [N, C, T]): the kernel copies it, in the forward and
+		// again in the backward, as a trace's input_format says
+		attrs = append(attrs, graph.AttrInputFormat, graph.Strided)
+	}
+	return imp.emit1(n, typ, []*value{x, w, bias}, imp.newOut(n, 0, x.et, shape), flops, attrs...)
 }
 
 // opBatchNorm maps BatchNormalization onto batchnorm (x, gamma, beta,
