@@ -1206,6 +1206,18 @@ func padded(op *graph.Op) bool {
 // sign(self) and sin grad * cos(self) 1S each; exp, log, tanh, sigmoid and
 // the activations' own backward kernels none.
 func autogradWorkspace(g *graph.Graph, op *graph.Op) int64 {
+	if op.Type == "binary_cross_entropy_with_logits" && len(op.Inputs) > 0 && len(op.Outputs) > 0 {
+		// A traced forward kernel built of other ops, below what a trace
+		// sees: (1 - target).mul_(input).add_(max_val).add_((-max_val).exp_()
+		// .add_((-input - max_val).exp_()).log_()) holds five tensors of the
+		// input's size at once (profiler, [64, 256]: +5S -4S with
+		// reduction none, the loss itself a temporary when reduced).
+		x, y := g.Tensor(op.Inputs[0]), g.Tensor(op.Outputs[0])
+		if x == nil || y == nil {
+			return 0
+		}
+		return max(0, satMul(5, x.Bytes)-y.Bytes)
+	}
 	if k := unaryTemporaries(g, op); k > 0 {
 		if len(op.Inputs) == 0 {
 			return 0

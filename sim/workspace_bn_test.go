@@ -272,3 +272,25 @@ func TestAutogradWorkspaceReductions(t *testing.T) {
 		}
 	}
 }
+
+// TestBCEWithLogitsWorkspace: a traced binary_cross_entropy_with_logits
+// holds five tensors of its input's size, its output among them when not
+// reduced.
+func TestBCEWithLogitsWorkspace(t *testing.T) {
+	b := graph.NewBuilder("bce")
+	x := b.Parameter("x", graph.F32, 64, 256)
+	y := b.Constant("y", graph.F32, 64, 256)
+	const s = 64 * 256 * 4
+	none := b.Op("binary_cross_entropy_with_logits", "none", x, y).Out("l", graph.F32, 64, 256).ID()
+	mean := b.Op("binary_cross_entropy_with_logits", "mean", x, y).Out("m", graph.F32).ID()
+	g, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := autogradWorkspace(g, &g.Ops[none]); got != 4*s {
+		t.Errorf("reduction none: %d, want %d", got, 4*s)
+	}
+	if got := autogradWorkspace(g, &g.Ops[mean]); got != 5*s-4 {
+		t.Errorf("reduction mean: %d, want %d", got, 5*s-4)
+	}
+}

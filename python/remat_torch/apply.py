@@ -492,8 +492,11 @@ class Runner:
 
     def _backward_op(self, func, args, kwargs):
         st = self.st
-        func = st.twins.func(func, args)  # the plain step's in-place kernel (trace.InplaceTwins)
         p = st.bpos
+        node = None
+        if p is not None and p < len(self.ops) and self.ops[p].forward is not None:
+            node = self.ops[self.ops[p].forward].type
+        func, args = st.twins.func(func, args, node)  # the plain step's in-place kernel (trace.InplaceTwins)
         name = func.overloadpacket.__name__
         if p is not None and p < len(self.ops) and self.ops[p].type == name:
             self._advance(p)

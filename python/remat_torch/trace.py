@@ -55,43 +55,61 @@ DTYPES = {
 
 
 class InplaceTwins:
-    """Backward formulas that fill a fresh zero tensor with an in-place
-    index op (gather_backward: new_zeros then scatter_add_;
-    index_select_backward: index_add_; index_backward: index_put_;
-    masked_select_backward: masked_scatter_; the backward of topk, sort,
-    max and min along a dimension, value_selecting_reduction_backward:
-    zeros then scatter_) call the out-of-place twin
-    instead whenever a dispatch mode is active, because torch's
-    isTensorSubclassLike is then true for every tensor. Under the tracer's
-    and the applier's modes they would allocate a second tensor the step
-    run without a mode does not. A mode's dispatch passes each backward
-    kernel through call(), which runs the in-place op when the kernel is
-    such a twin and its first argument is the zero tensor the kernel just
-    before it made (the formula's own local, read by nothing else): the
-    values are the same, and so is the memory of the step without a mode."""
+    """Backward formulas written with in-place ops on their own fresh
+    tensors call the out-of-place twin instead whenever a dispatch mode is
+    active, because torch's isTensorSubclassLike is then true for every
+    tensor; under the tracer's and the applier's modes they would allocate
+    tensors the step run without a mode does not. Two kinds:
+
+    * filling a fresh zero tensor with an in-place index op:
+      gather_backward (new_zeros then scatter_add_), index_select_backward
+      (index_add_), index_backward (index_put_), masked_select_backward
+      (masked_scatter_), and value_selecting_reduction_backward, the
+      backward of topk, sort, max and min along a dimension (zeros then
+      scatter_);
+    * in-place chains in one formula: binary_cross_entropy_with_logits'
+      backward input.sigmoid().sub_(target).mul_(grad) (the profiler shows
+      one allocation of the input's size without a mode, three with one).
+
+    A mode's dispatch passes each backward kernel through func(), which
+    runs the in-place op when the kernel is such a twin and its first
+    argument is the tensor the kernel just before it made (the formula's
+    own local, read by nothing else): the values are the same, and so is
+    the memory of the step without a mode. node is the forward op type of
+    the autograd node running (for the chains)."""
 
     TWINS = {"scatter_add", "index_add", "index_put", "masked_scatter", "scatter"}
     ZEROS = {"new_zeros", "zeros", "zeros_like"}
+    CHAINS = {"binary_cross_entropy_with_logits": {("sigmoid", "sub"), ("sub", "mul")}}
 
     def __init__(self):
-        self.fresh = None  # weak reference to the zero tensor the last kernel made
+        self.fresh = None  # weak reference to the tensor the last kernel made
+        self.prev = ""  # that kernel's name
 
-    def func(self, func, args):
-        """The kernel to run for func(args): its in-place twin, or func."""
+    def func(self, func, args, node=None):
+        """The kernel to run and its arguments for func(*args): its in-place
+        twin (with a commutative op's operands swapped when the fresh
+        tensor comes second: grad * t is t.mul_(grad)), or func and args."""
         z = self.fresh() if self.fresh is not None else None
         self.fresh = None
         name = func.overloadpacket.__name__
-        if z is None or name not in self.TWINS or not args or args[0] is not z:
-            return func
+        if z is None or len(args) < 1:
+            return func, args
+        chain = (self.prev, name) in self.CHAINS.get(node, ())
+        if not ((self.prev in self.ZEROS and name in self.TWINS) or chain):
+            return func, args
+        if args[0] is not z:
+            if not (chain and name in ("mul", "add") and len(args) == 2 and args[1] is z):
+                return func, args
+            args = (args[1], args[0])
         inplace = getattr(torch.ops.aten, name + "_", None)
-        return getattr(inplace, func._overloadname, func) if inplace is not None else func
+        f = getattr(inplace, func._overloadname, None) if inplace is not None else None
+        return (f, args) if f is not None else (func, args)
 
     def ran(self, func, out):
         """Note the kernel func just ran and returned out."""
-        if func.overloadpacket.__name__ in self.ZEROS and isinstance(out, torch.Tensor):
-            self.fresh = weakref.ref(out)
-        else:
-            self.fresh = None
+        self.prev = func.overloadpacket.__name__.rstrip("_")  # an in-place link of a chain as its op
+        self.fresh = weakref.ref(out) if isinstance(out, torch.Tensor) else None
 
 
 # Factories that allocate without reading or writing the memory.
@@ -498,12 +516,13 @@ class _Recorder(TorchDispatchMode):
             return out
         if self.phase == "forward":
             self.nodes.flush()
+        else:
+            cur = self.nodes.current
+            func, args = self.twins.func(func, args, self.ops[cur]["type"] if cur is not None else None)
         flat_in, _ = tree_flatten((args, kwargs))
         in_tensors = [a for a in flat_in if isinstance(a, torch.Tensor)]
         ins = [self.tensor_id(a) for a in in_tensors]
         read = list(zip(ins, in_tensors))  # before backward adds the node's saved tensors to ins
-        if self.phase != "forward":
-            func = self.twins.func(func, args)
         t0 = time.perf_counter_ns()
         out = func(*args, **kwargs)
         dt = time.perf_counter_ns() - t0
