@@ -848,12 +848,24 @@ func CPUWorkspace(g *graph.Graph, op *graph.Op, cpu CPU) int64 {
 			}
 		}
 	}
-	if op.Type == "native_batch_norm_backward" && len(op.Inputs) > 0 {
+	if (op.Type == "native_batch_norm_backward" || op.Type == graph.BackwardType(graph.OpBatchNorm)) && len(op.Inputs) > 0 {
 		// The CPU kernel allocates a temporary of its input's size after
 		// its outputs and frees it before returning (profiler, batch 4, 64
-		// channels, 32x32: +1048576, +256, +256, +1048576, -1048576 bytes).
-		if t := g.Tensor(op.Inputs[0]); t != nil {
-			ws = satAdd(ws, t.Bytes)
+		// channels, 32x32: +1048576, +256, +256, +1048576, -1048576 bytes),
+		// for a contiguous or channels-last input; a strided one (a
+		// BatchNorm1d over a transposed [N, L, C] sequence, as the trace's
+		// input_format says) takes the generic path without it (profiler:
+		// +65536 for the input gradient and the statistics' gradients only).
+		// A batchnorm of a graph (an ONNX import, a zoo model) is PyTorch's
+		// too; its first input is also the forward's input.
+		if f := forwardOf(g, op); f == nil || f.Attrs[graph.AttrInputFormat] != graph.Strided {
+			in := op.Inputs[0]
+			if f != nil && len(f.Inputs) > 0 {
+				in = f.Inputs[0]
+			}
+			if t := g.Tensor(in); t != nil {
+				ws = satAdd(ws, t.Bytes)
+			}
 		}
 	}
 	if op.Type == "prelu_backward" && len(op.Inputs) > 0 {

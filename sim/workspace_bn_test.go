@@ -32,6 +32,32 @@ func TestCPUWorkspaceBatchNormBackward(t *testing.T) {
 	}
 }
 
+// TestCPUWorkspaceBatchNormLayouts: the temporary is the forward input's
+// size for a graph's batchnorm too (an ONNX import, a zoo model), and
+// absent for a strided input (a BatchNorm1d over a transposed sequence:
+// the kernel's generic path; python/tests test_batchnorm_layouts).
+func TestCPUWorkspaceBatchNormLayouts(t *testing.T) {
+	b := graph.NewBuilder("bn")
+	x := b.Input("x", graph.F32, 8, 64, 32)
+	dense := b.Op(graph.OpBatchNorm, "bn", x).Out("y", graph.F32, 8, 64, 32)
+	strided := b.Op("native_batch_norm", "bn_t", x).Attr(graph.AttrInputFormat, graph.Strided).Out("yt", graph.F32, 8, 64, 32)
+	b.SetPhase(graph.Backward)
+	gy := b.Input("gy", graph.F32, 8, 64, 32)
+	bw := b.Op(graph.BackwardType(graph.OpBatchNorm), "bn_bw", gy).Forward(dense.ID()).Out("gx", graph.F32, 8, 64, 32)
+	bwT := b.Op("native_batch_norm_backward", "bn_t_bw", gy, x).Forward(strided.ID()).Out("gxt", graph.F32, 8, 64, 32)
+	g, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := CPU{Threads: 2}
+	if got, want := CPUWorkspace(g, &g.Ops[bw.ID()], cpu), int64(8*64*32*4); got != want {
+		t.Errorf("CPUWorkspace(batchnorm_backward) = %d, want %d (the input's bytes)", got, want)
+	}
+	if got := CPUWorkspace(g, &g.Ops[bwT.ID()], cpu); got != 0 {
+		t.Errorf("CPUWorkspace(native_batch_norm_backward of a strided input) = %d, want 0", got)
+	}
+}
+
 // TestCPUWorkspaceReductionCast: a sum into another dtype copies its input
 // into that dtype first (profiler, torch 1.13: a [4, 32, 128] bool mask
 // summed over its last dimension allocates +1024 for the int64 result,

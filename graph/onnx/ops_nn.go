@@ -636,8 +636,13 @@ func opBatchNorm(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 	f32 := int32(TensorProto_FLOAT)
 	sm := &value{name: imp.outName(n, 0) + ".save_mean", et: f32, shape: []int64{c}, tensor: graph.NoTensor}
 	si := &value{name: imp.outName(n, 0) + ".save_invstd", et: f32, shape: []int64{c}, tensor: graph.NoTensor}
-	if _, err := imp.emit(n, graph.OpBatchNorm, xs[:], []*value{y, sm, si}, 8*numel(x.shape),
-		"eps", ftoa(eps), "momentum", ftoa(1-mom)); err != nil {
+	attrs := []string{"eps", ftoa(eps), "momentum", ftoa(1 - mom)}
+	if x.strided {
+		// a BatchNorm1d over a transposed [N, L, C] sequence: PyTorch's CPU
+		// backward then takes its generic path, without the temporary
+		attrs = append(attrs, graph.AttrInputFormat, graph.Strided)
+	}
+	if _, err := imp.emit(n, graph.OpBatchNorm, xs[:], []*value{y, sm, si}, 8*numel(x.shape), attrs...); err != nil {
 		return nil, err
 	}
 	outs := []*value{y, xs[3], xs[4]}

@@ -567,6 +567,9 @@ class _Recorder(TorchDispatchMode):
             op["attrs"] = {"rng_saved": "1"}
         if name == "convolution":
             op["attrs"] = conv_attrs(args, outs[0])
+        elif name == "native_batch_norm" and args and isinstance(args[0], torch.Tensor):
+            # the CPU backward's input-sized temporary depends on the layout
+            op["attrs"] = {"input_format": memory_format(args[0])}
         elif name in ("convolution_backward", "embedding_dense_backward") and args and isinstance(args[0], torch.Tensor):
             # the kernel copies a gradient not laid out as its forward ran
             op["attrs"] = {"grad_format": memory_format(args[0])}
