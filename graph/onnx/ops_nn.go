@@ -1049,5 +1049,10 @@ func opPad(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 	if err := checkShape(shape, "output shape"); err != nil {
 		return nil, err
 	}
-	return imp.emit1(n, graph.OpPad, []*value{x}, imp.newOut(n, 0, x.et, shape), 0, "pads", joinInts(pads), "mode", mode)
+	typ := graph.OpPad
+	if mode == "reflect" || mode == "edge" {
+		// reflection_pad and replication_pad: their backward reads self
+		typ = OpPadReflect
+	}
+	return imp.emit1(n, typ, []*value{x}, imp.newOut(n, 0, x.et, shape), 0, "pads", joinInts(pads), "mode", mode)
 }

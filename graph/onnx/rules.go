@@ -56,6 +56,7 @@ const (
 	OpStd             = "std"                // x -> standard deviation over dims; saves x and the output
 	OpMish            = "mish"               // x -> x * tanh(softplus(x)); saves x; see matchMish
 	OpTopK            = "topk"               // x -> (values, indices) of the k largest or smallest along dim; saves indices
+	OpPadReflect      = "pad_reflect"        // x -> x padded by reflection or replication (attr mode); saves x
 	OpTrilu           = "trilu"              // x -> its upper or lower triangle (attrs upper, k); see opTrilu
 	OpEinsum          = "einsum"             // (a[, b]) -> contraction by attr equation; saves the other operand for each gradient
 )
@@ -120,6 +121,8 @@ func extraRules() map[string]graph.GradRule {
 		OpPixelShuffle: {Factor: 1},
 		OpCumSum:       {Factor: 1},
 		OpTrilu:        {Factor: 1},
+		// reflection_pad2d_backward(grad, self, padding), and replication_pad's.
+		OpPadReflect: {Saves: []graph.Saved{graph.SaveIn(0)}, Factor: 1},
 		// gather_backward(grad, self, dim, index): zeros of self's size
 		// with the gradient added at index in place.
 		OpGatherElements: {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveIn(1)}, NoGradInputs: []int{1}, Factor: 1},

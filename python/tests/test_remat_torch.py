@@ -738,7 +738,8 @@ class OnnxRouteTest(unittest.TestCase):
         ScatterElements (and torch's scatter_add pattern), TopK, and fuses
         nn.Mish's and torch.var's/std's exports: each saves what PyTorch
         saves and holds its backward formula's temporaries (std's and
-        logsumexp's; a broadcast mul's full-size product)."""
+        logsumexp's; a broadcast mul's full-size product); a reflection
+        pad saves its input."""
         class Net(nn.Module):
             def __init__(self, how):
                 super().__init__()
@@ -753,12 +754,13 @@ class OnnxRouteTest(unittest.TestCase):
                         "mish": lambda: self.act(self.fc(x)),
                         "std": lambda: self.fc(x) * x.std(-1, keepdim=True),
                         "var": lambda: self.fc(x) / (x.var(1, keepdim=True) + 1),
-                        "logsumexp": lambda: torch.logsumexp(self.fc(x), dim=-1, keepdim=True) * x}[self.how]()
+                        "logsumexp": lambda: torch.logsumexp(self.fc(x), dim=-1, keepdim=True) * x,
+                        "pad_reflect": lambda: F.pad(self.fc(x), (2, 2), mode="reflect")[..., 2:-2] * x}[self.how]()
 
             def forward(self, ids):
                 return self.out(self.body(self.emb(ids)).mean(1))
 
-        for how in ("tril", "gather", "scatter_add", "topk", "mish", "std", "var", "logsumexp"):
+        for how in ("tril", "gather", "scatter_add", "topk", "mish", "std", "var", "logsumexp", "pad_reflect"):
             torch.manual_seed(0)
             err, pred, meas = self.onnx_error(Net(how), torch.randint(0, 100, (8, 32)), torch.randint(0, 5, (8,)), how)
             with self.subTest(how=how):
