@@ -205,6 +205,8 @@ func TestMoreOps(t *testing.T) {
 			vi("u", tensorType(f, "N", 8, 4, 2))}, intAttr("axis", 3)), OpScatter, graph.Shape{2, 8, 4, 4}, []int{1}},
 		{"ScatterElements add", oneOp("ScatterElements", []string{"i", "u"}, nil, []*ValueInfoProto{vi("i", tensorType(TensorProto_INT64, "N", 8, 4, 2)),
 			vi("u", tensorType(f, "N", 8, 4, 2))}, intAttr("axis", 3), strAttr("reduction", "add")), OpScatterAdd, graph.Shape{2, 8, 4, 4}, []int{1}},
+		{"ReduceMax one axis", oneOp("ReduceMax", nil, nil, nil, intsAttr("axes", 1), intAttr("keepdims", 1)), OpMaxDim, graph.Shape{2, 1, 4, 4}, []int{-2}},
+		{"ReduceMax two axes", oneOp("ReduceMax", nil, nil, nil, intsAttr("axes", 2, 3), intAttr("keepdims", 1)), OpReduceMax, graph.Shape{2, 8, 1, 1}, []int{0, -1}},
 		{"Pad reflect", oneOp("Pad", []string{"p"}, map[string]*TensorProto{"p": ints64(0, 0, 1, 1, 0, 0, 1, 1)}, nil, strAttr("mode", "reflect")), OpPadReflect, graph.Shape{2, 8, 6, 6}, []int{0}},
 		{"TopK", oneOp("TopK", []string{"k"}, map[string]*TensorProto{"k": ints64(3)}, nil, intAttr("axis", 1)), OpTopK, graph.Shape{2, 3, 4, 4}, []int{-2}},
 	} {

@@ -433,6 +433,20 @@ func opReduce(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 	if x.isConst {
 		return imp.foldReduce(n, x, red, shape, op), nil
 	}
+	if (op == "ReduceMax" || op == "ReduceMin") && len(names) == 1 && r > 1 {
+		// x.max(dim) (and min): torch exports its values as a ReduceMax over
+		// the one axis; PyTorch saves the indices (int64, the output's
+		// shape) and scatters the gradient into zeros at them. amax over
+		// several axes and a max of everything save the input and the
+		// output (reduce_max).
+		y := imp.newOut(n, 0, x.et, shape)
+		idx := &value{name: y.name + ".indices", et: int32(TensorProto_INT64), shape: shape, tensor: graph.NoTensor}
+		if _, err := imp.emit(n, OpMaxDim, []*value{x}, []*value{y, idx}, numel(x.shape),
+			"dim", strconv.FormatInt(names[0], 10), "keepdim", strconv.FormatBool(keep != 0), "onnx_op", op); err != nil {
+			return nil, err
+		}
+		return []*value{y}, nil
+	}
 	return imp.emit1(n, reduceType[op], []*value{x}, imp.newOut(n, 0, x.et, shape), numel(x.shape),
 		"dims", joinInts(names), "keepdim", strconv.FormatBool(keep != 0), "onnx_op", op)
 }

@@ -37,6 +37,7 @@ const (
 	OpReduceMean      = "reduce_mean"        // x -> mean over dims
 	OpReduceSum       = "reduce_sum"         // x -> sum (or product) over dims
 	OpReduceMax       = "reduce_max"         // x -> max (or min) over dims; saves input and output
+	OpMaxDim          = "max_dim"            // x -> (values, indices) along one dim (max or min); saves indices
 	OpAdaptiveMaxPool = "adaptive_maxpool2d" // x -> (y, indices)
 	OpLSTMStep        = "lstm_step"          // (x_proj_t, h_prev, c_prev, W_hh[, b_hh][, P]) -> (h, c, gates, tanh_c); see opLSTM
 	OpGRUStep         = "gru_step"           // (x_proj_t, h_prev, W_hh[, b_hh]) -> (h, gates, n_h, n, d); see opLSTM
@@ -100,9 +101,11 @@ func extraRules() map[string]graph.GradRule {
 		// torch 1.13's MeanBackward1 keeps self (_saved_self) although the
 		// gradient needs only its sizes, so the input stays alive to the
 		// backward as it does in PyTorch.
-		OpReduceMean:      {Saves: []graph.Saved{graph.SaveIn(0)}, Factor: 1},
-		OpReduceSum:       {Factor: 1},
-		OpReduceMax:       {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveOut(0)}, Factor: 1},
+		OpReduceMean: {Saves: []graph.Saved{graph.SaveIn(0)}, Factor: 1},
+		OpReduceSum:  {Factor: 1},
+		OpReduceMax:  {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveOut(0)}, Factor: 1},
+		// value_selecting_reduction_backward(grad, dim, indices, sizes).
+		OpMaxDim:          {Saves: []graph.Saved{graph.SaveOut(1)}, NoGradOutputs: []int{1}, Factor: 1},
 		OpAdaptiveMaxPool: {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveOut(1)}, NoGradOutputs: []int{1}, Factor: 0.2},
 		// One step of PyTorch's CPU LSTMCell: the backward reads h_prev
 		// (addmm), c_prev (f*c_prev), W_hh, the activated gates and tanh(c).

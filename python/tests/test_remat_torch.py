@@ -536,6 +536,33 @@ class InplaceTwinTest(unittest.TestCase):
                     self.assertLess(abs(r["meas_peak"] - plain) / plain, 1e-3, "applied %d, plain %d" % (r["meas_peak"], plain))
 
 
+class LayerFidelityTest(unittest.TestCase):
+    """tools/layer_fidelity.py: the layer families without a convolution
+    (whose oneDNN buffers depend on the machine) are exact on both routes,
+    and the tool writes its table."""
+
+    def test_layer_families(self):
+        import importlib.util
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        spec = importlib.util.spec_from_file_location("layer_fidelity", os.path.join(root, "tools", "layer_fidelity.py"))
+        lf = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(lf)
+        exact = ["conv1d", "pool1d", "maximum", "minimum_broadcast", "pow_tensor", "pow_constant_exponent", "std",
+                 "std_biased", "layernorm_no_affine", "batchnorm1d_rows", "batchnorm1d_sequence", "logsoftmax",
+                 "logsumexp", "norm", "normalize", "max_dim", "topk", "sort", "gather", "scatter_add", "tril",
+                 "batched_matmul"]
+        out = os.path.join(TMP, "layers.md")
+        lf.main(["--cases", ",".join(exact + ["mse"]), "--out", out])
+        with open(out) as f:
+            rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in f if line.startswith("| ") and " | " in line}
+        for name in exact:
+            with self.subTest(case=name):
+                onnx, exporter = rows[name][3].strip(), rows[name][4].strip(" |\n")
+                self.assertIn(onnx, ("-0.0%", "+0.0%"), rows[name])
+                self.assertIn(exporter, ("-0.0%", "+0.0%"), rows[name])
+        self.assertIn("failed (torch.onnx:", rows["mse"][3])
+
+
 class HoldTest(unittest.TestCase):
     """A storage PyTorch frees later than its last reader (inside a
     composite op, or held by a module's Python frame) is held to its death
@@ -739,7 +766,7 @@ class OnnxRouteTest(unittest.TestCase):
         nn.Mish's and torch.var's/std's exports: each saves what PyTorch
         saves and holds its backward formula's temporaries (std's and
         logsumexp's; a broadcast mul's full-size product); a reflection
-        pad saves its input."""
+        pad saves its input; x.max(dim) saves its indices, not its input."""
         class Net(nn.Module):
             def __init__(self, how):
                 super().__init__()
@@ -755,12 +782,13 @@ class OnnxRouteTest(unittest.TestCase):
                         "std": lambda: self.fc(x) * x.std(-1, keepdim=True),
                         "var": lambda: self.fc(x) / (x.var(1, keepdim=True) + 1),
                         "logsumexp": lambda: torch.logsumexp(self.fc(x), dim=-1, keepdim=True) * x,
-                        "pad_reflect": lambda: F.pad(self.fc(x), (2, 2), mode="reflect")[..., 2:-2] * x}[self.how]()
+                        "pad_reflect": lambda: F.pad(self.fc(x), (2, 2), mode="reflect")[..., 2:-2] * x,
+                        "max_dim": lambda: self.fc(x).max(dim=1, keepdim=True)[0] * x}[self.how]()
 
             def forward(self, ids):
                 return self.out(self.body(self.emb(ids)).mean(1))
 
-        for how in ("tril", "gather", "scatter_add", "topk", "mish", "std", "var", "logsumexp", "pad_reflect"):
+        for how in ("tril", "gather", "scatter_add", "topk", "mish", "std", "var", "logsumexp", "pad_reflect", "max_dim"):
             torch.manual_seed(0)
             err, pred, meas = self.onnx_error(Net(how), torch.randint(0, 100, (8, 32)), torch.randint(0, 5, (8,)), how)
             with self.subTest(how=how):
