@@ -102,6 +102,10 @@ class InplaceTwins:
             if not (chain and name in ("mul", "add") and len(args) == 2 and args[1] is z):
                 return func, args
             args = (args[1], args[0])
+        if chain and len(args) > 1 and isinstance(args[1], torch.Tensor):
+            o = args[1]
+            if o.dtype != z.dtype or torch.broadcast_shapes(z.shape, o.shape) != z.shape:
+                return func, args  # the result would not fit in place: keep the kernel as called
         inplace = getattr(torch.ops.aten, name + "_", None)
         f = getattr(inplace, func._overloadname, None) if inplace is not None else None
         return (f, args) if f is not None else (func, args)
