@@ -605,7 +605,10 @@ func CPUConvWorkspace(g *graph.Graph, op *graph.Op, cpu CPU) int64 {
 			if d.threeD {
 				p /= d.pd // its columns hold one output frame
 			}
-			scratch = satAdd(satMul(int64(threads), satAdd(satMul(4, w), satMul(e, d.cg, kvol, p, d.q))), 256)
+			// the minibatch is split over the threads: min(threads, N)
+			// scratches (profiler, patch embeddings at batch 1, 2 and 4
+			// with 1 and 2 threads)
+			scratch = satAdd(satMul(min(int64(threads), max(d.n, 1)), satAdd(satMul(4, w), satMul(e, d.cg, kvol, p, d.q))), 256)
 		}
 		c1 := satAdd(satAdd(satAdd(gx, gyw), satAdd(xw, gwb)), satAdd(gb, scratch))
 		c2 := satAdd(satAdd(gx, gwb), satAdd(satAdd(gb, gb), gw))
@@ -1137,7 +1140,11 @@ func gemmWeightGrad(d convShapes, g convGeom, isa CPUISA) bool {
 	if isa == ISAAVX2 {
 		return dilated || d.h < d.r
 	}
-	return dilated && d.h < (d.r-1)*g.dh+1
+	// AVX-512: a kernel wider than 14 (a vision transformer's 16x16 or
+	// 32x32 patch embedding; profiler, 3 and 16 input channels, kernels 8
+	// to 16 and 32, strides equal to the kernel and half of it: 15 and
+	// wider take the GEMM kernel, 13 and narrower do not)
+	return dilated && d.h < (d.r-1)*g.dh+1 || d.s > 14
 }
 
 // dwGEMMChannelsLast reports whether a channels-last depthwise convolution

@@ -15,6 +15,7 @@ import (
 type convSpec struct {
 	n, c, h, k, r, s, groups int64
 	dil                      int64 // dilation (0: 1); the padding is dil*(r/2)
+	noPad                    bool  // no padding (a patch embedding)
 	bias                     bool
 	noGX                     bool // the backward returns no input gradient (x is an input)
 	// traced: as remat_torch.trace records it (types convolution and
@@ -39,6 +40,9 @@ func (c convSpec) build(t *testing.T) *graph.Graph {
 	}
 	dil := max(c.dil, 1)
 	pad := dil * (c.r / 2)
+	if c.noPad {
+		pad = 0
+	}
 	p := (c.h+2*pad-dil*(c.r-1)-1)/c.s + 1
 	typ := "conv2d"
 	if c.traced {
