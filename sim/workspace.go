@@ -605,10 +605,16 @@ func CPUConvWorkspace(g *graph.Graph, op *graph.Op, cpu CPU) int64 {
 			if d.threeD {
 				p /= d.pd // its columns hold one output frame
 			}
-			// the minibatch is split over the threads: min(threads, N)
-			// scratches (profiler, patch embeddings at batch 1, 2 and 4
-			// with 1 and 2 threads)
-			scratch = satAdd(satMul(min(int64(threads), max(d.n, 1)), satAdd(satMul(4, w), satMul(e, d.cg, kvol, p, d.q))), 256)
+			// a 2-D one splits the work over the threads by sample:
+			// min(threads, N) scratches (profiler, patch embeddings at
+			// batch 1, 2 and 4 with 1 and 2 threads; FCN's dilated
+			// convolutions at batch 1); a 3-D one keeps one per thread
+			// (r3d_18 at batch 1)
+			scratches := int64(threads)
+			if !d.threeD {
+				scratches = min(scratches, max(d.n, 1))
+			}
+			scratch = satAdd(satMul(scratches, satAdd(satMul(4, w), satMul(e, d.cg, kvol, p, d.q))), 256)
 		}
 		c1 := satAdd(satAdd(satAdd(gx, gyw), satAdd(xw, gwb)), satAdd(gb, scratch))
 		c2 := satAdd(satAdd(gx, gwb), satAdd(satAdd(gb, gb), gw))
