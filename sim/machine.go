@@ -159,16 +159,17 @@ const (
 const openEnd = int32(1<<31 - 1)
 
 // liveRec is one allocation's lifetime in steps: [start, end]; end is openEnd
-// while live. t is the tensor (-1 for a workspace or the arena).
-// recRNG is the tensor of a live record that holds an op's RNG state
-// (Options.RNGStateBytes); -1 is a workspace or the arena.
-const recRNG = -2
-
+// while live. t is the tensor (-1 for a workspace or the arena, recRNG for
+// an op's RNG state).
 type liveRec struct {
 	t, op      int32
 	start, end int32
 	bytes      int64
 }
+
+// recRNG is the tensor of a live record that holds an op's RNG state
+// (Options.RNGStateBytes).
+const recRNG = -2
 
 // heldBlock is a freed storage whose memory a hold keeps (graph.AttrHolds)
 // until op runs.

@@ -844,6 +844,7 @@ func CPUWorkspace(g *graph.Graph, op *graph.Op, cpu CPU) int64 {
 		return 0
 	}
 	ws := CPUConvWorkspace(g, op, cpu)
+	f := forwardOf(g, op)
 	if (op.Type == "sum" || op.Type == "mean") && len(op.Inputs) > 0 && len(op.Outputs) > 0 {
 		// A reduction into another dtype (the int64 sum of a bool mask,
 		// as max's and amax's backward counts ties; sum(dtype=...))
@@ -867,7 +868,7 @@ func CPUWorkspace(g *graph.Graph, op *graph.Op, cpu CPU) int64 {
 		// +65536 for the input gradient and the statistics' gradients only).
 		// A batchnorm of a graph (an ONNX import, a zoo model) is PyTorch's
 		// too; its first input is also the forward's input.
-		if f := forwardOf(g, op); f == nil || f.Attrs[graph.AttrInputFormat] != graph.Strided {
+		if f == nil || f.Attrs[graph.AttrInputFormat] != graph.Strided {
 			in := op.Inputs[0]
 			if f != nil && len(f.Inputs) > 0 {
 				in = f.Inputs[0]
@@ -895,7 +896,6 @@ func CPUWorkspace(g *graph.Graph, op *graph.Op, cpu CPU) int64 {
 		}
 		ws = satAdd(ws, satAdd(big, max(small, 0)))
 	}
-	f := forwardOf(g, op)
 	if f == nil {
 		return ws
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 
@@ -147,15 +148,11 @@ func TestAutogradWorkspaceDiv(t *testing.T) {
 		}
 		ops = append(ops, bo.ID())
 	}
-	g, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	names, want := make([]string, len(cases)), make([]int64, len(cases))
 	for i, tc := range cases {
-		if got := autogradWorkspace(g, &g.Ops[ops[i]]); got != tc.want {
-			t.Errorf("%s: autogradWorkspace = %d, want %d", tc.name, got, tc.want)
-		}
+		names[i], want[i] = tc.name, tc.want
 	}
+	g := checkAutogradWorkspace(t, b, ops, names, want)
 	// Every device: the Machine charges it without the CPU model.
 	m, err := NewMachine(g, Options{})
 	if err != nil {
@@ -164,6 +161,22 @@ func TestAutogradWorkspaceDiv(t *testing.T) {
 	if got := m.OpWorkspace(ops[0]); got != cases[0].want {
 		t.Errorf("OpWorkspace = %d, want %d", got, cases[0].want)
 	}
+}
+
+// checkAutogradWorkspace builds b and checks autogradWorkspace of each op of
+// ops against want (names label the cases); it returns the graph.
+func checkAutogradWorkspace(t *testing.T, b *graph.Builder, ops []graph.OpID, names []string, want []int64) *graph.Graph {
+	t.Helper()
+	g, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, op := range ops {
+		if got := autogradWorkspace(g, &g.Ops[op]); got != want[i] {
+			t.Errorf("%s: autogradWorkspace = %d, want %d", names[i], got, want[i])
+		}
+	}
+	return g
 }
 
 // TestAutogradWorkspaceUnary: the imported element-wise ops whose backward
@@ -201,15 +214,11 @@ func TestAutogradWorkspaceUnary(t *testing.T) {
 		dy := b.Op("grad_seed", "dy"+name).Out("dy"+name, graph.F32, 64, 256).T()
 		ops = append(ops, b.Op(c.fwd+"_backward", "b"+name, x, y, dy).Forward(f.ID()).Out("gx"+name, graph.F32, 64, 256).ID())
 	}
-	g, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	names, want := make([]string, len(cases)), make([]int64, len(cases))
 	for i, c := range cases {
-		if got := autogradWorkspace(g, &g.Ops[ops[i]]); got != c.want {
-			t.Errorf("%s %s (%d inputs): autogradWorkspace = %d, want %d", c.fwd, c.onnxOp, len(c.ins), got, c.want)
-		}
+		names[i], want[i] = fmt.Sprintf("%s %s (%d inputs)", c.fwd, c.onnxOp, len(c.ins)), c.want
 	}
+	checkAutogradWorkspace(t, b, ops, names, want)
 }
 
 // TestAutogradWorkspaceBinary: maximum/minimum and pow by a tensor exponent
@@ -244,15 +253,11 @@ func TestAutogradWorkspaceBinary(t *testing.T) {
 		}
 		ops = append(ops, bo.ID())
 	}
-	g, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	names, want := make([]string, len(cases)), make([]int64, len(cases))
 	for i, tc := range cases {
-		if got := autogradWorkspace(g, &g.Ops[ops[i]]); got != tc.want {
-			t.Errorf("%s: autogradWorkspace = %d, want %d", tc.name, got, tc.want)
-		}
+		names[i], want[i] = tc.name, tc.want
 	}
+	checkAutogradWorkspace(t, b, ops, names, want)
 }
 
 // TestAutogradWorkspaceReductions: a broadcast mul's full-size product,
@@ -288,15 +293,11 @@ func TestAutogradWorkspaceReductions(t *testing.T) {
 		}
 		ops = append(ops, b.Op(tc.fwd+"_backward", "b_"+tc.name, f.T()).Forward(f.ID()).Out("g_"+tc.name, graph.F32, 64, 256).ID())
 	}
-	g, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	names, want := make([]string, len(cases)), make([]int64, len(cases))
 	for i, tc := range cases {
-		if got := autogradWorkspace(g, &g.Ops[ops[i]]); got != tc.want {
-			t.Errorf("%s: autogradWorkspace = %d, want %d", tc.name, got, tc.want)
-		}
+		names[i], want[i] = tc.name, tc.want
 	}
+	checkAutogradWorkspace(t, b, ops, names, want)
 }
 
 // TestBCEWithLogitsWorkspace: a traced binary_cross_entropy_with_logits

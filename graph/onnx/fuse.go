@@ -538,6 +538,46 @@ func (imp *importer) fusedNode(f *fusion, opType string) *NodeProto {
 	return &NodeProto{Name: proto.String(name), OpType: proto.String(opType), Output: []string{out0(last)}}
 }
 
+// reductionAxes returns the axes a Reduce node n over a value of rank r
+// reduces, normalized, sorted and distinct; false when they are not
+// constant, not given, out of range or repeated.
+func (imp *importer) reductionAxes(n *NodeProto, r int) ([]int64, bool) {
+	ins := make([]*value, len(n.GetInput()))
+	for k, name := range n.GetInput() {
+		ins[k] = imp.vals[name]
+	}
+	axes, ok, err := imp.axesOf(n, ins, 18)
+	if err != nil || !ok || len(axes) == 0 {
+		return nil, false
+	}
+	norm := make([]int64, len(axes))
+	for k, a := range axes {
+		ax, err := normAxis(a, r, "axis")
+		if err != nil {
+			return nil, false
+		}
+		norm[k] = int64(ax)
+	}
+	slices.Sort(norm)
+	if len(slices.Compact(slices.Clone(norm))) != len(norm) {
+		return nil, false
+	}
+	return norm, true
+}
+
+// emitFused emits the fused op typ of f with one output of the first
+// input's element type and the given shape, named as fusedNode names it
+// after onnxType, and binds it to the pattern's last output: (true, nil)
+// once emitted.
+func (imp *importer) emitFused(f *fusion, onnxType, typ string, ins []*value, shape []int64, flops int64, attrs ...string) (bool, error) {
+	n := imp.fusedNode(f, onnxType)
+	outs, err := imp.emit1(n, typ, ins, imp.newOut(n, 0, ins[0].et, shape), flops, attrs...)
+	if err != nil {
+		return false, err
+	}
+	return true, imp.bind(n, outs)
+}
+
 func (imp *importer) fuseGELU(f *fusion) (bool, error) {
 	div, erf, add, mul1, mul2 := f.role["div"], f.role["erf"], f.role["add"], f.role["mul1"], f.role["mul2"]
 	x := imp.vals[imp.nodes[div].GetInput()[0]]
@@ -548,12 +588,7 @@ func (imp *importer) fuseGELU(f *fusion) (bool, error) {
 		!near(c, math.Sqrt2) || !near(one, 1) || !near(half, 0.5) {
 		return false, nil
 	}
-	n := imp.fusedNode(f, "Gelu")
-	outs, err := imp.emit1(n, graph.OpGELU, []*value{x}, imp.newOut(n, 0, x.et, x.shape), 8*numel(x.shape), "approximate", "none")
-	if err != nil {
-		return false, err
-	}
-	return true, imp.bind(n, outs)
+	return imp.emitFused(f, "Gelu", graph.OpGELU, []*value{x}, x.shape, 8*numel(x.shape), "approximate", "none")
 }
 
 func (imp *importer) fuseGELUTanh(f *fusion) (bool, error) {
@@ -569,12 +604,7 @@ func (imp *importer) fuseGELUTanh(f *fusion) (bool, error) {
 			return false, nil
 		}
 	}
-	n := imp.fusedNode(f, "Gelu")
-	outs, err := imp.emit1(n, graph.OpGELU, []*value{x}, imp.newOut(n, 0, x.et, x.shape), 8*numel(x.shape), "approximate", "tanh")
-	if err != nil {
-		return false, err
-	}
-	return true, imp.bind(n, outs)
+	return imp.emitFused(f, "Gelu", graph.OpGELU, []*value{x}, x.shape, 8*numel(x.shape), "approximate", "tanh")
 }
 
 func (imp *importer) fuseLayerNorm(f *fusion) (bool, error) {
@@ -590,40 +620,17 @@ func (imp *importer) fuseLayerNorm(f *fusion) (bool, error) {
 		return false, nil
 	}
 	// Both reductions over the same trailing axes, keeping dimensions.
-	axis := -1
-	for _, j := range []int{r1, r2} {
-		n := imp.nodes[j]
-		ins := make([]*value, len(n.GetInput()))
-		for k, name := range n.GetInput() {
-			ins[k] = imp.vals[name]
-		}
-		axes, ok, err := imp.axesOf(n, ins, 18)
-		if err != nil || !ok || len(axes) == 0 {
-			return false, nil
-		}
-		keep, err := attrInt(n, "keepdims", 1)
-		if err != nil || keep == 0 {
-			return false, nil
-		}
-		r := len(x.shape)
-		seen := make([]bool, r)
-		lo := r
-		for _, a := range axes {
-			ax, err := normAxis(a, r, "axis")
-			if err != nil || seen[ax] {
-				return false, nil
-			}
-			seen[ax] = true
-			lo = min(lo, ax)
-		}
-		if lo+len(axes) != r { // not exactly the trailing axes
-			return false, nil
-		}
-		if axis >= 0 && axis != lo {
-			return false, nil
-		}
-		axis = lo
+	a1, ok1 := imp.reductionAxes(imp.nodes[r1], len(x.shape))
+	a2, ok2 := imp.reductionAxes(imp.nodes[r2], len(x.shape))
+	if !ok1 || !ok2 || !slices.Equal(a1, a2) || a1[0]+int64(len(a1)) != int64(len(x.shape)) {
+		return false, nil // not exactly the same trailing axes
 	}
+	for _, j := range []int{r1, r2} {
+		if keep, err := attrInt(imp.nodes[j], "keepdims", 1); err != nil || keep == 0 {
+			return false, nil
+		}
+	}
+	axis := int(a1[0])
 	norm := x.shape[axis:]
 	var w, b *value // nil without the affine part: native_layer_norm(x, None, None)
 	if affine {
@@ -740,30 +747,10 @@ func (imp *importer) fuseVar(f *fusion) (bool, error) {
 	if x == nil || x.isConst || !isFloatType(x.et) || len(x.shape) == 0 {
 		return false, nil
 	}
-	axesOf := func(n *NodeProto) ([]int64, bool) {
-		ins := make([]*value, len(n.GetInput()))
-		for k, name := range n.GetInput() {
-			ins[k] = imp.vals[name]
-		}
-		axes, ok, err := imp.axesOf(n, ins, 18)
-		if err != nil || !ok || len(axes) == 0 {
-			return nil, false
-		}
-		norm := make([]int64, len(axes))
-		for k, a := range axes {
-			ax, err := normAxis(a, len(x.shape), "axis")
-			if err != nil {
-				return nil, false
-			}
-			norm[k] = int64(ax)
-		}
-		slices.Sort(norm)
-		return norm, true
-	}
-	a1, ok1 := axesOf(r1)
-	a2, ok2 := axesOf(r2)
-	if !ok1 || !ok2 || !slices.Equal(a1, a2) || len(slices.Compact(slices.Clone(a1))) != len(a1) {
-		return false, nil // different or repeated axes
+	a1, ok1 := imp.reductionAxes(r1, len(x.shape))
+	a2, ok2 := imp.reductionAxes(r2, len(x.shape))
+	if !ok1 || !ok2 || !slices.Equal(a1, a2) {
+		return false, nil
 	}
 	if k, err := attrInt(r1, "keepdims", 1); err != nil || k == 0 {
 		return false, nil
@@ -799,13 +786,8 @@ func (imp *importer) fuseVar(f *fusion) (bool, error) {
 	if _, ok := f.role["sqrt"]; ok {
 		typ, opType = OpStd, "ReduceStd"
 	}
-	node := imp.fusedNode(f, opType)
-	outs, err := imp.emit1(node, typ, []*value{x}, imp.newOut(node, 0, x.et, shape), 3*numel(x.shape),
+	return imp.emitFused(f, opType, typ, []*value{x}, shape, 3*numel(x.shape),
 		"dims", joinInts(a1), "keepdim", strconv.FormatBool(keep != 0), "correction", strconv.FormatInt(correction, 10))
-	if err != nil {
-		return false, err
-	}
-	return true, imp.bind(node, outs)
 }
 
 // fuseMish emits mish(x), which saves x (mish_backward(grad, self)); node
@@ -815,12 +797,7 @@ func (imp *importer) fuseMish(f *fusion) (bool, error) {
 	if x == nil || x.isConst || !isFloatType(x.et) {
 		return false, nil
 	}
-	n := imp.fusedNode(f, "Mish")
-	outs, err := imp.emit1(n, OpMish, []*value{x}, imp.newOut(n, 0, x.et, x.shape), 8*numel(x.shape))
-	if err != nil {
-		return false, err
-	}
-	return true, imp.bind(n, outs)
+	return imp.emitFused(f, "Mish", OpMish, []*value{x}, x.shape, 8*numel(x.shape))
 }
 
 // fuseScatterAdd emits scatter_add(self, index, src) when the
@@ -842,12 +819,7 @@ func (imp *importer) fuseScatterAdd(f *fusion) (bool, error) {
 	if err != nil || x.et != in[2].et || !equalShape(in[2].shape, idx.shape) {
 		return false, nil
 	}
-	n := imp.fusedNode(f, "ScatterElements")
-	outs, err := imp.emit1(n, OpScatterAdd, in, imp.newOut(n, 0, x.et, x.shape), numel(idx.shape), "dim", strconv.Itoa(axis))
-	if err != nil {
-		return false, err
-	}
-	return true, imp.bind(n, outs)
+	return imp.emitFused(f, "ScatterElements", OpScatterAdd, in, x.shape, numel(idx.shape), "dim", strconv.Itoa(axis))
 }
 
 // allZero reports whether v is a constant of zeros: folded data that are
@@ -889,10 +861,5 @@ func (imp *importer) fuseSiLU(f *fusion) (bool, error) {
 	if x == nil || x.isConst || !isFloatType(x.et) {
 		return false, nil
 	}
-	n := imp.fusedNode(f, "SiLU")
-	outs, err := imp.emit1(n, graph.OpSiLU, []*value{x}, imp.newOut(n, 0, x.et, x.shape), 5*numel(x.shape))
-	if err != nil {
-		return false, err
-	}
-	return true, imp.bind(n, outs)
+	return imp.emitFused(f, "SiLU", graph.OpSiLU, []*value{x}, x.shape, 5*numel(x.shape))
 }

@@ -493,12 +493,11 @@ class Runner:
     def _backward_op(self, func, args, kwargs):
         st = self.st
         p = st.bpos
-        node = None
-        if p is not None and p < len(self.ops) and self.ops[p].forward is not None:
-            node = self.ops[self.ops[p].forward].type
+        exp = self.ops[p] if p is not None and p < len(self.ops) else None  # the kernel the plan expects
+        node = self.ops[exp.forward].type if exp is not None and exp.forward is not None else None
         func, args = st.twins.func(func, args, node)  # the plain step's in-place kernel (trace.InplaceTwins)
         name = func.overloadpacket.__name__
-        if p is not None and p < len(self.ops) and self.ops[p].type == name:
+        if exp is not None and exp.type == name:
             self._advance(p)
             st.bpos = p + 1
         else:

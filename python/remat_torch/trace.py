@@ -81,6 +81,8 @@ class InplaceTwins:
     TWINS = {"scatter_add", "index_add", "index_put", "masked_scatter", "scatter"}
     ZEROS = {"new_zeros", "zeros", "zeros_like"}
     CHAINS = {"binary_cross_entropy_with_logits": {("sigmoid", "sub"), ("sub", "mul")}}
+    # kernels whose output a twin may take in place: only theirs is watched
+    HEADS = ZEROS | {a for links in CHAINS.values() for a, _ in links}
 
     def __init__(self):
         self.fresh = None  # weak reference to the tensor the last kernel made
@@ -113,7 +115,7 @@ class InplaceTwins:
     def ran(self, func, out):
         """Note the kernel func just ran and returned out."""
         self.prev = func.overloadpacket.__name__.rstrip("_")  # an in-place link of a chain as its op
-        self.fresh = weakref.ref(out) if isinstance(out, torch.Tensor) else None
+        self.fresh = weakref.ref(out) if self.prev in self.HEADS and isinstance(out, torch.Tensor) else None
 
 
 # Factories that allocate without reading or writing the memory.
@@ -406,8 +408,8 @@ class _Recorder(TorchDispatchMode):
 
     def hold_to_death(self):
         """A storage that PyTorch frees later than its last reader, in the
-        phase that made it, is held until then: the op recorded last before it died lists it in
-        its attribute holds (graph.AttrHolds), so that a simulation keeps
+        phase that made it, is held until then: the op recorded last before
+        it died lists it in its attribute holds (graph.AttrHolds), so that a simulation keeps
         its memory until that op has run, also when a plan frees it earlier
         (a Python frame or a composite op still references it: aten::gru
         and aten::lstm keep each direction's input projection and final
