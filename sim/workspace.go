@@ -1263,6 +1263,21 @@ func autogradWorkspace(g *graph.Graph, op *graph.Op) int64 {
 	}
 	s := y.Bytes
 	switch op.Type {
+	case "cross_entropy_backward":
+		// F.cross_entropy is log_softmax then nll_loss; its backward is
+		// nll_loss_backward, a zero-filled gradient of the log-probabilities'
+		// size with the loss's gradient scattered into it, then
+		// _log_softmax_backward_data, whose output (the logits' gradient)
+		// is made while that gradient is live (profiler, [256, 512] logits:
+		// +S +S -S at the backward, S = 524288 bytes). For a language
+		// model's head the log-probabilities are the largest tensor of
+		// the step.
+		if len(f.Outputs) > 1 {
+			if lp := g.Tensor(f.Outputs[1]); lp != nil {
+				return lp.Bytes
+			}
+		}
+		return 0
 	case "norm_backward":
 		return normTemporaries(f, x, y)
 	case "var_backward":
