@@ -49,6 +49,9 @@ type ONNXInput struct {
 	// Optimizer names the update ops appended after backward: none, sgd,
 	// momentum or adam ("": DefaultOptimizer).
 	Optimizer string
+	// Frozen are glob patterns of weights that take no gradient and no
+	// update (onnx.Options.Frozen): registered buffers, frozen layers.
+	Frozen []string
 }
 
 // ONNXOptions returns the import options of an ONNX model under settings s
@@ -77,6 +80,7 @@ func ONNXOptions(s *config.Settings, in ONNXInput) (onnx.Options, error) {
 	}
 	o := onnx.Options{Batch: in.Batch, Optimizer: opt, InPlaceUpdate: s.Bool(config.InplaceUpdate), DropoutMask: mask,
 		ChannelsLast: s.Enum(config.ConvMemoryFormat) == "channels_last"}
+	o.Frozen = append([]string(nil), in.Frozen...)
 	if len(in.Dims) > 0 {
 		o.Dims = make(map[string]int64, len(in.Dims))
 		for k, v := range in.Dims {

@@ -222,25 +222,27 @@ model's, a RELEASE after each tensor's last reader), which 'sim sweep --dtr-log'
 		if len(args) == 2 && in.given() > 0 {
 			return usagef("give the input as IN or as --model, --graph, --dtr-log or --onnx, not both")
 		}
+		if len(args) == 2 {
+			in.setFile(args[0])
+		}
 		s, err := a.settings(nil)
 		if err != nil {
 			return err
 		}
-		var g *graph.Graph
-		if len(args) == 2 {
-			g, err = readAny(args[0], s)
-		} else {
-			g, err = in.load(s)
+		dev, err := device(devName)
+		if err != nil {
+			return err
 		}
+		// An ONNX model is imported with the preset of the device's kind.
+		if s, err = strategy.ForDevice(s, dev); err != nil {
+			return err
+		}
+		g, err := in.load(s)
 		if err != nil {
 			return err
 		}
 		write := func(w io.Writer) error { return graph.Encode(w, g) }
 		if toLog {
-			dev, err := device(devName)
-			if err != nil {
-				return err
-			}
 			m, err := sim.NewMachine(g, sim.Options{Device: dev, Capacity: -1})
 			if err != nil {
 				return err

@@ -28,6 +28,7 @@ type inputFlags struct {
 	width, heads, vocab, classes int
 	dtype, optimizer             string
 	graphFile, dtrLog, onnxFile  string
+	frozen                       []string
 }
 
 func (in *inputFlags) register(cmd *cobra.Command) {
@@ -46,6 +47,8 @@ func (in *inputFlags) register(cmd *cobra.Command) {
 	f.StringVar(&in.graphFile, "graph", "", "a graph in remat's JSON format")
 	f.StringVar(&in.dtrLog, "dtr-log", "", "a DTR log (JSON lines)")
 	f.StringVar(&in.onnxFile, "onnx", "", "an ONNX model")
+	f.StringSliceVar(&in.frozen, "frozen", nil, "ONNX weights that take no gradient and no update, as glob patterns of their names "+
+		"(comma-separated, e.g. 'backbone.*' or '*.cos,*.sin'): a model's registered buffers, or layers frozen for fine-tuning")
 	_ = cmd.RegisterFlagCompletionFunc("model", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return models.Names(), cobra.ShellCompDirectiveNoFileComp
 	})
@@ -79,6 +82,71 @@ func (in *inputFlags) modelOptions(s *config.Settings) (models.Options, error) {
 	return o, nil
 }
 
+// setFile selects a file given as an argument as the input, by its
+// extension as readAny reads it: .onnx an ONNX model, .log or .jsonl a DTR
+// log, anything else a graph in remat's JSON format.
+func (in *inputFlags) setFile(path string) {
+	switch {
+	case strings.HasSuffix(path, ".onnx"):
+		in.onnxFile = path
+	case strings.HasSuffix(path, ".log") || strings.HasSuffix(path, ".jsonl"):
+		in.dtrLog = path
+	default:
+		in.graphFile = path
+	}
+}
+
+// applicable rejects an input flag the selected input does not read, which
+// would otherwise be ignored without a word: the zoo's shape flags apply to
+// --model only; --batch, --seq and --optimizer to --model and --onnx;
+// --frozen to --onnx; a graph file or DTR log takes none of them.
+func (in *inputFlags) applicable() error {
+	type flag struct {
+		name  string
+		set   bool
+		model bool // read by --model
+		onnx  bool // read by --onnx
+	}
+	flags := []flag{
+		{"batch", in.batch != 0, true, true},
+		{"seq", in.seq != 0, true, true},
+		{"optimizer", in.optimizer != "", true, true},
+		{"image", in.image != 0, true, false},
+		{"depth", in.depth != 0, true, false},
+		{"width", in.width != 0, true, false},
+		{"heads", in.heads != 0, true, false},
+		{"vocab", in.vocab != 0, true, false},
+		{"classes", in.classes != 0, true, false},
+		{"dtype", in.dtype != "", true, false},
+		{"frozen", len(in.frozen) > 0, false, true},
+	}
+	var input string
+	switch {
+	case in.model != "":
+		input = "--model"
+	case in.onnxFile != "":
+		input = "--onnx"
+	case in.graphFile != "":
+		input = "--graph"
+	default:
+		input = "--dtr-log"
+	}
+	for _, f := range flags {
+		if !f.set || (input == "--model" && f.model) || (input == "--onnx" && f.onnx) {
+			continue
+		}
+		var reads []string
+		if f.model {
+			reads = append(reads, "--model")
+		}
+		if f.onnx {
+			reads = append(reads, "--onnx")
+		}
+		return usagef("--%s applies to %s, not to %s", f.name, strings.Join(reads, " and "), input)
+	}
+	return nil
+}
+
 // load reads the selected graph. Exactly one of --model, --graph, --dtr-log
 // and --onnx must be given.
 func (in *inputFlags) load(s *config.Settings) (*graph.Graph, error) {
@@ -88,6 +156,9 @@ func (in *inputFlags) load(s *config.Settings) (*graph.Graph, error) {
 	case 1:
 	default:
 		return nil, usagef("give only one of --model, --graph, --dtr-log and --onnx")
+	}
+	if err := in.applicable(); err != nil {
+		return nil, err
 	}
 	switch {
 	case in.model != "":

@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/remat-dev/remat/graph"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -270,6 +272,34 @@ func TestConvertRoundTripAndDTRLogSweep(t *testing.T) {
 	_, errOut, code = run(t, fixedEnv, "sweep", "--dtr-log", logs[0], "--strategies", "dtr", "--heuristic", "search", "--parity")
 	assert.Equal(t, exitError, code)
 	assert.Contains(t, errOut, "parity")
+}
+
+// TestConvertONNXArgumentTakesFlags: `sim convert M.onnx OUT` reads the
+// model with the input flags (--batch, --optimizer, --frozen) as `sim
+// convert --onnx M.onnx OUT` does; it used to import batch 1 with SGD
+// whatever they said.
+func TestConvertONNXArgumentTakesFlags(t *testing.T) {
+	const m = "../../testdata/onnx/resnet18.onnx"
+	flags := []string{"--batch", "3", "--optimizer", "adam", "--frozen", "fc.*"}
+	byArg, errOut, code := run(t, fixedEnv, append([]string{"convert", m, "-"}, flags...)...)
+	require.Equal(t, 0, code, errOut)
+	byFlag, errOut, code := run(t, fixedEnv, append([]string{"convert", "--onnx", m, "-"}, flags...)...)
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, byFlag, byArg)
+	g, err := graph.Decode(strings.NewReader(byArg))
+	require.NoError(t, err)
+	for i := range g.Tensors {
+		if g.Tensors[i].Kind == graph.Input && g.Tensors[i].Name == "input" {
+			assert.Equal(t, int64(3), g.Tensors[i].Shape[0], "the batch")
+		}
+	}
+	updates := 0
+	for i := range g.Ops {
+		if g.Ops[i].Type == graph.OpAdamUpdate {
+			updates++
+		}
+	}
+	assert.Equal(t, 60, updates, "resnet18's 62 parameters but the frozen fc.weight and fc.bias")
 }
 
 // TestConvertToDTRLog: a zoo model or a graph file converts to a DTR log

@@ -11,7 +11,8 @@ import (
 
 // loadONNX imports an ONNX model as a training graph through the one import
 // path (remat.ImportONNX): --batch sets the batch axis, --seq a symbolic
-// dimension named "seq", --optimizer the update ops (default sgd); the
+// dimension named "seq", --optimizer the update ops (default sgd), --frozen
+// the weights that take no gradient; the
 // settings s (with the framework preset for the device applied) decide
 // in-place updates and what dropout saves.
 func loadONNX(path string, in *inputFlags, s *config.Settings) (*graph.Graph, error) {
@@ -25,7 +26,7 @@ func loadONNX(path string, in *inputFlags, s *config.Settings) (*graph.Graph, er
 		return nil, err
 	}
 	defer f.Close()
-	ri := remat.ONNXInput{Batch: int64(in.batch), Optimizer: in.optimizer}
+	ri := remat.ONNXInput{Batch: int64(in.batch), Optimizer: in.optimizer, Frozen: in.frozen}
 	if in.seq > 0 {
 		ri.Dims = map[string]int64{"seq": int64(in.seq)}
 	}

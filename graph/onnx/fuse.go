@@ -38,6 +38,15 @@ import (
 //   - SiLU (torch's symbolic silu): Sigmoid(x) -> Mul(x, .) becomes silu(x),
 //     which saves x; node by node the Mul would save the sigmoid's output
 //     too.
+//   - chunk (torch's symbolic prim_constant_chunk, opset >= 11): Slice(x,
+//     start, end_1, axis), Slice(x, end_1, end_2, axis), ... where each
+//     Slice starts at the very value the one before ends at, the first at
+//     0, and the last ends at the axis's size, becomes one split of x,
+//     whose backward (SplitBackward) makes x's gradient at once; node by
+//     node each Slice's backward would make a gradient of x's size, summed
+//     pairwise. Python slicing (x[..., :h], x[..., h:]) exports Slices with
+//     constants of their own (and a steps input), which stay Slices, as
+//     PyTorch runs them (one SliceBackward each).
 //   - GroupNorm (torch's symbolic group_norm): Reshape(x, [N, G, -1]) ->
 //     InstanceNormalization(., ones(G), zeros(G)) -> Reshape(., shape of x)
 //     [-> Mul(., weight unsqueezed to [C, 1, ...]) -> Add(., bias unsqueezed)]
@@ -58,7 +67,7 @@ import (
 
 // fusion is a group of nodes converted as one op.
 type fusion struct {
-	kind  string // fuseGELU, fuseGELUTanh, fuseLayerNorm, fuseGroupNorm, fuseSiLU, fuseMish, fuseScatterAdd or fuseVar
+	kind  string // fuseGELU, fuseGELUTanh, fuseLayerNorm, fuseGroupNorm, fuseSiLU, fuseMish, fuseScatterAdd, fuseVar or fuseChunk
 	nodes []int  // node indices, increasing; the last is the anchor
 	// Roles (node indices) for the checks made at the anchor.
 	role map[string]int
@@ -73,6 +82,7 @@ const (
 	fuseMish       = "mish"
 	fuseScatterAdd = "scatter_add"
 	fuseVar        = "var"
+	fuseChunk      = "chunk"
 )
 
 // readerIndex maps each value name to the nodes reading it (a node reading
@@ -117,6 +127,8 @@ func (imp *importer) findFusions() {
 			f = imp.matchMish(i, readers)
 		case "ScatterElements":
 			f = imp.matchScatterAdd(i, readers)
+		case "Slice":
+			f = imp.matchChunk(i, readers)
 		case "InstanceNormalization":
 			if producers == nil {
 				producers = imp.producerIndex()
@@ -324,24 +336,116 @@ func (imp *importer) matchLayerNorm(i int, readers map[string][]int) *fusion {
 		return nil
 	}
 	role := map[string]int{"mean": i, "sub": sub, "pow": pow, "var": r2, "eps": addEps, "sqrt": sqrt, "div": div}
-	// The affine part: Mul by a weight, then Add of a bias, both weights
-	// (graph inputs or initializers). A Mul by a weight without the Add
-	// stays unfused; without the Mul (elementwise_affine=False) the
-	// pattern ends at the Div.
+	// The affine part: Mul by a weight, then Add of a bias, each a weight
+	// (a graph input or initializer) and each optional, as torch exports
+	// F.layer_norm(x, shape, weight, bias) with either left None (nanoGPT's
+	// LayerNorm without bias: the Mul alone); without both
+	// (elementwise_affine=False) the pattern ends at the Div.
 	weight := func(name string) bool {
 		v := imp.vals[name]
 		return v != nil && v.kind == graph.Parameter
 	}
-	mul := imp.soleReader(out0(imp.nodes[div]), readers)
-	if !imp.is(mul, "Mul", 2) || !weight(other(imp.nodes[mul], out0(imp.nodes[div]))) {
-		return &fusion{kind: fuseLayerNorm, nodes: sortedNodes(i, sub, pow, r2, addEps, sqrt, div), role: role}
+	nodes := []int{i, sub, pow, r2, addEps, sqrt, div}
+	last := div
+	if mul := imp.soleReader(out0(imp.nodes[last]), readers); imp.is(mul, "Mul", 2) && weight(other(imp.nodes[mul], out0(imp.nodes[last]))) {
+		role["mul"], last = mul, mul
+		nodes = append(nodes, mul)
 	}
-	add := imp.soleReader(out0(imp.nodes[mul]), readers)
-	if !imp.is(add, "Add", 2) || !weight(other(imp.nodes[add], out0(imp.nodes[mul]))) {
+	if add := imp.soleReader(out0(imp.nodes[last]), readers); imp.is(add, "Add", 2) && weight(other(imp.nodes[add], out0(imp.nodes[last]))) {
+		role["add"] = add
+		nodes = append(nodes, add)
+	}
+	return &fusion{kind: fuseLayerNorm, nodes: sortedNodes(nodes...), role: role}
+}
+
+// matchChunk matches torch's export of x.chunk(k, dim) at its first Slice
+// (node i): Slices of x over the same axes value with no steps input, each
+// starting at the value the previous one ends at (read by nothing else),
+// the first starting at a Constant. No output of a Slice of the chain may
+// be read before the last Slice, where the split is emitted.
+func (imp *importer) matchChunk(i int, readers map[string][]int) *fusion {
+	first := imp.nodes[i]
+	in := first.GetInput()
+	if !imp.is(i, "Slice", 4) || in[1] == "" || in[2] == "" || in[3] == "" {
 		return nil
 	}
-	role["mul"], role["add"] = mul, add
-	return &fusion{kind: fuseLayerNorm, nodes: sortedNodes(i, sub, pow, r2, addEps, sqrt, div, mul, add), role: role}
+	nodes := []int{i}
+	for cur := i; ; {
+		end := imp.nodes[cur].GetInput()[2]
+		next := -1
+		for _, r := range readers[end] {
+			if r != cur && imp.is(r, "Slice", 4) {
+				if ni := imp.nodes[r].GetInput(); ni[0] == in[0] && ni[1] == end && ni[3] == in[3] {
+					next = r
+				}
+			}
+		}
+		// the end is read by this Slice and the next one alone
+		if next < 0 || len(readers[end]) != 2 || imp.users[end] != 2 || next <= cur {
+			break
+		}
+		nodes = append(nodes, next)
+		cur = next
+	}
+	if len(nodes) < 2 {
+		return nil
+	}
+	last := nodes[len(nodes)-1]
+	for _, j := range nodes {
+		for _, r := range readers[out0(imp.nodes[j])] {
+			if r < last {
+				return nil
+			}
+		}
+	}
+	return &fusion{kind: fuseChunk, nodes: nodes, role: map[string]int{"first": i, "last": last}}
+}
+
+// fuseChunk emits the split of a matched chunk when its bounds are
+// constants: one axis, the first start 0, each piece non-empty, the last
+// end at or past the axis's size.
+func (imp *importer) fuseChunk(f *fusion) (bool, error) {
+	first := imp.nodes[f.role["first"]]
+	x := imp.vals[first.GetInput()[0]]
+	if x == nil || x.isConst || len(x.shape) == 0 {
+		return false, nil
+	}
+	axes, err := constInts(imp.vals[first.GetInput()[3]], "axes")
+	if err != nil || len(axes) != 1 {
+		return false, nil
+	}
+	axis, err := normAxis(axes[0], len(x.shape), "axis")
+	if err != nil {
+		return false, nil
+	}
+	d := x.shape[axis]
+	var sizes []int64
+	start := int64(0)
+	for k, j := range f.nodes {
+		n := imp.nodes[j]
+		st, err1 := constInts(imp.vals[n.GetInput()[1]], "starts")
+		en, err2 := constInts(imp.vals[n.GetInput()[2]], "ends")
+		if err1 != nil || err2 != nil || len(st) != 1 || len(en) != 1 || st[0] != start {
+			return false, nil
+		}
+		end := min(en[0], d)
+		if k == len(f.nodes)-1 && en[0] < d || end <= start {
+			return false, nil
+		}
+		sizes = append(sizes, end-start)
+		start = end
+	}
+	outs := make([]string, len(f.nodes))
+	for k, j := range f.nodes {
+		outs[k] = out0(imp.nodes[j])
+	}
+	// named after the first Slice: a module's chunks share its prefix
+	n := &NodeProto{Name: proto.String(first.GetName()), OpType: proto.String("Split"), Output: outs}
+	vs, err := imp.split(n, x, axis, sizes)
+	if err != nil {
+		return false, err
+	}
+	return true, imp.bind(n, vs)
 }
 
 // matchSiLU matches x * sigmoid(x) at the Sigmoid node i.
@@ -489,6 +593,8 @@ func (imp *importer) emitFusion(f *fusion) error {
 		ok, err = imp.fuseScatterAdd(f)
 	case fuseVar:
 		ok, err = imp.fuseVar(f)
+	case fuseChunk:
+		ok, err = imp.fuseChunk(f)
 	}
 	if err != nil || ok {
 		return err
@@ -609,7 +715,8 @@ func (imp *importer) fuseGELUTanh(f *fusion) (bool, error) {
 
 func (imp *importer) fuseLayerNorm(f *fusion) (bool, error) {
 	r1, pow, r2, eps, div := f.role["mean"], f.role["pow"], f.role["var"], f.role["eps"], f.role["div"]
-	mul, affine := f.role["mul"]
+	mul, hasW := f.role["mul"]
+	add, hasB := f.role["add"]
 	x := imp.vals[imp.nodes[r1].GetInput()[0]]
 	if x == nil || x.isConst || !isFloatType(x.et) || len(x.shape) == 0 {
 		return false, nil
@@ -632,15 +739,22 @@ func (imp *importer) fuseLayerNorm(f *fusion) (bool, error) {
 	}
 	axis := int(a1[0])
 	norm := x.shape[axis:]
-	var w, b *value // nil without the affine part: native_layer_norm(x, None, None)
-	if affine {
+	var w, b *value // nil where torch's layer_norm had None
+	last := div
+	if hasW {
 		w = imp.operand(mul, out0(imp.nodes[div]))
-		b = imp.operand(f.role["add"], out0(imp.nodes[mul]))
-		for _, p := range []*value{w, b} {
-			if p == nil || !equalShape(trimOnes(p.shape), trimOnes(norm)) {
-				return false, nil
-			}
+		last = mul
+	}
+	if hasB {
+		b = imp.operand(add, out0(imp.nodes[last]))
+	}
+	for _, p := range []*value{w, b} {
+		if p != nil && !equalShape(trimOnes(p.shape), trimOnes(norm)) {
+			return false, nil
 		}
+	}
+	if (hasW && w == nil) || (hasB && b == nil) {
+		return false, nil
 	}
 	n := imp.fusedNode(f, "LayerNormalization")
 	st := append([]int64(nil), x.shape...)

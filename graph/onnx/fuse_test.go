@@ -157,7 +157,8 @@ func TestFusionKeepsSharedIntermediates(t *testing.T) {
 // exports the normalization alone (no Mul by a weight, no Add of a bias);
 // it is native_layer_norm(x, None, None), which saves x, mean and rstd
 // (python/tests OnnxRouteTest checks the peak against PyTorch). Node by
-// node the Sub, Sqrt and Div would save their operands too.
+// node the Sub, Sqrt and Div would save their operands too. A weight
+// without a bias, or a bias without a weight, fuses likewise.
 func TestFuseLayerNormWithoutAffine(t *testing.T) {
 	var m ModelProto
 	require.NoError(t, proto.Unmarshal(encoderBlock(2, 0.5), &m))
@@ -189,7 +190,10 @@ func TestFuseLayerNormWithoutAffine(t *testing.T) {
 	assert.Equal(t, "/n/LayerNormalization", ln.Name)
 	assert.Len(t, ln.Outputs, 3)
 
-	// A Mul by a weight without the Add of a bias is not torch's layer_norm.
+	// A Mul by a weight without the Add of a bias is torch's export of
+	// F.layer_norm(x, shape, weight, None) (nanoGPT's LayerNorm with
+	// bias=False): native_layer_norm(x, weight, None), which saves x, mean,
+	// rstd and the weight; an Add of a constant after it is another op.
 	require.NoError(t, proto.Unmarshal(encoderBlock(2, 0.5), &m))
 	for _, n := range m.Graph.Node {
 		if n.GetName() == "/n/Add_1" {
@@ -198,7 +202,50 @@ func TestFuseLayerNormWithoutAffine(t *testing.T) {
 	}
 	g, err = FromModelForward(&m, Options{Batch: 3})
 	require.NoError(t, err)
-	assert.NotContains(t, opTypes(g, graph.Forward), graph.OpLayerNorm)
+	assert.Equal(t, []string{graph.OpLayerNorm, graph.OpAdd, graph.OpLinear, graph.OpGELU, OpReduceMean, graph.OpLinear},
+		opTypes(g, graph.Forward))
+	assert.Equal(t, []string{"x", "n.weight"}, names(g, g.Ops[0].Inputs))
+
+	// The Add of a bias without the Mul (weight None) fuses as well.
+	require.NoError(t, proto.Unmarshal(encoderBlock(2, 0.5), &m))
+	nodes = nodes[:0]
+	for _, n := range m.Graph.Node {
+		switch n.GetName() {
+		case "/n/Mul":
+			continue
+		case "/n/Add_1":
+			n.Input[0] = "normed"
+		}
+		nodes = append(nodes, n)
+	}
+	m.Graph.Node = nodes
+	g, err = FromModelForward(&m, Options{Batch: 3})
+	require.NoError(t, err)
+	assert.Equal(t, []string{graph.OpLayerNorm, graph.OpLinear, graph.OpGELU, OpReduceMean, graph.OpLinear}, opTypes(g, graph.Forward))
+	assert.Equal(t, []string{"x", "n.bias"}, names(g, g.Ops[0].Inputs))
+
+	// A Mul by a constant is not the layer norm's weight: the pattern
+	// ends at the Div, and the Mul and the Add are ops of their own.
+	require.NoError(t, proto.Unmarshal(encoderBlock(2, 0.5), &m))
+	for _, n := range m.Graph.Node {
+		if n.GetName() == "/n/Mul" {
+			n.Input[1] = "/n/Constant_1"
+		}
+	}
+	g, err = FromModelForward(&m, Options{Batch: 3})
+	require.NoError(t, err)
+	assert.Equal(t, []string{graph.OpLayerNorm, graph.OpScale, graph.OpAdd, graph.OpLinear, graph.OpGELU, OpReduceMean, graph.OpLinear},
+		opTypes(g, graph.Forward))
+	assert.Equal(t, []string{"x"}, names(g, g.Ops[0].Inputs))
+}
+
+// names returns the names of tensors ids of g.
+func names(g *graph.Graph, ids []graph.TensorID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = g.Tensors[id].Name
+	}
+	return out
 }
 
 // TestTorchExportsMatchTrace exports a ViT-style model, a GPT-style encoder

@@ -3,6 +3,7 @@ package onnx
 import (
 	"fmt"
 	"io"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -55,6 +56,16 @@ type Options struct {
 	// keeps for its backward pass (default DropoutMaskByte). It depends on
 	// where PyTorch trains: see DropoutMask.
 	DropoutMask DropoutMask
+	// Frozen are glob patterns (path.Match syntax, matched against the
+	// whole name) of weights that take no gradient and no update: a
+	// matching floating-point weight is a constant. torch.onnx exports a
+	// module's registered buffers (rotary embeddings' cos and sin tables,
+	// fixed masks, normalization constants) and parameters with
+	// requires_grad=False as weights like any other; without this every
+	// float weight is a parameter, and an op that multiplies by a buffer
+	// keeps its other operand for the buffer's gradient. Each pattern must
+	// match at least one weight.
+	Frozen []string
 	// ChannelsLast says the model trains channels-last (setting
 	// conv.memory_format): an InstanceNormalization (nn.InstanceNorm) then
 	// copies its 4-D input to the contiguous layout first, as
@@ -502,12 +513,16 @@ func (imp *importer) declareInputs() error {
 			}
 		}
 	}
+	frozen, err := imp.frozenWeights()
+	if err != nil {
+		return err
+	}
 	for name, v := range imp.vals {
 		if v.kind == graph.Input {
 			continue
 		}
 		switch {
-		case stats[name] || !isFloatType(v.et):
+		case stats[name] || !isFloatType(v.et) || frozen[name]:
 			v.kind = graph.Constant
 		case inits[name] && numel(v.shape) <= 1:
 			v.kind = graph.Constant
@@ -516,6 +531,54 @@ func (imp *importer) declareInputs() error {
 		}
 	}
 	return nil
+}
+
+// frozenWeights returns the weights (values that are not data inputs) whose
+// names match a pattern of Options.Frozen; a malformed pattern, or one that
+// matches no weight, is an error that lists some weight names.
+func (imp *importer) frozenWeights() (map[string]bool, error) {
+	if len(imp.opts.Frozen) == 0 {
+		return nil, nil
+	}
+	var weights []string
+	for name, v := range imp.vals {
+		if v.kind != graph.Input {
+			weights = append(weights, name)
+		}
+	}
+	sort.Strings(weights)
+	frozen := map[string]bool{}
+	for _, p := range imp.opts.Frozen {
+		if _, err := path.Match(p, ""); err != nil {
+			return nil, fmt.Errorf("onnx: frozen pattern %q: %w, expected a glob pattern of weight names (path.Match syntax)", p, err)
+		}
+		n := 0
+		for _, w := range weights {
+			if ok, _ := path.Match(p, w); ok {
+				frozen[w] = true
+				n++
+			}
+		}
+		if n == 0 {
+			some := weights[:min(len(weights), 8)]
+			more := ""
+			if len(weights) > len(some) {
+				more = fmt.Sprintf(", ... (%d in all)", len(weights))
+			}
+			return nil, fmt.Errorf("onnx: frozen pattern %q matches no weight of the graph, expected a pattern of weight names such as %s%s",
+				p, strings.Join(quoteAll(some), ", "), more)
+		}
+	}
+	return frozen, nil
+}
+
+// quoteAll returns each of s quoted.
+func quoteAll(s []string) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = strconv.Quote(v)
+	}
+	return out
 }
 
 // outputValue returns the named graph output, or the first.

@@ -912,7 +912,15 @@ func opSplit(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 	if sum != d || len(sizes) != nout {
 		return nil, fmt.Errorf("split sizes %v of axis %d (size %d) into %d outputs: expected sizes summing to the axis size, one per output", sizes, axis, d, nout)
 	}
-	outs := make([]*value, nout)
+	return imp.split(n, x, axis, sizes)
+}
+
+// split emits the split of x along axis into pieces of the given sizes
+// (summing to the axis size) as n's outputs: views of x (one graph op whose
+// backward makes x's gradient at once, as PyTorch's SplitBackward does), or
+// folded constants when x is one.
+func (imp *importer) split(n *NodeProto, x *value, axis int, sizes []int64) ([]*value, error) {
+	outs := make([]*value, len(sizes))
 	var off int64
 	for i, s := range sizes {
 		shape := append([]int64(nil), x.shape...)

@@ -94,6 +94,7 @@ func runTo(w io.Writer, args []string) error {
 	batch := fs.Int64("batch", 0, "batch size for the ONNX import (0: 1)")
 	dims := fs.String("dims", "", "other symbolic dimensions, name=size,...")
 	optim := fs.String("optimizer", "", "optimizer appended to the ONNX import (as sim --optimizer; default sgd)")
+	frozen := fs.String("frozen", "", "weights of the ONNX import that take no gradient, glob patterns separated by ',' (as sim --frozen)")
 	devName := fs.String("device", "cpu", "device profile (as sim --device; its kind selects the framework preset)")
 	ckpt := fs.String("checkpoint", "", "checkpointed regions: MODULE or MODULE.A-B, separated by ';'")
 	seq := fs.String("checkpoint-sequential", "", "MODULE:N:K: the regions of checkpoint_sequential(MODULE, K) over N children")
@@ -108,6 +109,9 @@ func runTo(w io.Writer, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *frozen != "" && *onnxPath == "" {
+		return errors.New("-frozen needs -onnx (a trace records which weights train)")
 	}
 	if *cmp != "" && *onnxPath == "" {
 		return errors.New("-compare needs -onnx")
@@ -140,6 +144,9 @@ func runTo(w io.Writer, args []string) error {
 	switch {
 	case *onnxPath != "" && *jsonPath == "":
 		in := remat.ONNXInput{Batch: *batch, Optimizer: *optim}
+		if *frozen != "" {
+			in.Frozen = strings.Split(*frozen, ",")
+		}
 		if *dims != "" {
 			in.Dims = map[string]int64{}
 			for _, kv := range strings.Split(*dims, ",") {
