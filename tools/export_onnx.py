@@ -5,7 +5,9 @@ Writes torchvision's resnet18, resnet50, mobilenet_v2, densenet121 and vgg16
 and a small transformer encoder classifier to OUT/<name>.onnx (and, on
 request, the other fidelity families: googlenet (Inception), squeezenet1_1,
 vgg11s (VGG-style with global pooling, exportable at any image size), a small
-vision transformer "vit" and a 2-layer LSTM classifier "lstm") with
+vision transformer "vit", a 2-layer LSTM classifier "lstm", the UNet-style
+"unet_gn", and the language models "gpt" (nanoGPT-style) and "llama"
+(LLaMA-style)) with
 export_params=False: the weights are not stored, they stay graph inputs with
 their shapes, so each file is a few hundred kilobytes however large the
 model. The batch axis is dynamic (named "batch"); remat's importer fixes it
@@ -35,7 +37,7 @@ OPSET = 17  # LayerNormalization needs 17 (the highest torch 1.13 exports); Batc
 
 VISION = ["resnet18", "resnet50", "mobilenet_v2", "densenet121", "vgg16"]
 DEFAULT = VISION + ["transformer"]
-EXTRA = ["googlenet", "squeezenet1_1", "vgg11s", "vit", "lstm", "unet_gn"]
+EXTRA = ["googlenet", "squeezenet1_1", "vgg11s", "vit", "lstm", "unet_gn", "gpt", "llama"]
 ALL = DEFAULT + EXTRA
 
 
@@ -173,6 +175,162 @@ class TinyLSTM(nn.Module):
         return self.head(out[:, -1])
 
 
+class GPTAttention(nn.Module):
+    """nanoGPT's CausalSelfAttention: one projection split into q, k and v,
+    heads by view and transpose, a causal mask from a registered tril
+    buffer, softmax, dropout, and the output projection."""
+
+    def __init__(self, d_model, nhead, seq, dropout):
+        super().__init__()
+        self.c_attn = nn.Linear(d_model, 3 * d_model)
+        self.c_proj = nn.Linear(d_model, d_model)
+        self.attn_dropout = nn.Dropout(dropout)
+        self.resid_dropout = nn.Dropout(dropout)
+        self.nhead = nhead
+        self.register_buffer("bias", torch.tril(torch.ones(seq, seq)).view(1, 1, seq, seq))
+
+    def forward(self, x):
+        b, t, c = x.size()
+        q, k, v = self.c_attn(x).split(c, dim=2)
+        h = c // self.nhead
+        q = q.view(b, t, self.nhead, h).transpose(1, 2)
+        k = k.view(b, t, self.nhead, h).transpose(1, 2)
+        v = v.view(b, t, self.nhead, h).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / h**0.5)
+        att = att.masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
+        att = self.attn_dropout(torch.softmax(att, dim=-1))
+        y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
+        return self.resid_dropout(self.c_proj(y))
+
+
+class GPTBlock(nn.Module):
+    """Pre-LayerNorm decoder block: attention and a GELU MLP (4x wide),
+    each added to the residual stream."""
+
+    def __init__(self, d_model, nhead, seq, dropout):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d_model)
+        self.attn = GPTAttention(d_model, nhead, seq, dropout)
+        self.ln_2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model), nn.Dropout(dropout))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class TinyGPT(nn.Module):
+    """Language model in nanoGPT's layout: token and position embeddings,
+    dropout, 2 pre-LayerNorm decoder blocks (d_model 128, 4 heads, causal
+    mask), a final LayerNorm and a head tied to the token embedding, over
+    64 tokens of a 512-word vocabulary. It returns the logits of every token
+    flattened to [batch * seq, vocab], so the harnesses' F.cross_entropy
+    against one label per token is nanoGPT's loss (labels_per_sample)."""
+
+    def __init__(self, vocab=512, seq=64, d_model=128, nhead=4, layers=2, dropout=0.1):
+        super().__init__()
+        self.seq, self.vocab, self.labels_per_sample = seq, vocab, seq
+        self.wte = nn.Embedding(vocab, d_model)
+        self.wpe = nn.Embedding(seq, d_model)
+        self.drop = nn.Dropout(dropout)
+        self.h = nn.ModuleList(GPTBlock(d_model, nhead, seq, dropout) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab, bias=False)
+        self.wte.weight = self.lm_head.weight
+
+    def forward(self, ids):
+        pos = torch.arange(0, ids.size(1), dtype=torch.long, device=ids.device)
+        x = self.drop(self.wte(ids) + self.wpe(pos))
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x)).view(-1, self.vocab)
+
+
+class RMSNorm(nn.Module):
+    """LLaMA's RMSNorm: x * rsqrt(mean(x^2) + eps) * weight."""
+
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class LlamaAttention(nn.Module):
+    """Attention with rotary position embeddings (the half rotation of
+    LLaMA's Hugging Face port: q * cos + rotate_half(q) * sin), whose cos and
+    sin tables and causal mask are registered buffers, and no biases."""
+
+    def __init__(self, d_model, nhead, seq):
+        super().__init__()
+        self.wq, self.wk, self.wv, self.wo = (nn.Linear(d_model, d_model, bias=False) for _ in range(4))
+        self.nhead = nhead
+        h = d_model // nhead
+        freqs = torch.outer(torch.arange(seq).float(), 1.0 / (10000 ** (torch.arange(0, h, 2).float() / h)))
+        emb = torch.cat([freqs, freqs], -1)
+        self.register_buffer("cos", emb.cos())
+        self.register_buffer("sin", emb.sin())
+        self.register_buffer("mask", torch.full((seq, seq), float("-inf")).triu(1))
+
+    @staticmethod
+    def rotate_half(x):
+        x1, x2 = x.chunk(2, dim=-1)
+        return torch.cat((-x2, x1), dim=-1)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        h = c // self.nhead
+        q, k, v = (w(x).view(b, t, self.nhead, h).transpose(1, 2) for w in (self.wq, self.wk, self.wv))
+        q = q * self.cos + self.rotate_half(q) * self.sin
+        k = k * self.cos + self.rotate_half(k) * self.sin
+        att = torch.softmax(q @ k.transpose(2, 3) / h**0.5 + self.mask, dim=-1)
+        return self.wo((att @ v).transpose(1, 2).contiguous().view(b, t, c))
+
+
+class LlamaBlock(nn.Module):
+    """Pre-RMSNorm decoder block: attention and a SwiGLU MLP
+    (w2(silu(w1(x)) * w3(x)))."""
+
+    def __init__(self, d_model, nhead, seq, hidden):
+        super().__init__()
+        self.attention_norm = RMSNorm(d_model)
+        self.attention = LlamaAttention(d_model, nhead, seq)
+        self.ffn_norm = RMSNorm(d_model)
+        self.w1 = nn.Linear(d_model, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, d_model, bias=False)
+        self.w3 = nn.Linear(d_model, hidden, bias=False)
+
+    def forward(self, x):
+        x = x + self.attention(self.attention_norm(x))
+        h = self.ffn_norm(x)
+        return x + self.w2(torch.nn.functional.silu(self.w1(h)) * self.w3(h))
+
+
+class TinyLlama(nn.Module):
+    """Language model in LLaMA's layout: token embedding, 2 decoder blocks
+    (d_model 128, 4 heads, SwiGLU hidden 344), a final RMSNorm and an untied
+    head, over 64 tokens of a 512-word vocabulary; logits of every token
+    flattened to [batch * seq, vocab], as TinyGPT. Its rotary tables and mask
+    are registered buffers, which an ONNX file does not tell from
+    parameters (sim --frozen, docs/onnx.md)."""
+
+    def __init__(self, vocab=512, seq=64, d_model=128, nhead=4, layers=2, hidden=344):
+        super().__init__()
+        self.seq, self.vocab, self.labels_per_sample = seq, vocab, seq
+        self.tok_embeddings = nn.Embedding(vocab, d_model)
+        self.layers = nn.ModuleList(LlamaBlock(d_model, nhead, seq, hidden) for _ in range(layers))
+        self.norm = RMSNorm(d_model)
+        self.output = nn.Linear(d_model, vocab, bias=False)
+
+    def forward(self, ids):
+        x = self.tok_embeddings(ids)
+        for layer in self.layers:
+            x = layer(x)
+        return self.output(self.norm(x)).view(-1, self.vocab)
+
+
 def vgg11s():
     """VGG-style: torchvision's vgg11 convolutions, global average pooling
     and one linear layer (vgg16's 7x7 adaptive pooling exports only at
@@ -190,6 +348,9 @@ def build(name, image=224, batch=2):
     if name in ("transformer", "lstm"):
         m = TinyTransformer() if name == "transformer" else TinyLSTM()
         return m, torch.randint(0, 1000, (batch, m.seq), dtype=torch.int64), 10
+    if name in ("gpt", "llama"):
+        m = TinyGPT() if name == "gpt" else TinyLlama()
+        return m, torch.randint(0, m.vocab, (batch, m.seq), dtype=torch.int64), m.vocab
     x = torch.randn(batch, 3, image, image)
     if name == "vit":
         return TinyViT(image=image), x, 10
@@ -227,7 +388,8 @@ def export(name, out_dir, image, opset=OPSET):
         do_constant_folding=False,
         input_names=["input"],
         output_names=["output"],
-        dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
+        # a language model's output has a row per token
+        dynamic_axes={"input": {0: "batch"}, "output": {0: "tokens" if hasattr(model, "labels_per_sample") else "batch"}},
         **kw,
     )
     params = sum(p.numel() for p in model.parameters())

@@ -27,7 +27,7 @@ or several regions of a model - checkpoint_sequential over vgg11s.features,
 and each of resnet18's four stages - against the plan tools/fidelity builds
 on the ONNX import through the same options path (-checkpoint REGIONS).
 
-Images are 128x128 by default, sequences 64 tokens (transformer, lstm);
+Images are 128x128 by default, sequences 64 tokens (transformer, gpt, lstm);
 batch sizes 2 and 4. Runtime on 2 cores: about ten minutes.
 
     /usr/bin/python3 tools/fidelity.py --out docs/fidelity.md
@@ -58,6 +58,7 @@ first batch size.
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -75,12 +76,14 @@ import export_torch  # noqa: E402  (puts python/ on the path)
 from remat_torch.measure import onednn_isa, sim_env  # noqa: E402
 
 # One model per family at least: CNNs (incl. Inception- and SqueezeNet-style
-# and a VGG-style), a vision transformer, a transformer encoder, an LSTM.
+# and a VGG-style), a vision transformer, a transformer encoder, a GPT-style
+# language model, an LSTM.
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "densenet121", "vgg11s", "googlenet", "squeezenet1_1",
-          "vit", "transformer", "lstm"]
+          "vit", "transformer", "gpt", "lstm"]
 FAMILY = {"resnet18": "CNN", "resnet50": "CNN", "mobilenet_v2": "CNN", "densenet121": "CNN",
           "vgg11s": "CNN (VGG-style)", "googlenet": "CNN (Inception)", "squeezenet1_1": "CNN (SqueezeNet)",
           "vit": "vision transformer", "transformer": "transformer encoder", "lstm": "LSTM",
+          "gpt": "GPT (causal decoder, loss per token)", "llama": "LLaMA-style decoder (RMSNorm, rotary, SwiGLU)",
           "unet_gn": "CNN (UNet-style: GroupNorm, SiLU, InstanceNorm, PReLU, PixelShuffle)"}
 BATCHES = [2, 4]
 IMAGE = 128
@@ -101,7 +104,8 @@ def make(name, batch, image=IMAGE, channels_last=False):
     (model.to(memory_format=torch.channels_last))."""
     torch.manual_seed(0)
     model, x, classes = export_onnx.build(name, image, batch)
-    y = torch.randint(0, classes, (batch,), dtype=torch.int64)
+    # a language model (gpt) has a label per token
+    y = torch.randint(0, classes, (batch * getattr(model, "labels_per_sample", 1),), dtype=torch.int64)
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
         if x.dim() == 4:
@@ -278,6 +282,8 @@ def main(argv=None):
     ap.add_argument("--no-checkpoint", action="store_true")
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads for the measured steps, passed to sim as REMAT_CPU_THREADS (default 2)")
     ap.add_argument("--channels-last", action="store_true", help="models and inputs in channels-last memory format (see above)")
+    ap.add_argument("--frozen", default="", help="weights the ONNX route's import freezes (sim --frozen PATTERNS; glob patterns separated by ','), "
+                    "for every model of the run: registered buffers an ONNX file does not tell from parameters")
     ap.add_argument("--export", metavar="DIR", help="only write ONNX files and exporter traces to DIR (see above)")
     args = ap.parse_args(argv)
     if not 1 <= args.threads <= 1024:
@@ -296,6 +302,7 @@ def main(argv=None):
     rows, ck_rows = [], []
     cl = args.channels_last
     mf = ["--conv-memory-format", "channels_last"] if cl else []
+    fz = ["--frozen", args.frozen] if args.frozen else []
     for name in models:
         try:
             export_onnx.export(name, tmp, args.image, None)
@@ -307,7 +314,7 @@ def main(argv=None):
             for opt in OPTIMIZERS:
                 model, x, y = make(name, batch, args.image, cl)
                 resident, measured = measure(model, x, y, opt)
-                flags = ["--onnx", onnx_path, "--batch", str(batch)] + (["--optimizer", "none"] if opt == "none" else []) + mf
+                flags = ["--onnx", onnx_path, "--batch", str(batch)] + (["--optimizer", "none"] if opt == "none" else []) + mf + fz
                 p_onnx = None
                 if onnx_path is not None:
                     try:
@@ -335,14 +342,15 @@ def main(argv=None):
             for batch in batches:
                 model, x, y = make(name, batch, args.image, cl)
                 resident, measured = measure(checkpointed(model, how), x, y)
-                p = tools.plan(["-onnx", onnx_path, "-batch", str(batch), "-device", "cpu"] + (["-conv-memory-format", "channels_last"] if cl else []) + spec) - resident
+                p = tools.plan(["-onnx", onnx_path, "-batch", str(batch), "-device", "cpu"] + (["-conv-memory-format", "channels_last"] if cl else []) +
+                               (["-frozen", args.frozen] if args.frozen else []) + spec) - resident
                 ck_rows.append((name, desc, " ".join(spec), batch, measured, p))
                 print("%-13s %s b=%d measured %s MiB plan %s (%+.1f%%)" % (
                     name, desc, batch, mb(measured), mb(p), 100 * rel(p, measured)), file=sys.stderr)
-    write_doc(args.out, rows, ck_rows, args.image, " ".join(sys.argv[1:]) if argv is None else " ".join(argv), cl)
+    write_doc(args.out, rows, ck_rows, args.image, shlex.join(sys.argv[1:] if argv is None else argv), cl, args.frozen)
 
 
-def write_doc(path, rows, ck_rows, image, cmdline, channels_last=False):
+def write_doc(path, rows, ck_rows, image, cmdline, channels_last=False, frozen=""):
     notes = NOTES_MARKER + "\n"
     if os.path.exists(path):
         with open(path) as f:
@@ -376,6 +384,13 @@ def write_doc(path, rows, ck_rows, image, cmdline, channels_last=False):
         "MiB = 2^20 bytes; error = (predicted - measured) / measured.",
         "",
     ]
+    if frozen:
+        lines += [
+            "Frozen weights: the ONNX route%s also passes `--frozen '%s'`, the weights (registered buffers) "
+            "that take no gradient; an ONNX file does not tell them from parameters (docs/onnx.md)." % (
+                " and the checkpoint plans" if ck_rows else "", frozen),
+            "",
+        ]
     if channels_last:
         lines += [
             "Channels-last: every model and input was moved to channels-last memory format "

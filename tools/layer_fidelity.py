@@ -77,6 +77,25 @@ class Lam(nn.Module):
         return self.f(x, *self.m)
 
 
+class LayerNormNoBias(nn.Module):
+    """nanoGPT's LayerNorm with bias=False: F.layer_norm with a weight and
+    no bias."""
+
+    def __init__(self, d=64):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return F.layer_norm(x, self.weight.shape, self.weight, None, 1e-5)
+
+
+def swiglu(h):
+    """SwiGLU's gate of a fused projection: silu of one half of h times the
+    other (the halves are views of h, torch.chunk)."""
+    u, g = h.chunk(2, -1)
+    return F.silu(u) * g
+
+
 class CausalAttention(nn.Module):
     def __init__(self, d=64, h=4):
         super().__init__()
@@ -134,6 +153,7 @@ CASES = {
                    "std without correction, broadcast mul"),
     "layernorm_no_affine": (lambda: Seq(nn.Sequential(lin(), nn.LayerNorm(64, elementwise_affine=False), nn.Tanh(), lin())), "seq",
                             "LayerNorm without weight and bias"),
+    "layernorm_no_bias": (lambda: Seq(nn.Sequential(lin(), LayerNormNoBias(), nn.Tanh(), lin())), "seq", "layer_norm with a weight, no bias"),
     "batchnorm1d_rows": (lambda: Seq(Lam(lambda x, a, b: b(a(x).reshape(-1, 64)).reshape(x.shape), lin(), nn.BatchNorm1d(64))), "seq",
                          "BatchNorm1d on [N, C]"),
     "batchnorm1d_sequence": (lambda: Seq(Lam(lambda x, a, b: b(a(x).transpose(1, 2)).transpose(1, 2), lin(), nn.BatchNorm1d(64))), "seq",
@@ -155,6 +175,7 @@ CASES = {
     "advanced_index": (lambda: Seq(Lam(lambda x, a: a(x)[:, torch.arange(31, -1, -1)], lin())), "seq", "advanced indexing"),
     "tril": (lambda: Seq(Lam(lambda x, a: torch.tril(a(x) @ x.transpose(1, 2), -1) @ x, lin())), "seq", "tril of a product"),
     "causal_attention": (lambda: Seq(CausalAttention()), "seq", "attention with a triu mask and chunked q, k, v"),
+    "chunk_swiglu": (lambda: Seq(Lam(lambda x, a: swiglu(a(x)).mean(-1, keepdim=True) * x, lin(2048))), "seq", "chunk, SiLU gate (SwiGLU)"),
     "batched_matmul": (lambda: Seq(Lam(lambda x, a, b: (a(x).unsqueeze(1) @ b(x).unsqueeze(1).transpose(-1, -2)).squeeze(1) @ x,
                                        lin(), lin())), "seq", "4-D matmul"),
     "stack": (lambda: Seq(Lam(lambda x, a: torch.stack([a(x), x, x * 2], 1).sum(1), lin())), "seq", "stack, sum"),

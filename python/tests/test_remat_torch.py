@@ -548,9 +548,9 @@ class LayerFidelityTest(unittest.TestCase):
         lf = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(lf)
         exact = ["conv1d", "pool1d", "maximum", "minimum_broadcast", "pow_tensor", "pow_constant_exponent", "std",
-                 "std_biased", "layernorm_no_affine", "batchnorm1d_rows", "batchnorm1d_sequence", "logsoftmax",
+                 "std_biased", "layernorm_no_affine", "layernorm_no_bias", "batchnorm1d_rows", "batchnorm1d_sequence", "logsoftmax",
                  "logsumexp", "norm", "normalize", "max_dim", "topk", "sort", "gather", "scatter_add", "tril",
-                 "batched_matmul"]
+                 "chunk_swiglu", "batched_matmul"]
         out = os.path.join(TMP, "layers.md")
         lf.main(["--cases", ",".join(exact + ["mse"]), "--out", out])
         with open(out) as f:
@@ -664,7 +664,7 @@ class OnnxRouteTest(unittest.TestCase):
     DepthToSpace, and fuses nn.GroupNorm's and nn.SiLU's exports: the
     prediction against the measured step (SGD, as the import appends)."""
 
-    def onnx_error(self, model, x, y, name):
+    def onnx_error(self, model, x, y, name, flags=()):
         path = os.path.join(TMP, name + ".onnx")
         torch.onnx.export(copy.deepcopy(model).train(), (x,), path, export_params=False,
                           training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
@@ -675,8 +675,45 @@ class OnnxRouteTest(unittest.TestCase):
         opt.zero_grad(set_to_none=True)
         measured = measure.profiled_peak(step)
         resident = measure.resident_bytes(model, (x, y), opt)
-        row = SIM.report(path, "none", common=("--device", "cpu", "--allocator", "ideal", "--batch", str(x.shape[0])), source="--onnx")
+        row = SIM.report(path, "none", common=("--device", "cpu", "--allocator", "ideal", "--batch", str(x.shape[0])) + tuple(flags),
+                         source="--onnx")
         return (row["peak_allocated"] - resident - measured) / measured, row["peak_allocated"] - resident, measured
+
+    def test_frozen_buffers_and_chunk(self):
+        """Rotary position embeddings multiply q and k by cos and sin
+        tables that are registered buffers, and rotate halves made by
+        torch.chunk. An ONNX file does not tell buffers from parameters, so
+        each Mul kept q (or k) for the tables' gradient (+83%); with
+        --frozen naming them the import keeps what PyTorch keeps. torch's
+        export of chunk (Slices sharing their bounds) is one split whose
+        backward makes one gradient, as SplitBackward does; converted
+        Slice by Slice it was +10.9% (one zero-padded gradient per half,
+        summed)."""
+        def rotate_half(x):
+            a, b = x.chunk(2, dim=-1)
+            return torch.cat((-b, a), dim=-1)
+
+        class Rotary(nn.Module):
+            def __init__(self, d=64, t=16):
+                super().__init__()
+                self.q, self.k, self.fc = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, 10)
+                f = torch.outer(torch.arange(t).float(), torch.arange(d // 2).float() / d)
+                self.register_buffer("cos", torch.cat([f, f], -1).cos())
+                self.register_buffer("sin", torch.cat([f, f], -1).sin())
+
+            def forward(self, x):
+                # one expression: a Python local would hold its tensor to
+                # the end of the call, which no ONNX graph records
+                att = torch.softmax((self.q(x) * self.cos + rotate_half(self.q(x)) * self.sin) @
+                                    (self.k(x) * self.cos + rotate_half(self.k(x)) * self.sin).transpose(1, 2), -1)
+                return self.fc((att @ x).mean(1))
+
+        torch.manual_seed(0)
+        x, y = torch.randn(8, 16, 64), torch.randint(0, 10, (8,))
+        err, pred, meas = self.onnx_error(Rotary(), x, y, "rotary", ("--frozen", "cos,sin"))
+        self.assertLess(abs(err), 1e-3, "predicted %d, measured %d" % (pred, meas))
+        err, _, _ = self.onnx_error(Rotary(), x, y, "rotary")
+        self.assertGreater(err, 0.5, "the tables as parameters keep q and k")
 
     def test_recurrent(self):
         class Net(nn.Module):

@@ -17,8 +17,9 @@ import (
 // families are the models of every family tools/fidelity.py measures, one
 // or two each: CNNs (residual, depthwise, Inception, SqueezeNet,
 // VGG-style, UNet-style with GroupNorm, SiLU, InstanceNorm, PReLU and
-// PixelShuffle), a vision transformer, a transformer encoder, an LSTM.
-var families = []string{"resnet18", "mobilenet_v2", "googlenet", "squeezenet1_1", "vgg11s", "unet_gn", "vit", "transformer", "lstm"}
+// PixelShuffle), a vision transformer, a transformer encoder, a GPT-style
+// language model (a loss per token over the vocabulary), an LSTM.
+var families = []string{"resnet18", "mobilenet_v2", "googlenet", "squeezenet1_1", "vgg11s", "unet_gn", "vit", "transformer", "gpt", "lstm"}
 
 // TestFamiliesCLIMatchesTrace runs the user's path - the model exported
 // with torch.onnx.export in training mode, then
@@ -30,12 +31,14 @@ var families = []string{"resnet18", "mobilenet_v2", "googlenet", "squeezenet1_1"
 // PyTorch runs, the tensors they return, freed when PyTorch frees them),
 // for every family, at tiny sizes. The step peaks (without the parameters,
 // buffers, input and labels resident from the start) must agree within
-// 2%, so the ONNX import and the CLI's defaults cannot drift away from what
+// 0.5% (both routes go through the same simulator and CPU model, so what
+// differs is the import; the LSTM's +0.11% is the largest difference), so
+// the ONNX import and the CLI's defaults cannot drift away from what
 // PyTorch does. tools/fidelity, which the harness uses for checkpoint
 // plans, must print the CLI's peak.
 func TestFamiliesCLIMatchesTrace(t *testing.T) {
 	if testing.Short() {
-		t.Skip("exports and traces nine PyTorch models: skipped with -short")
+		t.Skip("exports and traces ten PyTorch models: skipped with -short")
 	}
 	py := pythonWithTorch(t)
 	dir := t.TempDir()
@@ -77,7 +80,7 @@ func TestFamiliesCLIMatchesTrace(t *testing.T) {
 			require.Positive(t, stepTrace, "%s %s", name, opt)
 			d := float64(stepOnnx-stepTrace) / float64(stepTrace)
 			t.Logf("%-13s %-4s step peak: onnx %d, trace %d (%+.2f%%)", name, opt, stepOnnx, stepTrace, 100*d)
-			assert.InDelta(t, 0, d, 0.02, "%s, optimizer %s: ONNX route %d vs the trace's %d bytes above the resident %d", name, opt, stepOnnx, stepTrace, res)
+			assert.InDelta(t, 0, d, 0.005, "%s, optimizer %s: ONNX route %d vs the trace's %d bytes above the resident %d", name, opt, stepOnnx, stepTrace, res)
 
 			// tools/fidelity goes through the same path (both read the
 			// same environment).
