@@ -97,7 +97,7 @@ func optionValue(o models.Options, name string) int {
 
 // readAny reads a graph from a file by its extension: .json (remat), .log or
 // .jsonl (DTR log), .onnx.
-func readAny(path string, s *config.Settings) (*graph.Graph, error) {
+func readAny(path string, s *config.Settings, warn io.Writer) (*graph.Graph, error) {
 	// validate and convert take no --device: an ONNX model is imported for
 	// the kind of the commands' default device (a GPU).
 	s, err := strategy.ForDevice(s, sim.Profile{})
@@ -106,7 +106,7 @@ func readAny(path string, s *config.Settings) (*graph.Graph, error) {
 	}
 	switch {
 	case strings.HasSuffix(path, ".onnx"):
-		return loadONNX(path, &inputFlags{}, s)
+		return loadONNX(path, &inputFlags{warn: warn}, s)
 	case strings.HasSuffix(path, ".log") || strings.HasSuffix(path, ".jsonl"):
 		f, err := os.Open(path)
 		if err != nil {
@@ -152,7 +152,7 @@ func (a *app) validateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			g, err := readAny(args[0], s)
+			g, err := readAny(args[0], s, a.stderr)
 			if err != nil {
 				return err
 			}
@@ -209,7 +209,7 @@ model's, a RELEASE after each tensor's last reader), which 'sim sweep --dtr-log'
 		Example: "  sim convert resnet32.log resnet32.json\n  sim convert model.onnx -\n  sim convert --model resnet32 --batch 64 resnet32-b64.log",
 		Args:    cobra.RangeArgs(1, 2),
 	}
-	in.register(cmd)
+	in.register(cmd, a.stderr)
 	cmd.Flags().StringVarP(&devName, "device", "d", defaultDevice, "device profile whose cost model gives a DTR log's op TIMEs")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		out := args[len(args)-1]
@@ -283,7 +283,7 @@ environment, which overrides the framework preset (--framework) for the device's
 		Example: "  sim env\n  sim env --device cpu\n  MXNET_BACKWARD_DO_MIRROR=1 sim env --format json\n  sim env --model resnet18 --mirror=1",
 		Args:    cobra.NoArgs,
 	}
-	in.register(cmd)
+	in.register(cmd, a.stderr)
 	var devName string
 	cmd.Flags().StringVarP(&devName, "device", "d", defaultDevice, "device profile whose kind (CPU or GPU) selects the framework preset")
 	sf := registerSettings(cmd)
@@ -359,10 +359,11 @@ func (c *commonRun) listed() bool {
 
 // register adds the shared flags. A command that runs several strategies
 // takes them as --strategies (defaultStrategies: its default list); plan
-// takes one --strategy and registers no list.
-func (c *commonRun) register(cmd *cobra.Command, list bool, defaultStrategies string) {
+// takes one --strategy and registers no list. Warnings about the input go
+// to warn.
+func (c *commonRun) register(cmd *cobra.Command, warn io.Writer, list bool, defaultStrategies string) {
 	c.cmd = cmd
-	c.in.register(cmd)
+	c.in.register(cmd, warn)
 	f := cmd.Flags()
 	f.StringVarP(&c.device, "device", "d", defaultDevice, "device profile name, a profile JSON file, or 'none' for unlimited memory")
 	f.StringVar(&c.allocator, "allocator", strategy.DefaultAllocator, "allocator model: ideal, caching (PyTorch's) or static (MXNet's planner)")
@@ -493,7 +494,7 @@ strategy's peak.`,
   sim report --model vgg19 --batch 128 --device v100-16gb --fail-over 16GB --pick optimal-chain`,
 		Args: cobra.NoArgs,
 	}
-	c.register(cmd, true, "")
+	c.register(cmd, a.stderr, true, "")
 	f := cmd.Flags()
 	f.StringVar(&plot, "plot", "", "write the memory-over-time plot (FILE.svg or FILE.png)")
 	f.StringVar(&trace, "trace", "", "write a Chrome trace (profile.json) of the picked strategy")
@@ -610,7 +611,7 @@ replayed with 'sim report --graph'.`,
 		Example: "  sim plan --model resnet50 --batch 64 --strategy sublinear > plan.json\n  sim plan --model gpt --strategy optimal-chain --budget 10GiB --out plan.json",
 		Args:    cobra.NoArgs,
 	}
-	c.register(cmd, false, "")
+	c.register(cmd, a.stderr, false, "")
 	cmd.Flags().StringVar(&name, "strategy", "", "the strategy (required): "+strings.Join(strategy.Names(), ", "))
 	cmd.Flags().StringVarP(&out, "out", "o", "", "output file (default stdout)")
 	_ = cmd.RegisterFlagCompletionFunc("strategy", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -698,7 +699,7 @@ baseline compute, for each --heuristic; --parity follows the reference simulator
   sim sweep --dtr-log resnet32.log --strategies dtr --heuristic lookahead-msps,search --ratios 0.3,0.2,0.1`,
 		Args: cobra.NoArgs,
 	}
-	c.register(cmd, true, "mirror,mirror-cost,sublinear,sublinear-budget,chen-greedy,optimal-chain,dtr")
+	c.register(cmd, a.stderr, true, "mirror,mirror-cost,sublinear,sublinear-budget,chen-greedy,optimal-chain,dtr")
 	f := cmd.Flags()
 	f.StringVar(&ratios, "ratios", "", "budgets as ratios of the baseline peak (default 1.0,0.9,...,0.1)")
 	f.StringVar(&budgets, "budgets", "", "budgets as sizes (8GiB,6GiB,...)")
@@ -834,7 +835,7 @@ batch: the table Checkmate and DTR publish.`,
 		Example: "  sim maxbatch --model vgg19 --device v100-16gb\n  sim maxbatch --model gpt --seq 512 --device a100-40gb --strategies none,sublinear-budget,dtr",
 		Args:    cobra.NoArgs,
 	}
-	c.register(cmd, true, "none,mirror,mirror-cost,sublinear,chen-sqrt,chen-greedy,optimal-chain,sublinear-budget,dtr")
+	c.register(cmd, a.stderr, true, "none,mirror,mirror-cost,sublinear,chen-sqrt,chen-greedy,optimal-chain,sublinear-budget,dtr")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		format, err := a.outFormat()
 		if err != nil {

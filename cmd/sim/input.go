@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"sort"
@@ -29,9 +30,13 @@ type inputFlags struct {
 	dtype, optimizer             string
 	graphFile, dtrLog, onnxFile  string
 	frozen                       []string
+	// warn receives warnings about the input (nil: none are written).
+	warn io.Writer
 }
 
-func (in *inputFlags) register(cmd *cobra.Command) {
+// register adds the input flags to cmd; warnings about the input go to warn.
+func (in *inputFlags) register(cmd *cobra.Command, warn io.Writer) {
+	in.warn = warn
 	f := cmd.Flags()
 	f.StringVarP(&in.model, "model", "m", "", "zoo model (see 'sim models')")
 	f.IntVar(&in.batch, "batch", 0, "batch size (0: the model's default)")

@@ -14,8 +14,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/graph/onnx"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -351,4 +353,50 @@ func TestConvertToDTRLog(t *testing.T) {
 	_, errOut, code = run(t, fixedEnv, "convert", "--model", "chain", "--device", "nope", p)
 	assert.NotEqual(t, 0, code)
 	assert.Contains(t, errOut, "nope")
+}
+
+// TestWarnsOnInferenceExport: an ONNX file whose convolution weights are
+// named as torch.onnx names the constants it folds batch norms into
+// (onnx::Conv_<n>) gets a warning on stderr that the training step lacks
+// the batch norms and dropouts; the committed training exports get none.
+func TestWarnsOnInferenceExport(t *testing.T) {
+	et := int32(onnx.TensorProto_FLOAT)
+	// vi declares a float tensor; a negative size is the symbolic batch
+	vi := func(name string, ds ...int64) *onnx.ValueInfoProto {
+		var sd []*onnx.TensorShapeProto_Dimension
+		for _, d := range ds {
+			if d < 0 {
+				sd = append(sd, &onnx.TensorShapeProto_Dimension{Value: &onnx.TensorShapeProto_Dimension_DimParam{DimParam: "N"}})
+			} else {
+				sd = append(sd, &onnx.TensorShapeProto_Dimension{Value: &onnx.TensorShapeProto_Dimension_DimValue{DimValue: d}})
+			}
+		}
+		tp := &onnx.TypeProto{Value: &onnx.TypeProto_TensorType{TensorType: &onnx.TypeProto_Tensor{ElemType: &et, Shape: &onnx.TensorShapeProto{Dim: sd}}}}
+		return &onnx.ValueInfoProto{Name: proto.String(name), Type: tp}
+	}
+	opset := int64(14)
+	m := &onnx.ModelProto{OpsetImport: []*onnx.OperatorSetIdProto{{Domain: proto.String(""), Version: &opset}},
+		Graph: &onnx.GraphProto{Name: proto.String("eval"),
+			Node: []*onnx.NodeProto{
+				{OpType: proto.String("Conv"), Name: proto.String("/conv"), Input: []string{"x", "onnx::Conv_5", "onnx::Conv_6"}, Output: []string{"c"}},
+				{OpType: proto.String("Flatten"), Name: proto.String("/flat"), Input: []string{"c"}, Output: []string{"y"}},
+			},
+			Input:  []*onnx.ValueInfoProto{vi("x", -1, 3, 4, 4), vi("onnx::Conv_5", 4, 3, 3, 3), vi("onnx::Conv_6", 4)},
+			Output: []*onnx.ValueInfoProto{{Name: proto.String("y")}}}}
+	b, err := proto.Marshal(m)
+	require.NoError(t, err)
+	p := filepath.Join(t.TempDir(), "eval.onnx")
+	require.NoError(t, os.WriteFile(p, b, 0o644))
+	for _, args := range [][]string{
+		{"report", "--onnx", p, "--batch", "2", "--strategies", "none"},
+		{"validate", p},
+	} {
+		_, errOut, code := run(t, fixedEnv, args...)
+		require.Equal(t, 0, code, errOut)
+		assert.Contains(t, errOut, "sim: warning: "+p+": 1 convolutions have weights named onnx::Conv_*", args)
+		assert.Contains(t, errOut, "training=torch.onnx.TrainingMode.TRAINING")
+	}
+	_, errOut, code := run(t, fixedEnv, "report", "--onnx", "../../testdata/onnx/resnet18.onnx", "--batch", "2", "--strategies", "none")
+	require.Equal(t, 0, code, errOut)
+	assert.Empty(t, errOut)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/remat-dev/remat"
 	"github.com/remat-dev/remat/config"
 	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/graph/onnx"
 )
 
 // loadONNX imports an ONNX model as a training graph through the one import
@@ -33,6 +34,11 @@ func loadONNX(path string, in *inputFlags, s *config.Settings) (*graph.Graph, er
 	g, err := remat.ImportONNX(f, s, ri)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if k := g.Attrs[onnx.AttrFoldedConvs]; k != "" && in.warn != nil {
+		fmt.Fprintf(in.warn, "sim: warning: %s: %s convolutions have weights named onnx::Conv_*, the constants torch.onnx folds batch norms into: "+
+			"the model looks exported for inference (torch.onnx.export's default), without its batch norms and dropouts, which its training step runs; "+
+			"export it with training=torch.onnx.TrainingMode.TRAINING (docs/onnx.md)\n", path, k)
 	}
 	return g, nil
 }

@@ -64,3 +64,23 @@ func TestFrozenWeights(t *testing.T) {
 		assert.Contains(t, err.Error(), tc.want)
 	}
 }
+
+// TestFoldedConvsMarkInferenceExports: a Conv whose weight torch.onnx named
+// as a folded constant (onnx::Conv_<n>, what an inference export folds a
+// batch norm into) is counted in AttrFoldedConvs; a training export's
+// weights keep their module names and leave the attribute unset.
+func TestFoldedConvsMarkInferenceExports(t *testing.T) {
+	f := TensorProto_FLOAT
+	conv := func(weight string) []byte {
+		return headed(14, []*NodeProto{
+			node("Conv", "/conv/Conv", []string{"x", weight, "onnx::Conv_9"}, []string{"c"}, intsAttr("pads", 1, 1, 1, 1)),
+			node("Relu", "/relu", []string{"c"}, []string{"z"}),
+		}, "z", vi("x", tensorType(f, "N", 3, 8, 8)), vi(weight, tensorType(f, 1, 3, 3, 3)), vi("onnx::Conv_9", tensorType(f, 1)))
+	}
+	g, err := Import(bytes.NewReader(conv("onnx::Conv_8")), Options{Batch: 2})
+	require.NoError(t, err)
+	assert.Equal(t, "1", g.Attrs[AttrFoldedConvs])
+	g, err = Import(bytes.NewReader(conv("conv.weight")), Options{Batch: 2})
+	require.NoError(t, err)
+	assert.NotContains(t, g.Attrs, AttrFoldedConvs)
+}

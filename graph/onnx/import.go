@@ -339,7 +339,36 @@ func build(m *ModelProto, opts Options) (*graph.Builder, *importer, error) {
 	if err := imp.b.Err(); err != nil {
 		return nil, nil, fmt.Errorf("onnx: %w", err)
 	}
+	if k := imp.foldedConvs(); k > 0 {
+		imp.b.SetAttr(AttrFoldedConvs, strconv.Itoa(k))
+	}
 	return imp.b, imp, nil
+}
+
+// AttrFoldedConvs is the graph attribute counting the convolutions whose
+// weight is named as torch.onnx names the constants it folds
+// ("onnx::Conv_<n>"): the mark of a model exported for inference
+// (torch.onnx.export's default, TrainingMode.EVAL), where each batch norm
+// after a convolution is folded into its weight and bias and dropouts are
+// dropped. A training step of the original model runs both; the imported
+// graph has neither. Import sets it only when the count is positive; the
+// CLI warns.
+const AttrFoldedConvs = "onnx_folded_convs"
+
+// foldedConvs counts the Conv nodes whose weight input is a graph weight
+// named "onnx::Conv_..." (see AttrFoldedConvs).
+func (imp *importer) foldedConvs() int {
+	k := 0
+	for _, n := range imp.nodes {
+		if n.GetOpType() != "Conv" || !defaultDomain(n) || len(n.GetInput()) < 2 {
+			continue
+		}
+		w := n.GetInput()[1]
+		if v := imp.vals[w]; v != nil && (v.kind == graph.Parameter || v.kind == graph.Constant) && strings.HasPrefix(w, "onnx::Conv_") {
+			k++
+		}
+	}
+	return k
 }
 
 // supported lists the op types of the default domain the importer maps.
