@@ -41,11 +41,12 @@ func TestRegistryConsistency(t *testing.T) {
 		int(DTREvicteeMinimumSize): TypeSize, int(InplaceUpdate): TypeBool, int(CUDAReserveMemory): TypeBool,
 		int(ExecutionStrategy): TypeString, int(GEStaticMemoryPolicy): TypeInt,
 		int(Framework): TypeEnum, int(DropoutMask): TypeEnum, int(ConvLibrary): TypeEnum,
-		int(CPUThreads):       TypeInt,
-		int(CPUISA):           TypeEnum,
-		int(ConvMemoryFormat): TypeEnum,
-		int(RNGStateBytes):    TypeSize,
-		int(DTRHeuristic):     TypeEnum,
+		int(CPUThreads):           TypeInt,
+		int(CPUISA):               TypeEnum,
+		int(ConvMemoryFormat):     TypeEnum,
+		int(RNGStateBytes):        TypeSize,
+		int(DTRHeuristic):         TypeEnum,
+		int(RecomputeForwardOnly): TypeBool,
 	}
 	require.Len(t, keys, int(numKeys), "every registry entry has exactly one typed constant")
 	for i, typ := range keys {

@@ -47,6 +47,8 @@ var presets = []PresetEntry{
 		"F.dropout on CPU is not the fused native_dropout (is_fused_kernel_acceptable needs CUDA): it computes input * noise and saves the f32 noise, measured in docs/fidelity.md"},
 	{"pytorch", DeviceCPU, "recompute.rng_state_bytes", "5056",
 		"to recompute a random op, remat_torch.apply keeps torch.get_rng_state() from its first run (as torch.utils.checkpoint does per segment), a 5056-byte CPU tensor (the mt19937 generator's state), until the backward pass ends; measured in docs/fidelity-plans.md"},
+	{"pytorch", "", "recompute.forward_only", "true",
+		"an eager step's Python references keep a forward tensor until its last forward use, and autograd runs each backward node once: a plan applied to a step (remat_torch.apply, torch.utils.checkpoint) recomputes forward ops for the backward pass only; measured in docs/fidelity-plans.md"},
 	{"mxnet", "", "optimizer.inplace_update", "true",
 		"MXNet's optimizers write the weight in place (sgd_update(weight, grad, out=weight))"},
 	{"mxnet", DeviceCPU, "cudnn.autotune", "off",

@@ -203,6 +203,7 @@ const (
 	ConvMemoryFormat         EnumKey   = iota // REMAT_CONV_MEMORY_FORMAT
 	RNGStateBytes            SizeKey   = iota // REMAT_RNG_STATE_BYTES
 	DTRHeuristic             EnumKey   = iota // REMAT_DTR_HEURISTIC
+	RecomputeForwardOnly     BoolKey   = iota // REMAT_RECOMPUTE_FORWARD_ONLY
 	numKeys                            = iota
 )
 
@@ -410,6 +411,13 @@ var registry = [numKeys]def{
 			"The default, lookahead, uses the graph's known op sequence (the next use of each tensor), which a runtime cannot know; " +
 			"to ask what a runtime DTR does, give its heuristic: megengine for MegEngine's, dtr-eqclass (or the one passed to it) for remat_torch.dtr. " +
 			"Sweeps of a DTR log take theirs from --heuristic.",
+	},
+	RecomputeForwardOnly: {
+		name: "recompute.forward_only", env: "REMAT_RECOMPUTE_FORWARD_ONLY", flag: "recompute-forward-only",
+		typ: TypeBool, defaultFn: constDefault("false"), defaultDoc: "false",
+		desc: "Let the sublinear strategies (sublinear, sublinear-ga, sublinear-budget) recompute only forward ops, and only for the backward pass: a tensor stays until its last forward reader, and no backward op runs twice. " +
+			"MegEngine's pass (the default, false) duplicates any operator of the sequence, backward ones included, and may drop a tensor between two forward readers; " +
+			"in an eager PyTorch step the forward's Python references keep a tensor until its last forward use and autograd runs each backward node once, so remat_torch.apply cannot carry out such plans (the pytorch preset sets true).",
 	},
 }
 

@@ -208,6 +208,7 @@ func OptionsFrom(s *config.Settings) (Options, error) {
 	so.PoolSize = s.Int(config.SublinearGeneticPoolSize)
 	so.Workers = s.Int(config.SublinearWorkers)
 	so.LowerBound = s.Size(config.SublinearLowerBound)
+	so.ForwardOnly = s.Bool(config.RecomputeForwardOnly)
 	o.Search = so
 
 	cfg := dtr.DefaultConfig()

@@ -12,7 +12,7 @@ import (
 )
 
 var sublinearReads = []string{"sublinear.thresh_nr_try", "sublinear.genetic_nr_iter", "sublinear.genetic_pool_size",
-	"sublinear.lower_bound", "sublinear.workers", "dtr.drop", "dtr.auto_drop"}
+	"sublinear.lower_bound", "sublinear.workers", "recompute.forward_only", "dtr.drop", "dtr.auto_drop"}
 
 var sublinearThresholds = Strategy{
 	Name:        "sublinear",

@@ -39,6 +39,9 @@ type mgeProblem struct {
 	accStart []int32
 	accTime  []int32
 	lastAcc  []int32 // last access (creation if never read); -1 for non-vars
+	// firstDisc, when set (SearchOptions.ForwardOnly), is per var the
+	// first index into its access list it may be discarded after.
+	firstDisc []int32
 
 	// Per op.
 	varIn      []int32 // distinct var inputs (storage roots)
@@ -354,6 +357,28 @@ func (p *mgeProblem) lowerBound() (lb, resident, held int64) {
 // little to discard.
 func (p *mgeProblem) discardable(v int32) bool {
 	return p.isVar[v] && !p.mutated[v] && !p.noDup[p.prod[v]]
+}
+
+// forwardOnly restricts the problem to forward recomputation
+// (SearchOptions.ForwardOnly): ops outside the forward phase may not be
+// duplicated, and firstDisc[v] is the index in v's access list of its last
+// access by a forward op, before which v may not be discarded.
+func (p *mgeProblem) forwardOnly(g *graph.Graph) {
+	p.firstDisc = make([]int32, p.nt)
+	for i := range g.Ops {
+		if g.Ops[i].Phase != graph.Forward {
+			p.noDup[i] = true
+		}
+	}
+	for v := 0; v < p.nt; v++ {
+		a0, a1 := p.accStart[v], p.accStart[v+1]
+		for k := a1 - 1; k >= a0; k-- {
+			if g.Ops[p.accTime[k]].Phase == graph.Forward {
+				p.firstDisc[v] = k - a0
+				break
+			}
+		}
+	}
 }
 
 // thresholdSplits is MegEngine's get_split_point_set: walk the ops keeping

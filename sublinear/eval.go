@@ -123,7 +123,11 @@ func (e *mgeEvaluator) makeDiscardPlan(s []int32) {
 				}
 				best := int32(-1)
 				var bestStride int32
-				for i := na - 1; i < int32(len(acc))-1; i++ {
+				first := na - 1
+				if p.firstDisc != nil {
+					first = max(first, p.firstDisc[v])
+				}
+				for i := first; i < int32(len(acc))-1; i++ {
 					if i == 0 && p.usedOut[op] == 1 {
 						continue // never discard a single output right away
 					}

@@ -62,6 +62,12 @@ type SearchOptions struct {
 	// a roofline on its FLOPs and bytes plus launch overhead): the time sim
 	// reports for the recompute.
 	OpTime func(op graph.OpID) int64
+	// ForwardOnly restricts recomputation to what a plan applied to an
+	// eager PyTorch step can carry out (setting recompute.forward_only):
+	// only forward ops are duplicated, and a var is discarded only after
+	// its last access by a forward op (its next access is in the backward
+	// pass). MegEngine's pass (false) duplicates any op of the sequence.
+	ForwardOnly bool
 	// Sim is the memory model the fitness mirrors: its op workspaces
 	// (convolution algorithm choice), atomic clean policy and number of
 	// live workspaces. Capacity and allocator are ignored: the fitness is
@@ -607,7 +613,11 @@ func newMgeProblemSim(g *graph.Graph, opts *SearchOptions) (*mgeProblem, error) 
 		arena:     so.AtomicCleanPolicy == 0,
 		wsSlots:   sim.TempSlots(so.NumTemp, so.WorkerThreads),
 	}
-	return newMgeProblem(g, opts.OpTime, mm), nil
+	p := newMgeProblem(g, opts.OpTime, mm)
+	if opts.ForwardOnly {
+		p.forwardOnly(g)
+	}
+	return p, nil
 }
 
 // ThresholdGenome returns the split points MegEngine derives from a block
