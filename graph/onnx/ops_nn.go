@@ -374,7 +374,7 @@ func opDropout(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 
 var reduceType = map[string]string{
 	"ReduceMean": OpReduceMean, "ReduceSum": OpReduceSum, "ReduceMax": OpReduceMax,
-	"ReduceMin": OpReduceMax, "ReduceProd": OpReduceSum,
+	"ReduceMin": OpReduceMax, "ReduceProd": OpReduceProd,
 	"ReduceL1": OpNorm, "ReduceL2": OpNorm, "ReduceLogSumExp": OpNorm,
 }
 

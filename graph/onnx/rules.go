@@ -35,7 +35,8 @@ const (
 	OpGather          = "gather"             // (x, indices) -> index_select copy; saves indices
 	OpExpand          = "expand"             // x -> broadcast view
 	OpReduceMean      = "reduce_mean"        // x -> mean over dims
-	OpReduceSum       = "reduce_sum"         // x -> sum (or product) over dims
+	OpReduceSum       = "reduce_sum"         // x -> sum over dims
+	OpReduceProd      = "reduce_prod"        // x -> product over dims
 	OpReduceMax       = "reduce_max"         // x -> max (or min) over dims; saves input and output
 	OpMaxDim          = "max_dim"            // x -> (values, indices) along one dim (max or min); saves indices
 	OpAdaptiveMaxPool = "adaptive_maxpool2d" // x -> (y, indices)
@@ -102,7 +103,13 @@ func extraRules() map[string]graph.GradRule {
 		// gradient needs only its sizes, so the input stays alive to the
 		// backward as it does in PyTorch.
 		OpReduceMean: {Saves: []graph.Saved{graph.SaveIn(0)}, Factor: 1},
-		OpReduceSum:  {Factor: 1},
+		// sum_backward is grad.unsqueeze(dims).expand(sizes): a view of the
+		// output gradient, no memory (torch.stack's export, Unsqueeze and
+		// Concat, then a sum over the stacked axis was 4.6% high with a
+		// fresh gradient).
+		OpReduceSum: {View: graph.ViewAll, Factor: 1},
+		// prod_backward(grad, self, result, dim, keepdim) reads both.
+		OpReduceProd: {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveOut(0)}, Factor: 2},
 		OpReduceMax:  {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveOut(0)}, Factor: 1},
 		// value_selecting_reduction_backward(grad, dim, indices, sizes).
 		OpMaxDim:          {Saves: []graph.Saved{graph.SaveOut(1)}, NoGradOutputs: []int{1}, Factor: 1},
