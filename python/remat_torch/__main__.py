@@ -3,8 +3,8 @@
   python3 -m remat_torch run --model resnet18 --batch 8 --strategies none,mirror,sublinear,chen-sqrt --budget 0.5
   python3 -m remat_torch table --out docs/fidelity-plans.md
 
-run traces one training step of the model (torchvision name, "transformer"
-or module:callable), asks sim for each strategy's plan (`sim plan`) and
+run traces one training step of the model (torchvision name, "transformer",
+"gpt" or "llama" from tools/export_onnx.py, or module:callable), asks sim for each strategy's plan (`sim plan`) and
 prediction (`sim report --graph`, both with --device cpu --allocator ideal,
 and --budget when given), applies the plan with remat_torch.apply, runs the
 step and prints per strategy the predicted and measured peak (resident
@@ -28,40 +28,47 @@ import torch
 from . import measure
 
 
+# --model values built from tools/export_onnx.py's classes
+TOOL_MODELS = {"transformer": "TinyTransformer", "gpt": "TinyGPT", "llama": "TinyLlama"}
+
+
 def build_model(spec):
     """An nn.Module for a --model value: a torchvision model name,
-    "transformer" (tools/export_onnx.py's TinyTransformer) or module:callable."""
+    "transformer", "gpt" or "llama" (tools/export_onnx.py's TinyTransformer,
+    TinyGPT, TinyLlama) or module:callable."""
     if ":" in spec:
         mod, fn = spec.split(":", 1)
         return getattr(importlib.import_module(mod), fn)()
-    if spec == "transformer":
+    if spec in TOOL_MODELS:
         tools = os.path.join(measure.REPO, "tools")
         if not os.path.exists(os.path.join(tools, "export_onnx.py")):
-            raise SystemExit("--model transformer needs the repository's tools/export_onnx.py (not found at %s)" % tools)
+            raise SystemExit("--model %s needs the repository's tools/export_onnx.py (not found at %s)" % (spec, tools))
         sys.path.insert(0, tools)
-        from export_onnx import TinyTransformer
+        import export_onnx
 
-        return TinyTransformer()
+        return getattr(export_onnx, TOOL_MODELS[spec])()
     import torchvision
 
     if not hasattr(torchvision.models, spec):
-        raise SystemExit("--model %r: not a torchvision model, 'transformer' or module:callable" % spec)
+        raise SystemExit("--model %r: not a torchvision model, %s or module:callable" % (spec, ", ".join(repr(m) for m in TOOL_MODELS)))
     return getattr(torchvision.models, spec)()
 
 
 def example(model, spec, batch, image, seq=None):
     """(inputs, labels) for a model: token ids for a transformer (a model
-    with an integer .seq), images otherwise; labels index the output's dim 1."""
+    with an integer .seq; below its .vocab when it has one), images
+    otherwise; labels index the output's dim 1, one per row of the output
+    (a language model's output has a row per token)."""
     if spec == "transformer" or isinstance(getattr(model, "seq", None), int):
-        x = torch.randint(0, 1000, (batch, seq or model.seq), dtype=torch.int64)
+        x = torch.randint(0, getattr(model, "vocab", 1000), (batch, seq or model.seq), dtype=torch.int64)
     else:
         x = torch.randn(batch, 3, image, image)
     with torch.no_grad():
         was = model.training
         model.eval()
-        classes = model(x[:1]).shape[1]
+        out = model(x)
         model.train(was)
-    y = torch.randint(0, classes, (batch,), dtype=torch.int64)
+    y = torch.randint(0, out.shape[1], (out.shape[0],), dtype=torch.int64)
     return x, y
 
 
@@ -102,7 +109,7 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="plan, apply and measure strategies on one model")
-    r.add_argument("--model", required=True, help="torchvision name, 'transformer' or module:callable")
+    r.add_argument("--model", required=True, help="torchvision name, 'transformer', 'gpt', 'llama' (tools/export_onnx.py's) or module:callable")
     r.add_argument("--batch", type=int, default=8)
     r.add_argument("--image", type=int, default=224, help="image size of vision models (default 224)")
     r.add_argument("--strategies", default="none,mirror,sublinear,chen-sqrt")

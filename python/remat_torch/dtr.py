@@ -646,7 +646,7 @@ def dtr(model, budget_bytes, heuristic="eq-class", min_size=0, strict=False):
 def add_parser(sub):
     """Register the dtr subcommand on an argparse subparsers object."""
     d = sub.add_parser("dtr", help="run runtime DTR and compare with sim's DTR prediction at the same budget")
-    d.add_argument("--model", required=True, help="torchvision name, 'transformer' or module:callable")
+    d.add_argument("--model", required=True, help="torchvision name, 'transformer', 'gpt', 'llama' (tools/export_onnx.py's) or module:callable")
     d.add_argument("--batch", type=int, default=4)
     d.add_argument("--image", type=int, default=64, help="image size of vision models (default 64)")
     d.add_argument("--budget", default="0.5", help="sim's budget: a ratio of the baseline peak such as 0.5, or a size")
