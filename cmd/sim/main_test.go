@@ -393,7 +393,7 @@ func TestWarnsOnInferenceExport(t *testing.T) {
 	} {
 		_, errOut, code := run(t, fixedEnv, args...)
 		require.Equal(t, 0, code, errOut)
-		assert.Contains(t, errOut, "sim: warning: "+p+": 1 convolutions have weights named onnx::Conv_*", args)
+		assert.Contains(t, errOut, "sim: warning: "+p+": 1 convolution has a weight named onnx::Conv_*", args)
 		assert.Contains(t, errOut, "training=torch.onnx.TrainingMode.TRAINING")
 	}
 	_, errOut, code := run(t, fixedEnv, "report", "--onnx", "../../testdata/onnx/resnet18.onnx", "--batch", "2", "--strategies", "none")

@@ -36,9 +36,13 @@ func loadONNX(path string, in *inputFlags, s *config.Settings) (*graph.Graph, er
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if k := g.Attrs[onnx.AttrFoldedConvs]; k != "" && in.warn != nil {
-		fmt.Fprintf(in.warn, "sim: warning: %s: %s convolutions have weights named onnx::Conv_*, the constants torch.onnx folds batch norms into: "+
+		convs := k + " convolutions have weights"
+		if k == "1" {
+			convs = "1 convolution has a weight"
+		}
+		fmt.Fprintf(in.warn, "sim: warning: %s: %s named onnx::Conv_*, the constants torch.onnx folds batch norms into: "+
 			"the model looks exported for inference (torch.onnx.export's default), without its batch norms and dropouts, which its training step runs; "+
-			"export it with training=torch.onnx.TrainingMode.TRAINING (docs/onnx.md)\n", path, k)
+			"export it with training=torch.onnx.TrainingMode.TRAINING (docs/onnx.md)\n", path, convs)
 	}
 	return g, nil
 }

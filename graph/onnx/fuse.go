@@ -360,9 +360,9 @@ func (imp *importer) matchLayerNorm(i int, readers map[string][]int) *fusion {
 
 // matchChunk matches torch's export of x.chunk(k, dim) at its first Slice
 // (node i): Slices of x over the same axes value with no steps input, each
-// starting at the value the previous one ends at (read by nothing else),
-// the first starting at a Constant. No output of a Slice of the chain may
-// be read before the last Slice, where the split is emitted.
+// starting at the value the previous one ends at (read by nothing else).
+// No output of a Slice of the chain may be read before the last Slice,
+// where the split is emitted; fuseChunk checks the bounds' values.
 func (imp *importer) matchChunk(i int, readers map[string][]int) *fusion {
 	first := imp.nodes[i]
 	in := first.GetInput()
