@@ -1226,7 +1226,7 @@ func padded(op *graph.Op) bool {
 // multiplying by the gradient hold that many temporaries of the output
 // gradient's size S (profiler, [64, 256], backward of the op alone): pow by
 // a scalar grad * (exponent * self.pow(exponent - 1)) 2S, reciprocal
-// -grad * (result * result) 2S, erf 2/sqrt(pi) * exp(-self^2) * grad 4S,
+// -grad * (result * result) 2S, rsqrt -0.5 * grad * result.pow(3) 2S, erf 2/sqrt(pi) * exp(-self^2) * grad 4S,
 // cos -grad * sin(self) 2S, sqrt grad / (2 * result), abs grad *
 // sign(self) and sin grad * cos(self) 1S each; exp, log, tanh, sigmoid and
 // the activations' own backward kernels none.
@@ -1396,7 +1396,7 @@ func needsGrad(g *graph.Graph, t graph.TensorID) bool {
 func unaryTemporaries(g *graph.Graph, op *graph.Op) int64 {
 	var k int64
 	switch op.Type {
-	case "pow_backward", "reciprocal_backward":
+	case "pow_backward", "reciprocal_backward", "rsqrt_backward":
 		k = 2
 	case "erf_backward":
 		k = 4

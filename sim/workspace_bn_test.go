@@ -204,6 +204,7 @@ func TestAutogradWorkspaceUnary(t *testing.T) {
 		{"abs", "", []graph.TensorID{x}, s},
 		{"sin", "", []graph.TensorID{x}, s},
 		{"sin", "Cos", []graph.TensorID{x}, 2 * s},
+		{"rsqrt", "", []graph.TensorID{x}, 2 * s}, // profiler: +S (-0.5 * grad) +S (result^3) +S (the product) -S -S
 		{"exp", "", []graph.TensorID{x}, 0},
 	}
 	var ops []graph.OpID

@@ -47,6 +47,10 @@ import (
 //     pairwise. Python slicing (x[..., :h], x[..., h:]) exports Slices with
 //     constants of their own (and a steps input), which stay Slices, as
 //     PyTorch runs them (one SliceBackward each).
+//   - rsqrt (torch's symbolic rsqrt): Sqrt(x) -> Div(1, .) becomes
+//     rsqrt(x), which saves its result (RMSNorm's x * rsqrt(mean(x^2) +
+//     eps)); node by node the Sqrt's output and the quotient would both be
+//     saved.
 //   - GroupNorm (torch's symbolic group_norm): Reshape(x, [N, G, -1]) ->
 //     InstanceNormalization(., ones(G), zeros(G)) -> Reshape(., shape of x)
 //     [-> Mul(., weight unsqueezed to [C, 1, ...]) -> Add(., bias unsqueezed)]
@@ -67,7 +71,7 @@ import (
 
 // fusion is a group of nodes converted as one op.
 type fusion struct {
-	kind  string // fuseGELU, fuseGELUTanh, fuseLayerNorm, fuseGroupNorm, fuseSiLU, fuseMish, fuseScatterAdd, fuseVar or fuseChunk
+	kind  string // fuseGELU, fuseGELUTanh, fuseLayerNorm, fuseGroupNorm, fuseSiLU, fuseMish, fuseScatterAdd, fuseVar, fuseChunk or fuseRsqrt
 	nodes []int  // node indices, increasing; the last is the anchor
 	// Roles (node indices) for the checks made at the anchor.
 	role map[string]int
@@ -83,6 +87,7 @@ const (
 	fuseScatterAdd = "scatter_add"
 	fuseVar        = "var"
 	fuseChunk      = "chunk"
+	fuseRsqrt      = "rsqrt"
 )
 
 // readerIndex maps each value name to the nodes reading it (a node reading
@@ -129,6 +134,8 @@ func (imp *importer) findFusions() {
 			f = imp.matchScatterAdd(i, readers)
 		case "Slice":
 			f = imp.matchChunk(i, readers)
+		case "Sqrt":
+			f = imp.matchRsqrt(i, readers)
 		case "InstanceNormalization":
 			if producers == nil {
 				producers = imp.producerIndex()
@@ -448,6 +455,29 @@ func (imp *importer) fuseChunk(f *fusion) (bool, error) {
 	return true, imp.bind(n, vs)
 }
 
+// matchRsqrt matches Sqrt(x) -> Div(c, .) at the Sqrt node i; fuseRsqrt
+// checks that c is 1.
+func (imp *importer) matchRsqrt(i int, readers map[string][]int) *fusion {
+	if !imp.is(i, "Sqrt", 1) {
+		return nil
+	}
+	s := out0(imp.nodes[i])
+	div := imp.soleReader(s, readers)
+	if !imp.is(div, "Div", 2) || imp.nodes[div].GetInput()[1] != s || imp.nodes[div].GetInput()[0] == s {
+		return nil
+	}
+	return &fusion{kind: fuseRsqrt, nodes: sortedNodes(i, div), role: map[string]int{"sqrt": i, "div": div}}
+}
+
+func (imp *importer) fuseRsqrt(f *fusion) (bool, error) {
+	x := imp.vals[imp.nodes[f.role["sqrt"]].GetInput()[0]]
+	one, ok := constScalar(imp.vals[imp.nodes[f.role["div"]].GetInput()[0]])
+	if x == nil || x.isConst || !isFloatType(x.et) || !ok || one != 1 {
+		return false, nil
+	}
+	return imp.emitFused(f, "Rsqrt", OpRsqrt, []*value{x}, x.shape, 2*numel(x.shape))
+}
+
 // matchSiLU matches x * sigmoid(x) at the Sigmoid node i.
 func (imp *importer) matchSiLU(i int, readers map[string][]int) *fusion {
 	if !imp.is(i, "Sigmoid", 1) {
@@ -595,6 +625,8 @@ func (imp *importer) emitFusion(f *fusion) error {
 		ok, err = imp.fuseVar(f)
 	case fuseChunk:
 		ok, err = imp.fuseChunk(f)
+	case fuseRsqrt:
+		ok, err = imp.fuseRsqrt(f)
 	}
 	if err != nil || ok {
 		return err

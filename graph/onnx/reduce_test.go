@@ -51,3 +51,32 @@ func TestReduceSumGradientIsAView(t *testing.T) {
 		}
 	}
 }
+
+// TestFuseRsqrt: torch's export of rsqrt, Sqrt then Div(1, .), is the one
+// op PyTorch runs, which saves its result only (RMSNorm's normalizer); a
+// Div by another constant stays two ops.
+func TestFuseRsqrt(t *testing.T) {
+	f := TensorProto_FLOAT
+	build := func(c float32) []byte {
+		return model(14, []*NodeProto{
+			node("MatMul", "/m/MatMul", []string{"x", "w"}, []string{"h"}),
+			node("Mul", "/n/Mul", []string{"h", "h"}, []string{"sq"}),
+			node("Sqrt", "/n/Sqrt", []string{"sq"}, []string{"s"}),
+			floatConst("/n/Constant", c),
+			node("Div", "/n/Div", []string{"/n/Constant", "s"}, []string{"r"}),
+			node("Mul", "/n/Mul_1", []string{"h", "r"}, []string{"z"}),
+			node("Gemm", "/head/Gemm", []string{"z", "head.weight", "head.bias"}, []string{"y"}, intAttr("transB", 1)),
+		}, []*ValueInfoProto{
+			vi("x", tensorType(f, "N", 16)), vi("w", tensorType(f, 16, 16)),
+			vi("head.weight", tensorType(f, 4, 16)), vi("head.bias", tensorType(f, 4)),
+		}, "y")
+	}
+	g, err := Import(bytes.NewReader(build(1)), Options{Batch: 2})
+	require.NoError(t, err)
+	assert.Equal(t, []string{graph.OpMatMul, graph.OpMul, OpRsqrt, graph.OpMul, graph.OpLinear, graph.OpCrossEntropy}, opTypes(g, graph.Forward))
+	assert.Equal(t, []string{"r"}, saves(t, g, OpRsqrt))
+	g, err = Import(bytes.NewReader(build(2)), Options{Batch: 2})
+	require.NoError(t, err)
+	assert.Contains(t, opTypes(g, graph.Forward), OpSqrt)
+	assert.NotContains(t, opTypes(g, graph.Forward), OpRsqrt)
+}

@@ -18,6 +18,7 @@ const (
 	OpMinimum         = "minimum"            // (a, b) -> min(a, b); saves a and b
 	OpMod             = "mod"                // (a, b) -> a mod b
 	OpSqrt            = "sqrt"               // x -> sqrt(x); saves the output
+	OpRsqrt           = "rsqrt"              // x -> 1 / sqrt(x); saves the output
 	OpErf             = "erf"                // x -> erf(x); saves the input
 	OpExp             = "exp"                // x -> exp(x); saves the output
 	OpLog             = "log"                // x -> log(x); saves the input
@@ -83,6 +84,7 @@ func extraRules() map[string]graph.GradRule {
 		OpMinimum:     two,
 		OpMod:         {Factor: 1},
 		OpSqrt:        saveOut,
+		OpRsqrt:       saveOut,
 		OpErf:         {Saves: []graph.Saved{graph.SaveIn(0)}, Factor: 1.5},
 		OpExp:         saveOut,
 		OpLog:         saveIn,
