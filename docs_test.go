@@ -255,6 +255,14 @@ func docFixtures(t *testing.T, dir string) (haveLogs bool) {
 	if err := os.WriteFile(filepath.Join(dir, "model.json"), example, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A training export with a dynamic batch axis (the repository's).
+	r18, err := os.ReadFile(filepath.Join("testdata", "onnx", "resnet18.onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "resnet18.onnx"), r18, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// An ONNX model exported from PyTorch (Debian's libonnx-testdata, which
 	// CI installs); commands naming model.onnx skip without it.
 	if b, err := os.ReadFile(onnxFixture); err == nil {

@@ -35,6 +35,14 @@ var misuseCases = []misuseCase{
 		_, err := remat.ImportONNX(strings.NewReader(""), new(config.Settings), *new(remat.ONNXInput))
 		return err
 	}},
+	{"remat.ImportONNXModel", "zero", false, func() error {
+		_, err := remat.ImportONNXModel((*onnx.ModelProto)(nil), (*config.Settings)(nil), *new(remat.ONNXInput))
+		return err
+	}},
+	{"remat.ImportONNXModel", "empty", false, func() error {
+		_, err := remat.ImportONNXModel(new(onnx.ModelProto), new(config.Settings), *new(remat.ONNXInput))
+		return err
+	}},
 	{"remat.ONNXOptions", "zero", false, func() error { _, err := remat.ONNXOptions((*config.Settings)(nil), *new(remat.ONNXInput)); return err }},
 	{"remat.ONNXOptions", "empty", false, func() error { _, err := remat.ONNXOptions(new(config.Settings), *new(remat.ONNXInput)); return err }},
 	{"remat.Options", "zero", false, func() error { _, err := remat.Options((string)("")); return err }},
@@ -1083,6 +1091,14 @@ var misuseCases = []misuseCase{
 	}},
 	{"report.MaxBatch", "empty", false, func() error {
 		_, err := report.MaxBatch(context.Background(), (string)(""), *new(models.Options), *new(strategy.Options), []strategy.Strategy{}, (sim.Progress)(nil))
+		return err
+	}},
+	{"report.MaxBatchOf", "zero", false, func() error {
+		_, err := report.MaxBatchOf(context.Background(), (string)(""), (func(batch int) (*graph.Graph, error))(nil), *new(strategy.Options), ([]strategy.Strategy)(nil), (sim.Progress)(nil))
+		return err
+	}},
+	{"report.MaxBatchOf", "empty", false, func() error {
+		_, err := report.MaxBatchOf(context.Background(), (string)(""), (func(batch int) (*graph.Graph, error))(nil), *new(strategy.Options), []strategy.Strategy{}, (sim.Progress)(nil))
 		return err
 	}},
 	{"report.MaxBatchReport.Table", "zero", false, func() error { _ = new(report.MaxBatchReport).Table(); return nil }},

@@ -95,11 +95,28 @@ func ImportONNX(r io.Reader, s *config.Settings, in ONNXInput) (*graph.Graph, er
 	if r == nil {
 		return nil, fmt.Errorf("remat: ONNX reader is nil")
 	}
+	if _, err := ONNXOptions(s, in); err != nil {
+		return nil, err
+	}
+	m, err := onnx.ReadModel(r)
+	if err != nil {
+		return nil, err
+	}
+	return ImportONNXModel(m, s, in)
+}
+
+// ImportONNXModel is ImportONNX on a model already read (onnx.ReadModel):
+// importing one parsed model at several batch sizes reads the file once.
+// The model is not modified.
+func ImportONNXModel(m *onnx.ModelProto, s *config.Settings, in ONNXInput) (*graph.Graph, error) {
+	if m == nil {
+		return nil, fmt.Errorf("remat: ONNX model is nil")
+	}
 	o, err := ONNXOptions(s, in)
 	if err != nil {
 		return nil, err
 	}
-	return onnx.Import(r, o)
+	return onnx.FromModel(m, o)
 }
 
 // Device resolves a device: a built-in profile name, a profile JSON file

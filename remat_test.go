@@ -7,14 +7,18 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/remat-dev/remat"
+	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/graph/models"
+	"github.com/remat-dev/remat/graph/onnx"
 	"github.com/remat-dev/remat/sim"
 )
 
@@ -111,4 +115,34 @@ func ExampleRun() {
 	// chen-sqrt     ok          8 MiB  45 ms
 	// optimal-chain ok         11 MiB  40 ms
 	// dtr           ok         11 MiB  40 ms
+}
+
+// TestImportONNXModelLeavesTheModel: maxbatch imports one parsed model at
+// many batch sizes, so an import must not change the model (fusions build
+// nodes of their own) and must give what ImportONNX gives from the file.
+func TestImportONNXModelLeavesTheModel(t *testing.T) {
+	for _, name := range []string{"resnet18", "transformer"} {
+		path := filepath.Join("testdata", "onnx", name+".onnx")
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		m, err := onnx.ReadModel(bytes.NewReader(b))
+		require.NoError(t, err)
+		before := proto.Clone(m)
+		var encoded []string
+		for _, batch := range []int64{3, 5, 3} {
+			g, err := remat.ImportONNXModel(m, nil, remat.ONNXInput{Batch: batch})
+			require.NoError(t, err, name)
+			var buf bytes.Buffer
+			require.NoError(t, graph.Encode(&buf, g))
+			encoded = append(encoded, buf.String())
+		}
+		assert.True(t, proto.Equal(before, m), "%s: the import changed the model", name)
+		assert.Equal(t, encoded[0], encoded[2], "%s: the same batch twice", name)
+		assert.NotEqual(t, encoded[0], encoded[1], "%s: another batch", name)
+		g, err := remat.ImportONNX(bytes.NewReader(b), nil, remat.ONNXInput{Batch: 3})
+		require.NoError(t, err)
+		var buf bytes.Buffer
+		require.NoError(t, graph.Encode(&buf, g))
+		assert.Equal(t, encoded[0], buf.String(), "%s: as ImportONNX from the file", name)
+	}
 }

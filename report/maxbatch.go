@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/graph/models"
 	"github.com/remat-dev/remat/sim"
 	"github.com/remat-dev/remat/strategy"
@@ -47,6 +48,20 @@ func MaxBatch(ctx context.Context, model string, mo models.Options, o strategy.O
 	if _, err := models.Lookup(model); err != nil {
 		return nil, err
 	}
+	return MaxBatchOf(ctx, model, func(batch int) (*graph.Graph, error) {
+		oo := mo
+		oo.Batch = batch
+		return models.Build(model, oo)
+	}, o, strategies, progress)
+}
+
+// MaxBatchOf is MaxBatch for any source of training graphs: build returns
+// the step at a batch size (an ONNX model imported with that batch, say);
+// model names it in the report. Memory must grow with the batch.
+func MaxBatchOf(ctx context.Context, model string, build func(batch int) (*graph.Graph, error), o strategy.Options, strategies []strategy.Strategy, progress sim.Progress) (*MaxBatchReport, error) {
+	if build == nil {
+		return nil, fmt.Errorf("maxbatch: no graph builder")
+	}
 	if len(strategies) == 0 {
 		strategies = strategy.All()
 	}
@@ -58,9 +73,7 @@ func MaxBatch(ctx context.Context, model string, mo models.Options, o strategy.O
 	}
 	rep := &MaxBatchReport{Version: SchemaVersion, Kind: "maxbatch", Model: model, Device: o.Device.Name, Allocator: o.Allocator, Limit: o.Limit()}
 	fits := func(st strategy.Strategy, batch int) (Row, error) {
-		oo := mo
-		oo.Batch = batch
-		g, err := models.Build(model, oo)
+		g, err := build(batch)
 		if err != nil {
 			return Row{}, err
 		}

@@ -829,11 +829,13 @@ func (a *app) maxbatchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "maxbatch",
 		Short: "Largest batch size per strategy that fits the device (or budget), with throughput",
-		Long: `maxbatch searches, for each strategy, the largest batch of a zoo model whose training step
-fits the device (or --budget, given as a size), and reports the simulated throughput at that
-batch: the table Checkmate and DTR publish.`,
-		Example: "  sim maxbatch --model vgg19 --device v100-16gb\n  sim maxbatch --model gpt --seq 512 --device a100-40gb --strategies none,sublinear-budget,dtr",
-		Args:    cobra.NoArgs,
+		Long: `maxbatch searches, for each strategy, the largest batch of a zoo model (--model) or of an
+ONNX model with a dynamic batch axis (--onnx) whose training step fits the device (or
+--budget, given as a size), and reports the simulated throughput at that batch: the table
+Checkmate and DTR publish.`,
+		Example: "  sim maxbatch --model vgg19 --device v100-16gb\n  sim maxbatch --model gpt --seq 512 --device a100-40gb --strategies none,sublinear-budget,dtr\n" +
+			"  sim maxbatch --onnx resnet18.onnx --device a100-40gb --strategies none,chen-greedy",
+		Args: cobra.NoArgs,
 	}
 	c.register(cmd, a.stderr, true, "none,mirror,mirror-cost,sublinear,chen-sqrt,chen-greedy,optimal-chain,sublinear-budget,dtr")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -841,8 +843,11 @@ batch: the table Checkmate and DTR publish.`,
 		if err != nil {
 			return err
 		}
-		if c.in.model == "" {
-			return usagef("maxbatch needs --model (it varies the batch of a zoo model)")
+		if c.in.model == "" && c.in.onnxFile == "" {
+			return usagef("maxbatch needs --model or --onnx (it varies the batch of a zoo model or of an ONNX model's batch axis)")
+		}
+		if c.in.given() > 1 {
+			return usagef("give only one of --model and --onnx")
 		}
 		if c.in.batch != 0 {
 			return usagef("maxbatch searches the batch size: do not give --batch")
@@ -873,20 +878,37 @@ batch: the table Checkmate and DTR publish.`,
 		if err != nil {
 			return err
 		}
-		o, err := c.in.modelOptions(s)
-		if err != nil {
-			return err
-		}
-		if _, err := models.Lookup(c.in.model); err != nil {
-			return usageError{err}
-		}
 		so.Allocator, so.Budget, so.Seed, so.Slots = c.allocator, size, c.seed, c.slots
 		if err := checkExclusive(c.listed(), sts, so); err != nil {
 			return err
 		}
-		rep, err := report.MaxBatch(cmd.Context(), c.in.model, o, so, sts, a.progress("maxbatch"))
-		if err != nil {
+		if err := c.in.applicable(); err != nil {
 			return err
+		}
+		var rep *report.MaxBatchReport
+		if c.in.onnxFile != "" {
+			build, err := onnxBuilder(c.in.onnxFile, &c.in, s)
+			if err != nil {
+				return err
+			}
+			if err := batchAxis(c.in.onnxFile, build); err != nil {
+				return err
+			}
+			rep, err = report.MaxBatchOf(cmd.Context(), c.in.onnxFile, build, so, sts, a.progress("maxbatch"))
+			if err != nil {
+				return err
+			}
+		} else {
+			o, err := c.in.modelOptions(s)
+			if err != nil {
+				return err
+			}
+			if _, err := models.Lookup(c.in.model); err != nil {
+				return usageError{err}
+			}
+			if rep, err = report.MaxBatch(cmd.Context(), c.in.model, o, so, sts, a.progress("maxbatch")); err != nil {
+				return err
+			}
 		}
 		return rep.Write(a.stdout, format)
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -355,11 +356,11 @@ func TestConvertToDTRLog(t *testing.T) {
 	assert.Contains(t, errOut, "nope")
 }
 
-// TestWarnsOnInferenceExport: an ONNX file whose convolution weights are
-// named as torch.onnx names the constants it folds batch norms into
-// (onnx::Conv_<n>) gets a warning on stderr that the training step lacks
-// the batch norms and dropouts; the committed training exports get none.
-func TestWarnsOnInferenceExport(t *testing.T) {
+// writeConvModel writes a one-convolution ONNX model (Conv with weight and
+// bias, then Flatten) to dir/name and returns its path; batch < 0 makes
+// the batch axis symbolic, else it is that size.
+func writeConvModel(t *testing.T, dir, name, weight, bias string, batch int64) string {
+	t.Helper()
 	et := int32(onnx.TensorProto_FLOAT)
 	// vi declares a float tensor; a negative size is the symbolic batch
 	vi := func(name string, ds ...int64) *onnx.ValueInfoProto {
@@ -376,17 +377,26 @@ func TestWarnsOnInferenceExport(t *testing.T) {
 	}
 	opset := int64(14)
 	m := &onnx.ModelProto{OpsetImport: []*onnx.OperatorSetIdProto{{Domain: proto.String(""), Version: &opset}},
-		Graph: &onnx.GraphProto{Name: proto.String("eval"),
+		Graph: &onnx.GraphProto{Name: proto.String("conv"),
 			Node: []*onnx.NodeProto{
-				{OpType: proto.String("Conv"), Name: proto.String("/conv"), Input: []string{"x", "onnx::Conv_5", "onnx::Conv_6"}, Output: []string{"c"}},
+				{OpType: proto.String("Conv"), Name: proto.String("/conv"), Input: []string{"x", weight, bias}, Output: []string{"c"}},
 				{OpType: proto.String("Flatten"), Name: proto.String("/flat"), Input: []string{"c"}, Output: []string{"y"}},
 			},
-			Input:  []*onnx.ValueInfoProto{vi("x", -1, 3, 4, 4), vi("onnx::Conv_5", 4, 3, 3, 3), vi("onnx::Conv_6", 4)},
+			Input:  []*onnx.ValueInfoProto{vi("x", batch, 3, 4, 4), vi(weight, 4, 3, 3, 3), vi(bias, 4)},
 			Output: []*onnx.ValueInfoProto{{Name: proto.String("y")}}}}
 	b, err := proto.Marshal(m)
 	require.NoError(t, err)
-	p := filepath.Join(t.TempDir(), "eval.onnx")
+	p := filepath.Join(dir, name)
 	require.NoError(t, os.WriteFile(p, b, 0o644))
+	return p
+}
+
+// TestWarnsOnInferenceExport: an ONNX file whose convolution weights are
+// named as torch.onnx names the constants it folds batch norms into
+// (onnx::Conv_<n>) gets a warning on stderr that the training step lacks
+// the batch norms and dropouts; the committed training exports get none.
+func TestWarnsOnInferenceExport(t *testing.T) {
+	p := writeConvModel(t, t.TempDir(), "eval.onnx", "onnx::Conv_5", "onnx::Conv_6", -1)
 	for _, args := range [][]string{
 		{"report", "--onnx", p, "--batch", "2", "--strategies", "none"},
 		{"validate", p},
@@ -399,4 +409,66 @@ func TestWarnsOnInferenceExport(t *testing.T) {
 	_, errOut, code := run(t, fixedEnv, "report", "--onnx", "../../testdata/onnx/resnet18.onnx", "--batch", "2", "--strategies", "none")
 	require.Equal(t, 0, code, errOut)
 	assert.Empty(t, errOut)
+}
+
+// TestMaxBatchONNX: maxbatch varies an ONNX model's batch axis. The batch
+// it reports fits the budget by `sim report --onnx --batch B` and the next
+// one does not; its batch-8 probe warns about an inference export once,
+// not per probe; a model without a dynamic batch axis is an error that
+// says so, since every batch would import the same graph.
+func TestMaxBatchONNX(t *testing.T) {
+	const m = "../../testdata/onnx/resnet18.onnx"
+	out, errOut, code := run(t, fixedEnv, "maxbatch", "--onnx", m, "--device", "none", "--budget", "2GiB", "--strategies", "none,chen-greedy", "--format", "json")
+	require.Equal(t, 0, code, errOut)
+	var rep struct {
+		Model string `json:"model"`
+		Rows  []struct {
+			Strategy string `json:"strategy"`
+			MaxBatch int    `json:"max_batch"`
+		} `json:"rows"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	assert.Equal(t, m, rep.Model)
+	require.Len(t, rep.Rows, 2)
+	assert.Greater(t, rep.Rows[1].MaxBatch, rep.Rows[0].MaxBatch, "checkpointing fits a larger batch")
+	for _, r := range rep.Rows {
+		require.Positive(t, r.MaxBatch, r.Strategy)
+		fits := func(b int) bool {
+			out, errOut, code := run(t, fixedEnv, "report", "--onnx", m, "--batch", strconv.Itoa(b), "--device", "none", "--budget", "2GiB",
+				"--strategies", r.Strategy, "--format", "json")
+			require.Equal(t, 0, code, errOut)
+			var doc struct {
+				Rows []struct {
+					Strategy   string `json:"strategy"`
+					Status     string `json:"status"`
+					FitsBudget bool   `json:"fits_budget"`
+				} `json:"rows"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(out), &doc))
+			for _, row := range doc.Rows { // the report also has the baseline's row
+				if row.Strategy == r.Strategy {
+					return row.Status == "ok" && row.FitsBudget
+				}
+			}
+			t.Fatalf("no row of %s", r.Strategy)
+			return false
+		}
+		assert.True(t, fits(r.MaxBatch), "%s: batch %d fits", r.Strategy, r.MaxBatch)
+		assert.False(t, fits(r.MaxBatch+1), "%s: batch %d does not", r.Strategy, r.MaxBatch+1)
+	}
+
+	dir := t.TempDir()
+	eval := writeConvModel(t, dir, "eval.onnx", "onnx::Conv_5", "onnx::Conv_6", -1)
+	_, errOut, code = run(t, fixedEnv, "maxbatch", "--onnx", eval, "--device", "none", "--budget", "1MiB", "--strategies", "none")
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, 1, strings.Count(errOut, "sim: warning:"), errOut)
+
+	fixed := writeConvModel(t, dir, "fixed.onnx", "conv.weight", "conv.bias", 2)
+	_, errOut, code = run(t, fixedEnv, "maxbatch", "--onnx", fixed, "--device", "none", "--budget", "1MiB", "--strategies", "none")
+	assert.Equal(t, exitError, code)
+	assert.Contains(t, errOut, "no dynamic batch axis")
+
+	_, errOut, code = run(t, fixedEnv, "maxbatch", "--graph", "testdata/chain4.json", "--device", "none", "--budget", "1MiB")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, "maxbatch needs --model or --onnx")
 }
