@@ -496,7 +496,7 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 	for i := range g.Ops {
 		op := &g.Ops[i]
 		t := m.cost.OpTime(g, op)
-		ws := max(op.Workspace, autogradWorkspace(g, op))
+		ws := max(op.Workspace, autogradWorkspace(g, op), broadcastCopy(g, op))
 		if opts.ConvLibrary == ConvOneDNN {
 			ws = max(ws, CPUWorkspace(g, op, CPU{Threads: opts.CPUThreads, ISA: opts.CPUISA, ChannelsLast: opts.ConvChannelsLast}))
 		} else if cands := appendConvCandidates(candBuf[:0], g, op); cands != nil {

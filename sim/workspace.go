@@ -1345,6 +1345,38 @@ func autogradWorkspace(g *graph.Graph, op *graph.Op) int64 {
 	return 0
 }
 
+// denseCopyOps are the matrix products whose kernels copy a broadcast
+// operand (a view with a stride-0 dimension, such as a sum's gradient,
+// which sum_backward expands) to a dense tensor first: BLAS takes no zero
+// stride (at::mm's CPU and cuBLAS paths both clone it). Element-wise
+// kernels read such views as they are.
+var denseCopyOps = map[string]bool{"mm": true, "addmm": true, "mv": true, "addmv": true, "linear": true, "linear_backward": true}
+
+// broadcastCopy returns the temporary of a matrix product (denseCopyOps)
+// that reads a broadcast view: the largest such operand's size (profiler:
+// x.sum(-1, keepdim=True) * x after a Linear, batch 8, 32 tokens, 64
+// features: AddmmBackward0's two mm calls each clone the [256, 64]
+// expanded gradient, +65536 -65536 inside each). A broadcast view is one
+// whose size exceeds its storage's.
+func broadcastCopy(g *graph.Graph, op *graph.Op) int64 {
+	if !denseCopyOps[op.Type] {
+		return 0
+	}
+	var ws int64
+	for _, in := range op.Inputs {
+		t := g.Tensor(in)
+		if t == nil {
+			continue
+		}
+		if r := g.StorageOf(in); r != in {
+			if rt := g.Tensor(r); rt != nil && t.Bytes > rt.Bytes {
+				ws = max(ws, t.Bytes)
+			}
+		}
+	}
+	return ws
+}
+
 // outBytes is the size of op's outputs.
 func outBytes(g *graph.Graph, op *graph.Op) int64 {
 	var out int64

@@ -358,3 +358,29 @@ func TestCrossEntropyBackwardMatchesPyTorch(t *testing.T) {
 	// 3S + 8 measured; sim's loss, its gradient seed and nothing else small.
 	assert.InDelta(t, 3*s+8, res.PeakAllocated-resident, 16)
 }
+
+// TestBroadcastCopy: a matrix product reading a broadcast view (a sum's
+// expanded gradient) copies it to a dense tensor first (profiler: each of
+// AddmmBackward0's mm calls clones the [256, 64] f32 expanded gradient,
+// +65536 -65536); a reshape of the same size, or an element-wise op, reads
+// views as they are.
+func TestBroadcastCopy(t *testing.T) {
+	b := graph.NewBuilder("bcast")
+	gs := b.Parameter("gs", graph.F32, 8, 32, 1)
+	w := b.Parameter("w", graph.F32, 64, 64)
+	x := b.Parameter("x", graph.F32, 256, 64)
+	ex := b.Op("expand", "expand", gs).Out("ex", graph.F32, 8, 32, 64).Alias(gs).T()
+	ev := b.Op("_reshape_alias", "ev", ex).Out("ev", graph.F32, 256, 64).Alias(gs).T()
+	xv := b.Op("_reshape_alias", "xv", x).Out("xv", graph.F32, 256, 64).Alias(x).T()
+	mm := b.Op("mm", "mm", ev, w).Out("y", graph.F32, 256, 64).ID()
+	dense := b.Op("mm", "mm_dense", xv, w).Out("y2", graph.F32, 256, 64).ID()
+	mul := b.Op("mul", "mul", ev, x).Out("y3", graph.F32, 256, 64).ID()
+	g, err := b.Build()
+	require.NoError(t, err)
+	assert.Equal(t, int64(65536), broadcastCopy(g, &g.Ops[mm]))
+	assert.Zero(t, broadcastCopy(g, &g.Ops[dense]), "a same-size view is dense")
+	assert.Zero(t, broadcastCopy(g, &g.Ops[mul]), "element-wise kernels take stride 0")
+	m, err := NewMachine(g, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, int64(65536), m.OpWorkspace(mm), "every device")
+}
