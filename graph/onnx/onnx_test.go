@@ -400,6 +400,10 @@ func FuzzImport(f *testing.F) {
 	f.Add(oneOp("GatherElements", []string{"i"}, nil, []*ValueInfoProto{vi("i", tensorType(TensorProto_INT64, "N", 8, 4, 2))}, intAttr("axis", 3)))
 	f.Add(oneOp("ScatterElements", []string{"i", "u"}, nil, []*ValueInfoProto{vi("i", tensorType(TensorProto_INT64, "N", 8, 4, 2)),
 		vi("u", tensorType(TensorProto_FLOAT, "N", 8, 4, 2))}, intAttr("axis", 3), strAttr("reduction", "add")))
+	f.Add(chunkModel(false)) // the chunk fusion
+	f.Add(chunkModel(true))
+	f.Add(rotary()) // a Mul by a weight (Options.Frozen's case)
+	f.Add(encoderBlock(2, 0.5))
 	f.Add([]byte{})
 	f.Add([]byte{0x3a, 0x02, 0x0a, 0x00})
 	f.Fuzz(func(t *testing.T, data []byte) {
