@@ -38,14 +38,55 @@ func Classic(g *graph.Graph, p Predicate) (*Result, error) {
 	}
 	mirrored := make([]bool, len(g.Ops))
 	rules := make([]Rule, len(g.Ops))
+	ow := overwritten(g)
 	for i := range g.Ops {
 		r, err := p.Decide(&g.Ops[i])
 		if err != nil {
 			return nil, err
 		}
+		if r.Mirrors() && ow[i] {
+			r = RuleNotRecomputable
+		}
 		mirrored[i], rules[i] = r.Mirrors(), r
 	}
 	return build(g, "mirror", mirrored, rules)
+}
+
+// overwritten marks the ops that read a tensor whose storage a later
+// forward op writes in place (its output is a new version of that storage;
+// the optimizer's in-place updates come after the backward pass, where
+// mirrored ops are recomputed, and do not count). Recomputed
+// in the backward pass, such an op would read what the in-place op wrote,
+// not what it read the first time: PyTorch's autograd clones a tensor
+// before an in-place op that destroys what a backward formula reads (the
+// clone before nn.SiLU(inplace=True) in efficientnet's squeeze-excitation),
+// and recomputing that clone after the SiLU ran would copy the SiLU's
+// output (remat_torch.apply refuses: the version changed).
+func overwritten(g *graph.Graph) []bool {
+	lastWrite := make([]int32, len(g.Tensors))
+	for i := range lastWrite {
+		lastWrite[i] = -1
+	}
+	for i := range g.Ops {
+		op := &g.Ops[i]
+		if op.Phase != graph.Forward || !op.Flags.Has(graph.InPlace) {
+			continue
+		}
+		for _, o := range op.Outputs {
+			if r := g.StorageOf(o); r != graph.NoTensor {
+				lastWrite[r] = max(lastWrite[r], int32(i))
+			}
+		}
+	}
+	out := make([]bool, len(g.Ops))
+	for i := range g.Ops {
+		for _, in := range g.Ops[i].Inputs {
+			if r := g.StorageOf(in); r != graph.NoTensor && lastWrite[r] > int32(i) {
+				out[i] = true
+			}
+		}
+	}
+	return out
 }
 
 // build turns the mirrored set into a plan and the decision list.
@@ -168,10 +209,14 @@ func CostAware(ctx context.Context, g *graph.Graph, opts CostOptions) (*Result, 
 	cand := make([]bool, n)
 	forced := make([]bool, n)
 	rules := make([]Rule, n)
+	ow := overwritten(g)
 	for i := range g.Ops {
 		r, err := pred.Decide(&g.Ops[i])
 		if err != nil {
 			return nil, err
+		}
+		if r.Mirrors() && ow[i] {
+			r = RuleNotRecomputable
 		}
 		cand[i], rules[i] = r.Mirrors(), r
 		forced[i] = r == RuleForceOn

@@ -163,14 +163,7 @@ func TestDropoutNeverRecomputed(t *testing.T) {
 	} {
 		res, err := run()
 		require.NoError(t, err)
-		drop := opID(t, g, "drop")
-		n := 0
-		for _, s := range res.Plan.Steps {
-			if s.Kind == sim.Compute && s.Op == drop {
-				n++
-			}
-		}
-		assert.Equal(t, 1, n, "dropout computed exactly once")
+		assert.Equal(t, 1, computes(res.Plan, opID(t, g, "drop")), "dropout computed exactly once")
 		_, err = sim.Simulate(g, res.Plan, sim.Options{})
 		require.NoError(t, err)
 	}
@@ -327,4 +320,58 @@ func TestGlobalOffMeansNoPlanChange(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 0, res.Mirrored)
 	assert.Equal(t, sim.DefaultPlan(g).Steps, res.Plan.Steps)
+}
+
+// TestOverwrittenInputNotMirrored: autograd clones a tensor before an
+// in-place op that destroys what a backward formula reads (PyTorch's
+// original-self clone before nn.SiLU(inplace=True), as in efficientnet's
+// squeeze-excitation). Recomputed in the backward pass, the clone would
+// copy what the in-place op wrote: remat_torch.apply refused the mirror
+// plan of efficientnet_b0 ("needed for a recompute but is neither held nor
+// recomputable"). Such an op is not mirrored; with the in-place op
+// writing a fresh tensor instead, it is.
+func TestOverwrittenInputNotMirrored(t *testing.T) {
+	build := func(inplace bool) *graph.Graph {
+		b := graph.NewBuilder("se")
+		x := b.Input("x", graph.F32, 4, 64)
+		c := b.Linear("conv", x, 64, true)
+		k := b.Op("clone", "clone", c).Out("k", graph.F32, 4, 64).T()
+		s := b.Op("silu_", "silu", c).Out("s", graph.F32, 4, 64)
+		if inplace {
+			s.Alias(c).Flags(graph.InPlace)
+		}
+		mul := b.Op("mul", "mul", k, s.T()).Out("y", graph.F32, 4, 64)
+		y := mul.T()
+		b.SetLoss(y)
+		b.SetPhase(graph.Backward)
+		gy := b.Op("grad_seed", "gy").Out("gy", graph.F32, 4, 64).T()
+		b.Op("mul_backward", "mul_bw", k, s.T(), gy).Forward(mul.ID()).Out("gk", graph.F32, 4, 64).Out("gs", graph.F32, 4, 64)
+		g, err := b.Build()
+		require.NoError(t, err)
+		return g
+	}
+	for _, inplace := range []bool{true, false} {
+		g := build(inplace)
+		res, err := Classic(g, Predicate{DoMirror: true, Variant: MXNet17})
+		require.NoError(t, err)
+		clone := opID(t, g, "clone")
+		n := computes(res.Plan, clone)
+		if inplace {
+			assert.Equal(t, 1, n, "the clone reads what silu_ overwrites: computed once")
+			assert.Equal(t, RuleNotRecomputable, res.Decisions[clone].Rule)
+		} else {
+			assert.Equal(t, 2, n, "without the in-place write the clone is mirrored")
+		}
+	}
+}
+
+// computes counts the compute steps of op in p.
+func computes(p *sim.Plan, op graph.OpID) int {
+	n := 0
+	for _, s := range p.Steps {
+		if s.Kind == sim.Compute && s.Op == op {
+			n++
+		}
+	}
+	return n
 }

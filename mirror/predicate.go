@@ -41,7 +41,7 @@ type Rule uint8
 const (
 	RuleNotForward      Rule = iota + 1 // backward and update ops are never candidates
 	RuleDropout                         // Dropout: its random mask would differ on recompute
-	RuleNotRecomputable                 // impure, in-place, or non-deterministic without saved RNG state
+	RuleNotRecomputable                 // impure, in-place, non-deterministic without saved RNG state, or reading a storage a later in-place op writes
 	RuleForceOn                         // attribute force_mirroring=1 (beats the global switch)
 	RuleForceOff                        // attribute force_mirroring=0 (cost-aware pass and later MXNet master)
 	RuleGlobalOff                       // MXNET_BACKWARD_DO_MIRROR=0
@@ -53,7 +53,7 @@ const (
 	RuleCostMirrored                    // cost-aware: the group was mirrored and lowered the simulated peak
 )
 
-var ruleNames = [...]string{"", "not a forward op", "dropout is never mirrored", "not recomputable (impure, in-place or random without saved RNG state)",
+var ruleNames = [...]string{"", "not a forward op", "dropout is never mirrored", "not recomputable (impure, in-place, random without saved RNG state, or reading what a later in-place op overwrites)",
 	"attribute force_mirroring=1", "attribute force_mirroring=0", "MXNET_BACKWARD_DO_MIRROR=0",
 	"type never mirrored", "BatchNorm is not mirrored in MXNet <= 1.6", "mirrored by default",
 	"kept: recompute would release less than it allocates", "kept: did not lower the simulated peak", "mirrored: lowers the simulated peak"}

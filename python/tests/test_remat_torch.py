@@ -908,6 +908,34 @@ class ApplyTest(unittest.TestCase):
                 if s != "none":
                     self.assertEqual(applied.stats["on_demand"], 0, applied.stats)
 
+    def test_mirror_keeps_clones_before_inplace_ops(self):
+        """Autograd clones a tensor before an in-place op whose backward
+        formula needs the original (nn.SiLU(inplace=True) in a
+        squeeze-excitation block, as in efficientnet). A plan that
+        recomputed that clone after the SiLU would copy the SiLU's output:
+        the applier refused mirror's plan for efficientnet_b0. mirror no
+        longer recomputes an op whose input a later forward op overwrites."""
+        class SE(nn.Module):
+            def __init__(self, c=16):
+                super().__init__()
+                self.stem, self.body = nn.Conv2d(3, c, 3, padding=1), nn.Conv2d(c, c, 3, padding=1)
+                self.fc1, self.fc2, self.act = nn.Conv2d(c, 4, 1), nn.Conv2d(4, c, 1), nn.SiLU(inplace=True)
+                self.head = nn.Linear(c, 5)
+
+            def forward(self, x):
+                h = self.body(torch.relu(self.stem(x)))
+                s = torch.sigmoid(self.fc2(self.act(self.fc1(h.mean((2, 3), keepdim=True)))))
+                return self.head((h * s).mean((2, 3)))
+
+        torch.manual_seed(0)
+        model = SE()
+        x, y = torch.randn(4, 3, 16, 16), torch.randint(0, 5, (4,))
+        for s in ["mirror", "mirror-cost"]:
+            with self.subTest(strategy=s):
+                _, _, plan = plan_for(model, x, y, s)
+                applied = check_step(self, model, x, y, plan)
+                self.assertEqual(applied.stats["on_demand"], 0, applied.stats)
+
     def test_recomputes_happen(self):
         model, x, y = cnn_case()
         _, _, plan = plan_for(model, x, y, "chen-sqrt")
