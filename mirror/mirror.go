@@ -38,31 +38,31 @@ func Classic(g *graph.Graph, p Predicate) (*Result, error) {
 	}
 	mirrored := make([]bool, len(g.Ops))
 	rules := make([]Rule, len(g.Ops))
-	ow := overwritten(g)
 	for i := range g.Ops {
 		r, err := p.Decide(&g.Ops[i])
 		if err != nil {
 			return nil, err
 		}
-		if r.Mirrors() && ow[i] {
-			r = RuleNotRecomputable
-		}
 		mirrored[i], rules[i] = r.Mirrors(), r
 	}
+	dropOverwrittenReaders(g, mirrored, rules)
 	return build(g, "mirror", mirrored, rules)
 }
 
-// overwritten marks the ops that read a tensor whose storage a later
-// forward op writes in place (its output is a new version of that storage;
-// the optimizer's in-place updates come after the backward pass, where
-// mirrored ops are recomputed, and do not count). Recomputed
-// in the backward pass, such an op would read what the in-place op wrote,
-// not what it read the first time: PyTorch's autograd clones a tensor
-// before an in-place op that destroys what a backward formula reads (the
-// clone before nn.SiLU(inplace=True) in efficientnet's squeeze-excitation),
-// and recomputing that clone after the SiLU ran would copy the SiLU's
-// output (remat_torch.apply refuses: the version changed).
-func overwritten(g *graph.Graph) []bool {
+// dropOverwrittenReaders unmarks (RuleNotRecomputable) each marked op
+// that reads a storage a later forward op writes in place, unless the
+// storage's producer is marked too (the optimizer's in-place updates come
+// after the backward pass and do not count). Recomputed in the backward
+// pass from a kept storage, such an op would read what the in-place op
+// wrote, not what it read the first time; recomputed after its producer,
+// it reads a fresh copy. PyTorch's autograd clones a tensor before an
+// in-place op that destroys what a backward formula needs: before
+// efficientnet's nn.SiLU(inplace=True) the clone reads a convolution's
+// output (never mirrored), and remat_torch.apply refused the plan that
+// recomputed it; before mobilenet_v2's ReLU6(inplace=True) it reads a
+// batch norm's, mirrored with it. Unmarking an op can unmark its readers,
+// so it runs to a fixed point.
+func dropOverwrittenReaders(g *graph.Graph, marked []bool, rules []Rule) {
 	lastWrite := make([]int32, len(g.Tensors))
 	for i := range lastWrite {
 		lastWrite[i] = -1
@@ -78,15 +78,24 @@ func overwritten(g *graph.Graph) []bool {
 			}
 		}
 	}
-	out := make([]bool, len(g.Ops))
-	for i := range g.Ops {
-		for _, in := range g.Ops[i].Inputs {
-			if r := g.StorageOf(in); r != graph.NoTensor && lastWrite[r] > int32(i) {
-				out[i] = true
+	for changed := true; changed; {
+		changed = false
+		for i := range g.Ops {
+			if !marked[i] {
+				continue
+			}
+			for _, in := range g.Ops[i].Inputs {
+				r := g.StorageOf(in)
+				if r == graph.NoTensor || lastWrite[r] <= int32(i) {
+					continue
+				}
+				if p := g.Tensors[r].Producer; p == graph.NoOp || !marked[p] {
+					marked[i], rules[i], changed = false, RuleNotRecomputable, true
+					break
+				}
 			}
 		}
 	}
-	return out
 }
 
 // build turns the mirrored set into a plan and the decision list.
@@ -209,17 +218,20 @@ func CostAware(ctx context.Context, g *graph.Graph, opts CostOptions) (*Result, 
 	cand := make([]bool, n)
 	forced := make([]bool, n)
 	rules := make([]Rule, n)
-	ow := overwritten(g)
 	for i := range g.Ops {
 		r, err := pred.Decide(&g.Ops[i])
 		if err != nil {
 			return nil, err
 		}
-		if r.Mirrors() && ow[i] {
-			r = RuleNotRecomputable
-		}
 		cand[i], rules[i] = r.Mirrors(), r
 		forced[i] = r == RuleForceOn
+	}
+	// A candidate reading a storage written in place later is one only with
+	// its producer: then both are in one group (groupsOf joins connected
+	// candidates), mirrored together or not at all.
+	dropOverwrittenReaders(g, cand, rules)
+	for i := range forced {
+		forced[i] = forced[i] && cand[i]
 	}
 	groups := groupsOf(g, cand)
 	groupOf := make([]int32, n)
