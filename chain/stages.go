@@ -375,46 +375,6 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 			}
 		}
 	}
-	// A forward op (not itself in place) that reads a storage before an
-	// in-place op writes it read what the storage's producer made:
-	// recomputed later without its producer, it would read what the
-	// in-place op wrote (autograd's clone of the input of
-	// nn.Hardswish(inplace=True) in mobilenet_v3's classifier, which
-	// remat_torch.apply refused to recompute from the new version). It is
-	// pinned (computed once, its outputs kept) unless the producer is
-	// recomputed with it: in its stage, not pinned, and not writing the
-	// stage's output, which a recompute of the stage keeps instead of
-	// making again.
-	lastWrite := make([]int32, nt)
-	for r := range lastWrite {
-		lastWrite[r] = -1
-	}
-	for i := 0; i < nf; i++ {
-		if !g.Ops[i].Flags.Has(graph.InPlace) {
-			continue
-		}
-		for _, t := range g.Ops[i].Outputs {
-			if r := root[t]; r != t {
-				lastWrite[r] = max(lastWrite[r], int32(i))
-			}
-		}
-	}
-	for x := 0; x < nf; x++ {
-		if pinned[x] || g.Ops[x].Flags.Has(graph.InPlace) {
-			continue
-		}
-		for _, t := range g.Ops[x].Inputs {
-			r := root[t]
-			if lastWrite[r] <= int32(x) {
-				continue
-			}
-			s := stageOf[x]
-			if p := g.Tensors[r].Producer; p == graph.NoOp || pinned[p] || stageOf[p] != s || root[stages[s].Output] == r {
-				pinned[x] = true
-				break
-			}
-		}
-	}
 	ch := &StageChain{Stages: stages, OpPinned: pinned, StageOf: stageOf, Ungrouped: ungrouped, ops: no}
 	for i := nb; i < no; i++ {
 		ch.Update = append(ch.Update, graph.OpID(i))
