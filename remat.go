@@ -95,14 +95,15 @@ func ImportONNX(r io.Reader, s *config.Settings, in ONNXInput) (*graph.Graph, er
 	if r == nil {
 		return nil, fmt.Errorf("remat: ONNX reader is nil")
 	}
-	if _, err := ONNXOptions(s, in); err != nil {
+	o, err := ONNXOptions(s, in) // checked before a large file is read
+	if err != nil {
 		return nil, err
 	}
 	m, err := onnx.ReadModel(r)
 	if err != nil {
 		return nil, err
 	}
-	return ImportONNXModel(m, s, in)
+	return onnx.FromModel(m, o)
 }
 
 // ImportONNXModel is ImportONNX on a model already read (onnx.ReadModel):

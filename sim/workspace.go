@@ -1345,21 +1345,21 @@ func autogradWorkspace(g *graph.Graph, op *graph.Op) int64 {
 	return 0
 }
 
-// denseCopyOps are the matrix products whose kernels copy a broadcast
-// operand (a view with a stride-0 dimension, such as a sum's gradient,
-// which sum_backward expands) to a dense tensor first: BLAS takes no zero
-// stride (at::mm's CPU and cuBLAS paths both clone it). Element-wise
-// kernels read such views as they are.
-var denseCopyOps = map[string]bool{"mm": true, "addmm": true, "mv": true, "addmv": true, "linear": true, "linear_backward": true}
-
-// broadcastCopy returns the temporary of a matrix product (denseCopyOps)
-// that reads a broadcast view: the largest such operand's size (profiler:
+// broadcastCopy returns the temporary of a matrix product that reads a
+// broadcast view: the largest such operand's size (profiler:
 // x.sum(-1, keepdim=True) * x after a Linear, batch 8, 32 tokens, 64
 // features: AddmmBackward0's two mm calls each clone the [256, 64]
 // expanded gradient, +65536 -65536 inside each). A broadcast view is one
 // whose size exceeds its storage's.
+//
+// The matrix products (mm, addmm, mv, addmv, and the ONNX import's linear
+// and its backward) copy such an operand to a dense tensor first: BLAS
+// takes no zero stride (at::mm's CPU and cuBLAS paths both clone it).
+// Element-wise kernels read such views as they are.
 func broadcastCopy(g *graph.Graph, op *graph.Op) int64 {
-	if !denseCopyOps[op.Type] {
+	switch op.Type {
+	case "mm", "addmm", "mv", "addmv", "linear", "linear_backward":
+	default:
 		return 0
 	}
 	var ws int64

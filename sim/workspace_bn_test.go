@@ -141,7 +141,7 @@ func TestAutogradWorkspaceDiv(t *testing.T) {
 		{"broadcast divisor", n, [][]int64{{64, 256}, {64, 1}}, 4*s - s - 256},
 		{"constant divisor", c, [][]int64{{64, 256}}, 0},
 	}
-	var ops []graph.OpID
+	var checks []wsCheck
 	for _, tc := range cases {
 		f := b.Op("div", "f_"+tc.name, x, tc.divisor).Out("y_"+tc.name, graph.F32, 64, 256)
 		y := f.T()
@@ -149,34 +149,37 @@ func TestAutogradWorkspaceDiv(t *testing.T) {
 		for i, sh := range tc.outs {
 			bo.Out("g"+strconv.Itoa(i)+"_"+tc.name, graph.F32, sh...)
 		}
-		ops = append(ops, bo.ID())
+		checks = append(checks, wsCheck{tc.name, bo.ID(), tc.want})
 	}
-	names, want := make([]string, len(cases)), make([]int64, len(cases))
-	for i, tc := range cases {
-		names[i], want[i] = tc.name, tc.want
-	}
-	g := checkAutogradWorkspace(t, b, ops, names, want)
+	g := checkAutogradWorkspace(t, b, checks)
 	// Every device: the Machine charges it without the CPU model.
 	m, err := NewMachine(g, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := m.OpWorkspace(ops[0]); got != cases[0].want {
+	if got := m.OpWorkspace(checks[0].op); got != cases[0].want {
 		t.Errorf("OpWorkspace = %d, want %d", got, cases[0].want)
 	}
 }
 
-// checkAutogradWorkspace builds b and checks autogradWorkspace of each op of
-// ops against want (names label the cases); it returns the graph.
-func checkAutogradWorkspace(t *testing.T, b *graph.Builder, ops []graph.OpID, names []string, want []int64) *graph.Graph {
+// wsCheck is one op whose autogradWorkspace a test expects.
+type wsCheck struct {
+	name string // the case, for messages
+	op   graph.OpID
+	want int64
+}
+
+// checkAutogradWorkspace builds b and checks autogradWorkspace of each
+// check's op; it returns the graph.
+func checkAutogradWorkspace(t *testing.T, b *graph.Builder, checks []wsCheck) *graph.Graph {
 	t.Helper()
 	g, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, op := range ops {
-		if got := autogradWorkspace(g, &g.Ops[op]); got != want[i] {
-			t.Errorf("%s: autogradWorkspace = %d, want %d", names[i], got, want[i])
+	for _, c := range checks {
+		if got := autogradWorkspace(g, &g.Ops[c.op]); got != c.want {
+			t.Errorf("%s: autogradWorkspace = %d, want %d", c.name, got, c.want)
 		}
 	}
 	return g
@@ -207,7 +210,7 @@ func TestAutogradWorkspaceUnary(t *testing.T) {
 		{"rsqrt", "", []graph.TensorID{x}, 2 * s}, // profiler: +S (-0.5 * grad) +S (result^3) +S (the product) -S -S
 		{"exp", "", []graph.TensorID{x}, 0},
 	}
-	var ops []graph.OpID
+	var checks []wsCheck
 	for i, c := range cases {
 		name := strconv.Itoa(i)
 		f := b.Op(c.fwd, "f"+name, c.ins...).Out("y"+name, graph.F32, 64, 256)
@@ -216,13 +219,10 @@ func TestAutogradWorkspaceUnary(t *testing.T) {
 		}
 		y := f.T()
 		dy := b.Op("grad_seed", "dy"+name).Out("dy"+name, graph.F32, 64, 256).T()
-		ops = append(ops, b.Op(c.fwd+"_backward", "b"+name, x, y, dy).Forward(f.ID()).Out("gx"+name, graph.F32, 64, 256).ID())
+		op := b.Op(c.fwd+"_backward", "b"+name, x, y, dy).Forward(f.ID()).Out("gx"+name, graph.F32, 64, 256).ID()
+		checks = append(checks, wsCheck{fmt.Sprintf("%s %s (%d inputs)", c.fwd, c.onnxOp, len(c.ins)), op, c.want})
 	}
-	names, want := make([]string, len(cases)), make([]int64, len(cases))
-	for i, c := range cases {
-		names[i], want[i] = fmt.Sprintf("%s %s (%d inputs)", c.fwd, c.onnxOp, len(c.ins)), c.want
-	}
-	checkAutogradWorkspace(t, b, ops, names, want)
+	checkAutogradWorkspace(t, b, checks)
 }
 
 // TestAutogradWorkspaceBinary: maximum/minimum and pow by a tensor exponent
@@ -248,20 +248,16 @@ func TestAutogradWorkspaceBinary(t *testing.T) {
 		{"pow, base", "pow_tensor", x, c, [][]int64{{64, 256}}, 1024 + 3*s + 256},
 		{"pow, exponent", "pow_tensor", c, e, [][]int64{{64, 256}}, 256 + m + 1024 + 2*s},
 	}
-	var ops []graph.OpID
+	var checks []wsCheck
 	for _, tc := range cases {
 		f := b.Op(tc.fwd, "f_"+tc.name, tc.a, tc.b).Out("y_"+tc.name, graph.F32, 64, 256)
 		bo := b.Op(tc.fwd+"_backward", "b_"+tc.name, tc.a, tc.b, f.T()).Forward(f.ID())
 		for i, sh := range tc.outs {
 			bo.Out("g"+strconv.Itoa(i)+"_"+tc.name, graph.F32, sh...)
 		}
-		ops = append(ops, bo.ID())
+		checks = append(checks, wsCheck{tc.name, bo.ID(), tc.want})
 	}
-	names, want := make([]string, len(cases)), make([]int64, len(cases))
-	for i, tc := range cases {
-		names[i], want[i] = tc.name, tc.want
-	}
-	checkAutogradWorkspace(t, b, ops, names, want)
+	checkAutogradWorkspace(t, b, checks)
 }
 
 // TestAutogradWorkspaceReductions: a broadcast mul's full-size product,
@@ -289,19 +285,16 @@ func TestAutogradWorkspaceReductions(t *testing.T) {
 		{"l1", "norm", "ReduceL1", []graph.TensorID{x}, []int64{64, 1}, s},
 		{"norm, other", "norm", "", []graph.TensorID{x}, []int64{64, 1}, 0},
 	}
-	var ops []graph.OpID
+	var checks []wsCheck
 	for _, tc := range cases {
 		f := b.Op(tc.fwd, "f_"+tc.name, tc.ins...).Out("y_"+tc.name, graph.F32, tc.out...)
 		if tc.onnxOp != "" {
 			f.Attr("onnx_op", tc.onnxOp)
 		}
-		ops = append(ops, b.Op(tc.fwd+"_backward", "b_"+tc.name, f.T()).Forward(f.ID()).Out("g_"+tc.name, graph.F32, 64, 256).ID())
+		op := b.Op(tc.fwd+"_backward", "b_"+tc.name, f.T()).Forward(f.ID()).Out("g_"+tc.name, graph.F32, 64, 256).ID()
+		checks = append(checks, wsCheck{tc.name, op, tc.want})
 	}
-	names, want := make([]string, len(cases)), make([]int64, len(cases))
-	for i, tc := range cases {
-		names[i], want[i] = tc.name, tc.want
-	}
-	checkAutogradWorkspace(t, b, ops, names, want)
+	checkAutogradWorkspace(t, b, checks)
 }
 
 // TestBCEWithLogitsWorkspace: a traced binary_cross_entropy_with_logits

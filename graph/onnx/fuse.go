@@ -71,24 +71,14 @@ import (
 
 // fusion is a group of nodes converted as one op.
 type fusion struct {
-	kind  string // fuseGELU, fuseGELUTanh, fuseLayerNorm, fuseGroupNorm, fuseSiLU, fuseMish, fuseScatterAdd, fuseVar, fuseChunk or fuseRsqrt
-	nodes []int  // node indices, increasing; the last is the anchor
+	// emit converts the group at its last node: (true, nil) once the fused
+	// op is emitted, false when a constant does not match (the nodes are
+	// then converted one by one).
+	emit  func(*importer, *fusion) (bool, error)
+	nodes []int // node indices, increasing; the last is the anchor
 	// Roles (node indices) for the checks made at the anchor.
 	role map[string]int
 }
-
-const (
-	fuseGELU       = "gelu"
-	fuseGELUTanh   = "gelu_tanh"
-	fuseLayerNorm  = "layernorm"
-	fuseGroupNorm  = "group_norm"
-	fuseSiLU       = "silu"
-	fuseMish       = "mish"
-	fuseScatterAdd = "scatter_add"
-	fuseVar        = "var"
-	fuseChunk      = "chunk"
-	fuseRsqrt      = "rsqrt"
-)
 
 // readerIndex maps each value name to the nodes reading it (a node reading
 // a value twice appears twice).
@@ -248,7 +238,7 @@ func (imp *importer) matchGELU(i int, readers map[string][]int) *fusion {
 	if !imp.is(mul2, "Mul", 2) || other(imp.nodes[mul2], out0(imp.nodes[mul1])) == "" {
 		return nil
 	}
-	return &fusion{kind: fuseGELU, nodes: sortedNodes(i, erf, add, mul1, mul2),
+	return &fusion{emit: (*importer).fuseGELU, nodes: sortedNodes(i, erf, add, mul1, mul2),
 		role: map[string]int{"div": i, "erf": erf, "add": add, "mul1": mul1, "mul2": mul2}}
 }
 
@@ -292,7 +282,7 @@ func (imp *importer) matchGELUTanh(i int, readers map[string][]int) *fusion {
 	for _, j := range role {
 		nodes = append(nodes, j)
 	}
-	return &fusion{kind: fuseGELUTanh, nodes: sortedNodes(nodes...), role: role}
+	return &fusion{emit: (*importer).fuseGELUTanh, nodes: sortedNodes(nodes...), role: role}
 }
 
 // meanDiff matches ReduceMean(x) -> Sub(x, mean) at node i whose
@@ -362,7 +352,7 @@ func (imp *importer) matchLayerNorm(i int, readers map[string][]int) *fusion {
 		role["add"] = add
 		nodes = append(nodes, add)
 	}
-	return &fusion{kind: fuseLayerNorm, nodes: sortedNodes(nodes...), role: role}
+	return &fusion{emit: (*importer).fuseLayerNorm, nodes: sortedNodes(nodes...), role: role}
 }
 
 // matchChunk matches torch's export of x.chunk(k, dim) at its first Slice
@@ -405,7 +395,7 @@ func (imp *importer) matchChunk(i int, readers map[string][]int) *fusion {
 			}
 		}
 	}
-	return &fusion{kind: fuseChunk, nodes: nodes, role: map[string]int{"first": i, "last": last}}
+	return &fusion{emit: (*importer).fuseChunk, nodes: nodes, role: map[string]int{"first": i, "last": last}}
 }
 
 // fuseChunk emits the split of a matched chunk when its bounds are
@@ -466,7 +456,7 @@ func (imp *importer) matchRsqrt(i int, readers map[string][]int) *fusion {
 	if !imp.is(div, "Div", 2) || imp.nodes[div].GetInput()[1] != s || imp.nodes[div].GetInput()[0] == s {
 		return nil
 	}
-	return &fusion{kind: fuseRsqrt, nodes: sortedNodes(i, div), role: map[string]int{"sqrt": i, "div": div}}
+	return &fusion{emit: (*importer).fuseRsqrt, nodes: sortedNodes(i, div), role: map[string]int{"sqrt": i, "div": div}}
 }
 
 func (imp *importer) fuseRsqrt(f *fusion) (bool, error) {
@@ -488,7 +478,7 @@ func (imp *importer) matchSiLU(i int, readers map[string][]int) *fusion {
 	if !imp.is(mul, "Mul", 2) || other(imp.nodes[mul], sig) != x {
 		return nil
 	}
-	return &fusion{kind: fuseSiLU, nodes: sortedNodes(i, mul), role: map[string]int{"sigmoid": i, "mul": mul}}
+	return &fusion{emit: (*importer).fuseSiLU, nodes: sortedNodes(i, mul), role: map[string]int{"sigmoid": i, "mul": mul}}
 }
 
 // matchVar matches torch's var and std export (symbolic _var_mean) at the
@@ -521,7 +511,7 @@ func (imp *importer) matchVar(i int, readers map[string][]int) *fusion {
 		role["sqrt"] = sqrt
 		nodes = append(nodes, sqrt)
 	}
-	return &fusion{kind: fuseVar, nodes: sortedNodes(nodes...), role: role}
+	return &fusion{emit: (*importer).fuseVar, nodes: sortedNodes(nodes...), role: role}
 }
 
 // matchMish matches x * tanh(softplus(x)) at the Softplus node i.
@@ -538,7 +528,7 @@ func (imp *importer) matchMish(i int, readers map[string][]int) *fusion {
 	if !imp.is(mul, "Mul", 2) || other(imp.nodes[mul], out0(imp.nodes[tanh])) != x {
 		return nil
 	}
-	return &fusion{kind: fuseMish, nodes: sortedNodes(i, tanh, mul), role: map[string]int{"softplus": i, "mul": mul}}
+	return &fusion{emit: (*importer).fuseMish, nodes: sortedNodes(i, tanh, mul), role: map[string]int{"softplus": i, "mul": mul}}
 }
 
 // matchScatterAdd matches torch's scatter_add export (opset < 16, which has
@@ -552,7 +542,7 @@ func (imp *importer) matchScatterAdd(i int, readers map[string][]int) *fusion {
 	if !imp.is(add, "Add", 2) || other(imp.nodes[add], out0(imp.nodes[i])) == "" {
 		return nil
 	}
-	return &fusion{kind: fuseScatterAdd, nodes: sortedNodes(i, add), role: map[string]int{"scatter": i, "add": add}}
+	return &fusion{emit: (*importer).fuseScatterAdd, nodes: sortedNodes(i, add), role: map[string]int{"scatter": i, "add": add}}
 }
 
 // matchGroupNorm matches torch's group_norm decomposition around the
@@ -589,7 +579,7 @@ func (imp *importer) matchGroupNorm(i int, readers map[string][]int, producers m
 			nodes = append(nodes, mul, add)
 		}
 	}
-	return &fusion{kind: fuseGroupNorm, nodes: sortedNodes(nodes...), role: role}
+	return &fusion{emit: (*importer).fuseGroupNorm, nodes: sortedNodes(nodes...), role: role}
 }
 
 func sortedNodes(idx ...int) []int {
@@ -604,30 +594,7 @@ func sortedNodes(idx ...int) []int {
 // emitFusion converts a matched pattern at its last node: the fused op when
 // its constants check out, else every node of the pattern in order.
 func (imp *importer) emitFusion(f *fusion) error {
-	var ok bool
-	var err error
-	switch f.kind {
-	case fuseGELU:
-		ok, err = imp.fuseGELU(f)
-	case fuseGELUTanh:
-		ok, err = imp.fuseGELUTanh(f)
-	case fuseLayerNorm:
-		ok, err = imp.fuseLayerNorm(f)
-	case fuseGroupNorm:
-		ok, err = imp.fuseGroupNorm(f)
-	case fuseSiLU:
-		ok, err = imp.fuseSiLU(f)
-	case fuseMish:
-		ok, err = imp.fuseMish(f)
-	case fuseScatterAdd:
-		ok, err = imp.fuseScatterAdd(f)
-	case fuseVar:
-		ok, err = imp.fuseVar(f)
-	case fuseChunk:
-		ok, err = imp.fuseChunk(f)
-	case fuseRsqrt:
-		ok, err = imp.fuseRsqrt(f)
-	}
+	ok, err := f.emit(imp, f)
 	if err != nil || ok {
 		return err
 	}
