@@ -320,34 +320,100 @@ func ChenPlan(g *graph.Graph, ch *StageChain, keptStages []int32, strategy strin
 		}
 		return a, b
 	}
+	// lastWrite[r]: the last forward op that writes storage r in place;
+	// wrote[j]: the op that last wrote (made, or wrote in place) the
+	// storage of forward input j (op o's inputs at in0[o]...) when op o ran
+	// in the forward pass.
+	lastWrite := make([]int32, nt)
+	writer := make([]graph.OpID, nt)
+	for r := range lastWrite {
+		lastWrite[r], writer[r] = -1, graph.NoOp
+	}
+	nf := 0
+	for nf < len(g.Ops) && g.Ops[nf].Phase == graph.Forward {
+		nf++
+	}
+	in0 := make([]int32, nf+1)
+	for i := 0; i < nf; i++ {
+		in0[i+1] = in0[i] + int32(len(g.Ops[i].Inputs))
+	}
+	wrote := make([]graph.OpID, in0[nf])
+	for i := 0; i < nf; i++ {
+		op := &g.Ops[i]
+		for k, t := range op.Inputs {
+			wrote[in0[i]+int32(k)] = writer[root[t]]
+		}
+		for _, t := range op.Outputs {
+			if r := root[t]; r == t || op.Flags.Has(graph.InPlace) {
+				writer[r] = graph.OpID(i)
+				if r != t {
+					lastWrite[r] = int32(i)
+				}
+			}
+		}
+	}
 	recompute := func(k int32) error {
 		recomputed[k] = true
 		a, b := segStages(k)
 		first, last := ch.Stages[a].Fwd[0], ch.Stages[b].Fwd[len(ch.Stages[b].Fwd)-1]
+		// keep: ops of the segment not recomputed although the backward
+		// reads their outputs (those stay resident from the forward pass),
+		// see stale below.
+		keep := make([]bool, last-first+1)
 		inSeg := func(r graph.TensorID) bool {
 			p := g.Tensors[r].Producer
-			return p != graph.NoOp && p >= first && p <= last && !isCkpt[r] && !ch.OpPinned[p]
-		}
-		for op := first; op <= last; op++ {
-			for _, t := range g.Ops[op].Outputs {
-				r := root[t]
-				wanted[r] = inSeg(r) && readByBwd[r]
-			}
+			return p != graph.NoOp && p >= first && p <= last && !isCkpt[r] && !ch.OpPinned[p] && !keep[p-first]
 		}
 		need := make([]bool, last-first+1)
-		for op := last; op >= first; op-- {
-			if ch.OpPinned[op] {
-				continue
-			}
-			for _, t := range g.Ops[op].Outputs {
-				if wanted[root[t]] {
-					need[op-first] = true
+		for changed := true; changed; {
+			changed = false
+			for op := first; op <= last; op++ {
+				for _, t := range g.Ops[op].Outputs {
+					r := root[t]
+					wanted[r] = inSeg(r) && readByBwd[r]
 				}
 			}
-			if need[op-first] {
-				for _, t := range g.Ops[op].Inputs {
-					if r := root[t]; inSeg(r) {
-						wanted[r] = true
+			clear(need)
+			for op := last; op >= first; op-- {
+				if ch.OpPinned[op] || keep[op-first] {
+					continue
+				}
+				for _, t := range g.Ops[op].Outputs {
+					if wanted[root[t]] {
+						need[op-first] = true
+					}
+				}
+				if need[op-first] {
+					for _, t := range g.Ops[op].Inputs {
+						if r := root[t]; inSeg(r) {
+							wanted[r] = true
+						}
+					}
+				}
+			}
+			// stale: a needed op that reads a storage a later forward op
+			// writes in place would read what that op wrote, unless this
+			// recompute runs again the op that last wrote the storage
+			// before the first read (its producer, remaking it afresh, or
+			// an in-place op after it). Autograd's clone of the input of
+			// nn.Hardswish(inplace=True) in mobilenet_v3's classifier reads
+			// the output of a Linear that is the segment's kept output:
+			// such an op is kept instead (computed once, its outputs
+			// resident from the forward pass), and the need is worked out
+			// again without it. The clone before mobilenet_v2's
+			// ReLU6(inplace=True) reads a batch norm's output that the
+			// recompute makes again for its saved statistics, and stays.
+			for op := first; op <= last; op++ {
+				if !need[op-first] {
+					continue
+				}
+				for k, t := range g.Ops[op].Inputs {
+					if lastWrite[root[t]] <= int32(op) {
+						continue
+					}
+					if w := wrote[in0[op]+int32(k)]; w == graph.NoOp || w < first || !need[w-first] {
+						keep[op-first], changed = true, true
+						break
 					}
 				}
 			}

@@ -96,14 +96,17 @@ func TestChainPlannersOnTracedStyleSteps(t *testing.T) {
 		base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
 		require.NoError(t, err)
 		ctx := context.Background()
-		_, sq, err := ChenSqrt(ctx, g, ChenOptions{})
+		sqp, sq, err := ChenSqrt(ctx, g, ChenOptions{})
 		require.NoError(t, err)
-		_, gr, err := ChenGreedyPlan(ctx, g, ChenOptions{})
+		grp, gr, err := ChenGreedyPlan(ctx, g, ChenOptions{})
 		require.NoError(t, err)
 		p, rep, err := OptimalChain(ctx, g, base.PeakAllocated/2, OptimalOptions{})
 		require.NoError(t, err, "dropout=%v", dropout)
 		res, err := sim.Simulate(g, p, sim.Options{})
 		require.NoError(t, err)
+		for what, p := range map[string]*sim.Plan{"chen-sqrt": sqp, "chen-greedy": grp, "optimal-chain": p} {
+			assert.Empty(t, sim.StaleReads(g, p), "%s, dropout=%v: no recompute reads a storage written in place since", what, dropout)
+		}
 		t.Logf("dropout=%v: baseline %d, chen-sqrt %d, chen-greedy %d, optimal-chain %d (%d stages)", dropout, base.PeakAllocated, sq.SimPeak, gr.SimPeak, res.PeakAllocated, rep.Stages)
 		assert.Less(t, sq.SimPeak, base.PeakAllocated)
 		assert.Less(t, gr.SimPeak, base.PeakAllocated)
@@ -216,9 +219,9 @@ func TestChainPlannersOnTracedSteps(t *testing.T) {
 		base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
 		require.NoError(t, err)
 		ctx := context.Background()
-		_, sq, err := ChenSqrt(ctx, g, ChenOptions{})
+		sqp, sq, err := ChenSqrt(ctx, g, ChenOptions{})
 		require.NoError(t, err)
-		_, gr, err := ChenGreedyPlan(ctx, g, ChenOptions{})
+		grp, gr, err := ChenGreedyPlan(ctx, g, ChenOptions{})
 		require.NoError(t, err)
 		p, rep, err := OptimalChain(ctx, g, base.PeakAllocated/2, OptimalOptions{})
 		require.ErrorIs(t, err, ErrChainInfeasible)
@@ -226,6 +229,9 @@ func TestChainPlannersOnTracedSteps(t *testing.T) {
 		assert.ErrorContains(t, err, "held until the update")
 		res, err := sim.Simulate(g, p, sim.Options{})
 		require.NoError(t, err)
+		for what, p := range map[string]*sim.Plan{"chen-sqrt": sqp, "chen-greedy": grp, "optimal-chain": p} {
+			assert.Empty(t, sim.StaleReads(g, p), "%s on %s: no recompute reads a storage written in place since", what, name)
+		}
 		t.Logf("%s: baseline %d, chen-sqrt %d, chen-greedy %d, optimal-chain %d (%d stages, %d pinned)", name, base.PeakAllocated, sq.SimPeak, gr.SimPeak, res.PeakAllocated, rep.Stages, rep.PinnedBytes)
 		for what, peak := range map[string]int64{"chen-sqrt": sq.SimPeak, "chen-greedy": gr.SimPeak, "optimal-chain": res.PeakAllocated} {
 			assert.Less(t, float64(peak), 0.95*float64(base.PeakAllocated), "%s on %s lowers the peak by more than 5%%", what, name)

@@ -356,6 +356,7 @@ func TestOverwrittenInputNotMirrored(t *testing.T) {
 		require.NoError(t, err)
 		clone := opID(t, g, "clone")
 		n := computes(res.Plan, clone)
+		assert.Empty(t, sim.StaleReads(g, res.Plan), "no recompute reads what silu_ wrote")
 		if inplace {
 			assert.Equal(t, 1, n, "the clone reads what silu_ overwrites: computed once")
 			assert.Equal(t, RuleNotRecomputable, res.Decisions[clone].Rule)
