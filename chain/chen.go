@@ -308,17 +308,15 @@ func ChenPlan(g *graph.Graph, ch *StageChain, keptStages []int32, strategy strin
 	}
 	recomputed := make([]bool, nseg+1)
 	wanted := make([]bool, nt)
+	// segStart[k]: the first stage of segment k (seg is non-decreasing).
+	segStart := make([]int32, nseg+2)
+	for s := L - 1; s >= 0; s-- {
+		segStart[seg[s]] = int32(s)
+	}
+	segStart[lastSeg+1] = int32(L)
 	// segStages returns the stage range [a, b] of segment k.
 	segStages := func(k int32) (int, int) {
-		a := 0
-		for a < L && seg[a] != k {
-			a++
-		}
-		b := a
-		for b+1 < L && seg[b+1] == k {
-			b++
-		}
-		return a, b
+		return int(segStart[k]), int(segStart[k+1]) - 1
 	}
 	// lastWrite[r]: the last forward op that writes storage r in place;
 	// wrote[j]: the op that last wrote (made, or wrote in place) the
@@ -457,8 +455,10 @@ func ChenPlan(g *graph.Graph, ch *StageChain, keptStages []int32, strategy strin
 	return p, recomputes, err
 }
 
-// chenEval builds and simulates the plan of a kept node set.
-func chenEval(g *graph.Graph, ch *StageChain, stageEnd []int32, keptNodes []int32, strategy string, so sim.Options) (*sim.Plan, []int32, *sim.Result, int, error) {
+// chenEval builds the plan of a kept node set and replays it on m (reset
+// first: one Machine serves every plan a search measures, so the tables
+// are built once).
+func chenEval(g *graph.Graph, ch *StageChain, stageEnd []int32, keptNodes []int32, strategy string, m *sim.Machine) (*sim.Plan, []int32, *sim.Result, int, error) {
 	stages := make([]int32, 0, len(keptNodes))
 	for _, v := range keptNodes {
 		if s := stageEnd[v]; s >= 0 {
@@ -469,11 +469,13 @@ func chenEval(g *graph.Graph, ch *StageChain, stageEnd []int32, keptNodes []int3
 	if err != nil {
 		return nil, nil, nil, 0, err
 	}
-	res, err := sim.Simulate(g, plan, so)
-	if err != nil {
+	if err := m.Reset(); err != nil {
+		return nil, nil, nil, 0, fmt.Errorf("%s: %w", strategy, err)
+	}
+	if err := m.Replay(plan); err != nil {
 		return nil, nil, nil, 0, fmt.Errorf("%s: replaying the plan: %w", strategy, err)
 	}
-	return plan, stages, res, nre, nil
+	return plan, stages, m.Result(), nre, nil
 }
 
 // ChenSqrt is strategy chen-sqrt: the stage outputs (all but the last
@@ -502,7 +504,11 @@ func ChenSqrt(ctx context.Context, g *graph.Graph, opts ChenOptions) (*sim.Plan,
 	for _, v := range keptNodes {
 		rep.X += sizes[v]
 	}
-	plan, stages, res, nre, err := chenEval(g, ch, stageEnd, keptNodes, "chen-sqrt", opts.Sim)
+	m, err := sim.NewMachine(g, opts.Sim)
+	if err != nil {
+		return nil, rep, fmt.Errorf("chen-sqrt: %w", err)
+	}
+	plan, stages, res, nre, err := chenEval(g, ch, stageEnd, keptNodes, "chen-sqrt", m)
 	if err != nil {
 		return nil, rep, err
 	}
@@ -532,8 +538,12 @@ func ChenGreedyPlan(ctx context.Context, g *graph.Graph, opts ChenOptions) (*sim
 	}
 	rep.Stages = len(ch.Stages)
 	sizes, cand, stageEnd := chenNodes(g, ch)
+	m, err := sim.NewMachine(g, opts.Sim)
+	if err != nil {
+		return nil, rep, fmt.Errorf("chen-greedy: %w", err)
+	}
 	cost := func(kept []int32) (int64, int64, error) {
-		_, _, res, _, err := chenEval(g, ch, stageEnd, kept, "chen-greedy", opts.Sim)
+		_, _, res, _, err := chenEval(g, ch, stageEnd, kept, "chen-greedy", m)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -562,7 +572,7 @@ func ChenGreedyPlan(ctx context.Context, g *graph.Graph, opts ChenOptions) (*sim
 			return nil, rep, fmt.Errorf("chen-greedy: budget %d bytes: the least simulated peak among %d searched plans is %d bytes", opts.Budget, len(hist), minPeak)
 		}
 	}
-	plan, stages, res, nre, err := chenEval(g, ch, stageEnd, best.Kept, "chen-greedy", opts.Sim)
+	plan, stages, res, nre, err := chenEval(g, ch, stageEnd, best.Kept, "chen-greedy", m)
 	if err != nil {
 		return nil, rep, err
 	}
