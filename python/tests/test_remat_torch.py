@@ -936,6 +936,26 @@ class ApplyTest(unittest.TestCase):
                 applied = check_step(self, model, x, y, plan)
                 self.assertEqual(applied.stats["on_demand"], 0, applied.stats)
 
+    def test_chain_keeps_clones_of_kept_checkpoints(self):
+        """mobilenet_v3_small's classifier: Linear, Hardswish(inplace=True)
+        (autograd clones the Linear's output first), Dropout(inplace=True).
+        chen-greedy kept the Linear's output as a checkpoint and re-ran the
+        clone from it after the in-place ops had overwritten it; the applier
+        refused the plan. The chain planners now keep such a clone."""
+        try:
+            import torchvision
+        except ImportError:
+            self.skipTest("torchvision is not installed (apt-get install python3-torchvision)")
+        torch.manual_seed(0)
+        model = torchvision.models.mobilenet_v3_small()
+        x, y = torch.randn(4, 3, 64, 64), torch.randint(0, 1000, (4,))
+        for s in ["chen-greedy", "chen-sqrt"]:
+            with self.subTest(strategy=s):
+                _, _, plan = plan_for(model, x, y, s)
+                applied = check_step(self, model, x, y, plan)
+                self.assertGreater(applied.stats["recomputes"], 0, applied.stats)
+                self.assertEqual(applied.stats["on_demand"], 0, applied.stats)
+
     def test_recomputes_happen(self):
         model, x, y = cnn_case()
         _, _, plan = plan_for(model, x, y, "chen-sqrt")
