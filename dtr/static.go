@@ -106,6 +106,7 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 			last[in] = int32(i)
 		}
 	}
+	stale := overwrites(g, last)
 	for i := range g.Tensors {
 		tt := &g.Tensors[i]
 		if tt.Producer != graph.NoOp {
@@ -208,7 +209,7 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 		if err != nil {
 			return d, fmt.Errorf("dtr static: op %d %q: %w", i, o.Name, err)
 		}
-		if !rerunnable(g, o) {
+		if !rerunnable(g, o) || stale[i] {
 			if err := rt.ForbidRemat(opID); err != nil {
 				return d, err
 			}
@@ -230,6 +231,108 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 		}
 	}
 	return d, nil
+}
+
+// overwrites reports the ops whose outputs DTR must not evict because an
+// in-place write would make their rerun read other data (stale[op]): op
+// makes a storage from one (not one it writes itself) that an in-place op
+// of the forward or backward pass overwrites while the storage made is
+// still read (after op, before its last reader; last[t] is tensor t's
+// last reader). The runtime keeps one version of a storage, so a rerun
+// after the write would read what was written: autograd's clone of the
+// input of an in-place activation (nn.Hardswish(inplace=True),
+// nn.SiLU(inplace=True)), which the backward reads. Such an op's outputs
+// are unrecomputable (kept while referenced, as for an impure op).
+//
+// The update phase's in-place writes (the optimizer's) do not count: as in
+// the DTR paper's simulator, a gradient evicted before the update may be
+// rematerialized during it by rerunning backward (and forward) ops, which
+// then read parameters the update already wrote; the paper's PyTorch
+// prototype copies on write for that, and the simulator charges no copy.
+func overwrites(g *graph.Graph, last []int32) []bool {
+	nt := len(g.Tensors)
+	stale := make([]bool, len(g.Ops))
+	// each calls f for every in-place write (op i, storage r) outside the
+	// update phase, in op order
+	each := func(f func(i int32, r graph.TensorID)) {
+		for i := range g.Ops {
+			o := &g.Ops[i]
+			if !o.Flags.Has(graph.InPlace) || o.Phase == graph.Update {
+				continue
+			}
+			for _, out := range o.Outputs {
+				if r := g.StorageOf(out); r != out {
+					f(int32(i), r)
+				}
+			}
+		}
+	}
+	// writes[start[r]:start[r+1]]: the ops writing storage r in place
+	start := make([]int32, nt+1)
+	each(func(_ int32, r graph.TensorID) { start[r+1]++ })
+	for r := 0; r < nt; r++ {
+		start[r+1] += start[r]
+	}
+	if start[nt] == 0 {
+		return stale
+	}
+	// lastUse[r]: the last reader of storage r (of any tensor on it)
+	lastUse := make([]int32, nt)
+	for t := range lastUse {
+		lastUse[t] = -1
+	}
+	for t := 0; t < nt; t++ {
+		r := g.StorageOf(graph.TensorID(t))
+		lastUse[r] = max(lastUse[r], last[t])
+	}
+	writes := make([]int32, start[nt])
+	fill := append([]int32(nil), start[:nt]...)
+	each(func(i int32, r graph.TensorID) {
+		writes[fill[r]] = i
+		fill[r]++
+	})
+	for i := range g.Ops {
+		o := &g.Ops[i]
+		if o.Phase == graph.Update {
+			continue
+		}
+		// the last reader of a storage the op makes (a view or an
+		// in-place output reads the storage when it is read, and a rerun
+		// of the op makes none)
+		end := int32(-1)
+		for _, out := range o.Outputs {
+			if g.Tensors[out].AliasOf == graph.NoTensor {
+				end = max(end, lastUse[out])
+			}
+		}
+	reads:
+		for _, in := range o.Inputs {
+			r := g.StorageOf(in)
+			if writesStorage(g, o, r) {
+				continue
+			}
+			for _, w := range writes[start[r]:start[r+1]] {
+				if w > int32(i) && w < end {
+					stale[i] = true
+					break reads
+				}
+			}
+		}
+	}
+	return stale
+}
+
+// writesStorage reports whether o writes storage r in place.
+func writesStorage(g *graph.Graph, o *graph.Op, r graph.TensorID) bool {
+	if !o.Flags.Has(graph.InPlace) {
+		return false
+	}
+	for _, out := range o.Outputs {
+		if out != r && g.StorageOf(out) == r {
+			return true
+		}
+	}
+	return false
 }
 
 // rerunnable reports whether the runtime may run op o again. Besides the

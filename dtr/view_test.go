@@ -118,3 +118,72 @@ func TestOutputViewOfEarlierOutput(t *testing.T) {
 	_, _, err = rt.Compute([]TensorID{x}, 10, []Output{{AliasOf: 2}, {Bytes: 8, AliasOf: -1}})
 	require.ErrorContains(t, err, "earlier output")
 }
+
+// cloneChain builds n layers as PyTorch runs a layer followed by an
+// in-place activation whose backward needs its input and a projection:
+// autograd clones the layer's output (k), the activation overwrites it (h,
+// in place), the projection (y) feeds the next layer, and the backward
+// reads h, the clone and y.
+func cloneChain(t *testing.T, n int) (*graph.Graph, []graph.OpID) {
+	const rows, cols = 1024, 256
+	b := graph.NewBuilder("clones")
+	y := b.Input("x", graph.F32, rows, cols)
+	var ks, hs, ys []graph.TensorID
+	var clones []graph.OpID
+	for i := 0; i < n; i++ {
+		ys = append(ys, y)
+		// random without saved RNG state: DTR keeps a's storage (as a
+		// checkpoint it may not rerun), so the clone's rerun would read
+		// the activation's result
+		a := b.Op("linear_dropout", "lin", y).Out("a", graph.F32, rows, cols).TimeNs(1000).Flags(graph.NonDeterministic).T()
+		k := b.Op("clone", "clone", a).Out("k", graph.F32, rows, cols).TimeNs(10)
+		clones = append(clones, k.ID())
+		h := b.Op("hardswish_", "hswish", a).Out("h", graph.F32, rows, cols).Alias(a).TimeNs(100).Flags(graph.InPlace).T()
+		y = b.Op("linear", "proj", h).Out("y", graph.F32, rows, cols).TimeNs(1000).T()
+		ks, hs = append(ks, k.T()), append(hs, h)
+	}
+	b.SetPhase(graph.Backward)
+	g := y
+	for i := n - 1; i >= 0; i-- {
+		g = b.Op("linear_backward", "pgrad", g, hs[i]).Out("gp", graph.F32, rows, cols).TimeNs(1000).T()
+		g = b.Op("hardswish_backward", "grad", g, ks[i]).Out("gh", graph.F32, rows, cols).TimeNs(100).T()
+		g = b.Op("linear_backward", "lgrad", g, ys[i]).Out("g", graph.F32, rows, cols).TimeNs(1000).T()
+	}
+	gr, err := b.Build()
+	require.NoError(t, err)
+	return gr, clones
+}
+
+// TestCloneBeforeInPlaceNotRematerialized: a clone that reads a storage an
+// in-place op overwrites next is never rerun (its rerun would copy the
+// in-place op's result, and remat_torch.apply refuses such a plan), under
+// every heuristic, while DTR still evicts and rematerializes the rest.
+func TestCloneBeforeInPlaceNotRematerialized(t *testing.T) {
+	g, clones := cloneChain(t, 16)
+	none, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
+	require.NoError(t, err)
+	for _, h := range Heuristics {
+		t.Run(h.String(), func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Heuristic = h
+			cfg.EvicteeMinSize = 0
+			cfg.Budget = none.PeakAllocated * 3 / 4
+			plan, st, err := StaticPlan(context.Background(), g, cfg)
+			require.NoError(t, err)
+			require.Greater(t, st.Remats, int64(0), "DTR rematerializes something (else this checks nothing)")
+			require.Empty(t, sim.StaleReads(g, plan))
+			runs := make(map[graph.OpID]int)
+			for _, s := range plan.Steps {
+				if s.Kind == sim.Compute {
+					runs[s.Op]++
+				}
+			}
+			for _, c := range clones {
+				require.Equal(t, 1, runs[c], "clone %d runs once", c)
+			}
+			res, err := sim.Simulate(g, plan, sim.Options{})
+			require.NoError(t, err)
+			require.LessOrEqual(t, res.PeakAllocated, cfg.Budget)
+		})
+	}
+}
