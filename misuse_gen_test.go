@@ -1444,6 +1444,9 @@ var misuseCases = []misuseCase{
 		_, err := sim.Simulate(misuseGraph(), sim.DefaultPlan(misuseBigGraph()), *new(sim.Options))
 		return err
 	}},
+	{"sim.StaleReads", "zero", false, func() error { _ = sim.StaleReads((*graph.Graph)(nil), (*sim.Plan)(nil)); return nil }},
+	{"sim.StaleReads", "empty", false, func() error { _ = sim.StaleReads(new(graph.Graph), new(sim.Plan)); return nil }},
+	{"sim.StaleReads", "foreign", false, func() error { _ = sim.StaleReads(misuseGraph(), sim.DefaultPlan(misuseBigGraph())); return nil }},
 	{"sim.StepError.Error", "zero", false, func() error { _ = new(sim.StepError).Error(); return nil }},
 	{"sim.StepError.Unwrap", "zero", false, func() error { err := new(sim.StepError).Unwrap(); return err }},
 	{"sim.StepKind.MarshalText", "zero", false, func() error { _, err := new(sim.StepKind).MarshalText(); return err }},
