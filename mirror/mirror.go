@@ -140,6 +140,20 @@ func Schedule(g *graph.Graph, mirrored []bool) ([]graph.OpID, error) {
 	}
 	order := make([]graph.OpID, 0, len(g.Ops)+len(g.Ops)/2)
 	cloned := make([]bool, len(g.Ops))
+	// mp[t]: the producer of tensor t if it is mirrored, else NoOp; fwd[op]:
+	// op is a forward op (dense copies: the walks below read 4 bytes per
+	// input instead of a whole Tensor and Op)
+	mp := make([]graph.OpID, len(g.Tensors))
+	for t := range g.Tensors {
+		mp[t] = graph.NoOp
+		if p := g.Tensors[t].Producer; p != graph.NoOp && mirrored[p] {
+			mp[t] = p
+		}
+	}
+	fwd := make([]bool, len(g.Ops))
+	for i := range g.Ops {
+		fwd[i] = g.Ops[i].Phase == graph.Forward
+	}
 	var stack []graph.OpID
 	// ensure computes the clone of op p after the clones it depends on,
 	// iteratively (chains of mirrored ops can be thousands long).
@@ -153,8 +167,7 @@ func Schedule(g *graph.Graph, mirrored []bool) ([]graph.OpID, error) {
 			}
 			pending := false
 			for _, u := range g.Ops[top].Inputs {
-				q := g.Tensors[u].Producer
-				if q != graph.NoOp && mirrored[q] && !cloned[q] {
+				if q := mp[u]; q != graph.NoOp && !cloned[q] {
 					stack = append(stack, q)
 					pending = true
 				}
@@ -171,7 +184,7 @@ func Schedule(g *graph.Graph, mirrored []bool) ([]graph.OpID, error) {
 		op := &g.Ops[i]
 		if op.Phase != graph.Forward {
 			for _, t := range op.Inputs {
-				if p := g.Tensors[t].Producer; p != graph.NoOp && mirrored[p] && g.Ops[p].Phase == graph.Forward {
+				if p := mp[t]; p != graph.NoOp && fwd[p] {
 					ensure(p)
 				}
 			}
