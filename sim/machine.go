@@ -149,11 +149,12 @@ func (s TensorState) String() string {
 
 // per-tensor flags
 const (
-	flPinned  uint8 = 1 << iota
-	flArena         // storage in the atomic-clean arena (policy 0)
-	flView          // has AliasOf
-	flAtomic        // memset-initialized output
-	flDonated       // freed by in-place reuse at its last reader; the plan's free is a no-op
+	flPinned     uint8 = 1 << iota
+	flArena            // storage in the atomic-clean arena (policy 0)
+	flView             // has AliasOf
+	flAtomic           // memset-initialized output
+	flDonated          // freed by in-place reuse at its last reader; the plan's free is a no-op
+	flPersistent       // Kind.Persistent: pinned once computed (a copy of the graph's kind, read per output)
 )
 
 const openEnd = int32(1<<31 - 1)
@@ -472,6 +473,9 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 			m.bytes[i] = t.Bytes
 		} else {
 			m.flags[i] |= flView
+		}
+		if t.Kind.Persistent() {
+			m.flags[i] |= flPersistent
 		}
 	}
 	if err := checkViewOrder(g); err != nil {
@@ -960,7 +964,7 @@ func (m *Machine) compute(op graph.OpID, next []Step) error {
 		}
 		m.state[out] = Resident
 		m.flags[out] &^= flDonated
-		if g.Tensors[out].Kind.Persistent() {
+		if m.flags[out]&flPersistent != 0 {
 			m.flags[out] |= flPinned
 		}
 	}
