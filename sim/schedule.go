@@ -42,13 +42,12 @@ func PlanFromSchedule(g *graph.Graph, strategy string, ops []graph.OpID) (*Plan,
 		r := g.StorageOf(graph.TensorID(i))
 		root[i] = r
 		rt := &g.Tensors[r]
-		keep[i] = rt.Producer == graph.NoOp || rt.Kind.Persistent()
-	}
-	// A parameter's final gradient keeps its storage (it may be a view: in
-	// an exporter trace, .grad is a detach of the backward kernel's output).
-	for i := range g.Tensors {
+		keep[i] = keep[i] || rt.Producer == graph.NoOp || rt.Kind.Persistent()
+		// A parameter's final gradient keeps its storage (it may be a
+		// view: in an exporter trace, .grad is a detach of the backward
+		// kernel's output).
 		if isFinalParamGrad(g, graph.TensorID(i)) {
-			keep[root[i]] = true
+			keep[r] = true
 		}
 	}
 	// Reverse pass: liveAfter[r] says storage r is read later, before being
