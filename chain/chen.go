@@ -241,6 +241,79 @@ func ChenPlan(g *graph.Graph, ch *StageChain, keptStages []int32, strategy strin
 	if err := checkChainOf(g, ch); err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", strategy, err)
 	}
+	return chenPlan(newChenGraph(g), ch, keptStages, strategy)
+}
+
+// chenGraph is what ChenPlan reads of a graph for every kept set, built
+// once per planner run (a search builds many plans of one graph): dense
+// copies of the per-tensor and per-op facts its loops read, so that they
+// do not walk the graph's Tensor and Op structs.
+type chenGraph struct {
+	g    *graph.Graph
+	root []graph.TensorID // storage of each tensor (stageRoots)
+	prod []graph.OpID     // producer of each tensor
+	fwd  []bool           // op is a forward op
+	// readByBwd[r]: a non-forward op reads storage r
+	readByBwd []bool
+	// lastWrite[r]: the last forward op that writes storage r in place;
+	// wrote[j]: the op that last wrote (made, or wrote in place) the
+	// storage of forward input j (op o's inputs at in0[o]...) when op o
+	// ran in the forward pass.
+	lastWrite []int32
+	in0       []int32
+	wrote     []graph.OpID
+}
+
+func newChenGraph(g *graph.Graph) *chenGraph {
+	nt, no := len(g.Tensors), len(g.Ops)
+	c := &chenGraph{g: g, root: stageRoots(g), prod: make([]graph.OpID, nt), fwd: make([]bool, no),
+		readByBwd: make([]bool, nt), lastWrite: make([]int32, nt)}
+	for i := range g.Tensors {
+		c.prod[i] = g.Tensors[i].Producer
+	}
+	for i := range g.Ops {
+		c.fwd[i] = g.Ops[i].Phase == graph.Forward
+		if c.fwd[i] {
+			continue
+		}
+		for _, t := range g.Ops[i].Inputs {
+			c.readByBwd[c.root[t]] = true
+		}
+	}
+	writer := make([]graph.OpID, nt)
+	for r := range c.lastWrite {
+		c.lastWrite[r], writer[r] = -1, graph.NoOp
+	}
+	nf := 0
+	for nf < no && c.fwd[nf] {
+		nf++
+	}
+	c.in0 = make([]int32, nf+1)
+	for i := 0; i < nf; i++ {
+		c.in0[i+1] = c.in0[i] + int32(len(g.Ops[i].Inputs))
+	}
+	c.wrote = make([]graph.OpID, c.in0[nf])
+	for i := 0; i < nf; i++ {
+		op := &g.Ops[i]
+		for k, t := range op.Inputs {
+			c.wrote[c.in0[i]+int32(k)] = writer[c.root[t]]
+		}
+		for _, t := range op.Outputs {
+			if r := c.root[t]; r == t || op.Flags.Has(graph.InPlace) {
+				writer[r] = graph.OpID(i)
+				if r != t {
+					c.lastWrite[r] = int32(i)
+				}
+			}
+		}
+	}
+	return c
+}
+
+// chenPlan is ChenPlan on a checked chain.
+func chenPlan(c *chenGraph, ch *StageChain, keptStages []int32, strategy string) (*sim.Plan, int, error) {
+	g, root, prod := c.g, c.root, c.prod
+	readByBwd, lastWrite, in0, wrote := c.readByBwd, c.lastWrite, c.in0, c.wrote
 	L := len(ch.Stages)
 	seg := make([]int32, L)
 	kept := make([]bool, L)
@@ -258,17 +331,7 @@ func ChenPlan(g *graph.Graph, ch *StageChain, keptStages []int32, strategy strin
 		}
 	}
 	lastSeg := seg[L-1]
-	root := stageRoots(g)
 	nt := len(g.Tensors)
-	readByBwd := make([]bool, nt)
-	for i := range g.Ops {
-		if g.Ops[i].Phase == graph.Forward {
-			continue
-		}
-		for _, t := range g.Ops[i].Inputs {
-			readByBwd[root[t]] = true
-		}
-	}
 	// Checkpoint storages (outputs of kept stages) stay resident.
 	isCkpt := make([]bool, nt)
 	for s := 0; s < L; s++ {
@@ -277,8 +340,8 @@ func ChenPlan(g *graph.Graph, ch *StageChain, keptStages []int32, strategy strin
 		}
 	}
 	produced := make([]bool, nt)
-	for i := range g.Tensors {
-		produced[i] = g.Tensors[i].Producer == graph.NoOp
+	for i := range produced {
+		produced[i] = prod[i] == graph.NoOp
 	}
 	ran := make([]bool, len(g.Ops))
 	var seq []graph.OpID
@@ -318,38 +381,6 @@ func ChenPlan(g *graph.Graph, ch *StageChain, keptStages []int32, strategy strin
 	segStages := func(k int32) (int, int) {
 		return int(segStart[k]), int(segStart[k+1]) - 1
 	}
-	// lastWrite[r]: the last forward op that writes storage r in place;
-	// wrote[j]: the op that last wrote (made, or wrote in place) the
-	// storage of forward input j (op o's inputs at in0[o]...) when op o ran
-	// in the forward pass.
-	lastWrite := make([]int32, nt)
-	writer := make([]graph.OpID, nt)
-	for r := range lastWrite {
-		lastWrite[r], writer[r] = -1, graph.NoOp
-	}
-	nf := 0
-	for nf < len(g.Ops) && g.Ops[nf].Phase == graph.Forward {
-		nf++
-	}
-	in0 := make([]int32, nf+1)
-	for i := 0; i < nf; i++ {
-		in0[i+1] = in0[i] + int32(len(g.Ops[i].Inputs))
-	}
-	wrote := make([]graph.OpID, in0[nf])
-	for i := 0; i < nf; i++ {
-		op := &g.Ops[i]
-		for k, t := range op.Inputs {
-			wrote[in0[i]+int32(k)] = writer[root[t]]
-		}
-		for _, t := range op.Outputs {
-			if r := root[t]; r == t || op.Flags.Has(graph.InPlace) {
-				writer[r] = graph.OpID(i)
-				if r != t {
-					lastWrite[r] = int32(i)
-				}
-			}
-		}
-	}
 	recompute := func(k int32) error {
 		recomputed[k] = true
 		a, b := segStages(k)
@@ -359,7 +390,7 @@ func ChenPlan(g *graph.Graph, ch *StageChain, keptStages []int32, strategy strin
 		// see stale below.
 		keep := make([]bool, last-first+1)
 		inSeg := func(r graph.TensorID) bool {
-			p := g.Tensors[r].Producer
+			p := prod[r]
 			return p != graph.NoOp && p >= first && p <= last && !isCkpt[r] && !ch.OpPinned[p] && !keep[p-first]
 		}
 		need := make([]bool, last-first+1)
@@ -429,8 +460,8 @@ func ChenPlan(g *graph.Graph, ch *StageChain, keptStages []int32, strategy strin
 		for _, op := range ch.Stages[s].Bwd {
 			for _, t := range g.Ops[op].Inputs {
 				r := root[t]
-				p := g.Tensors[r].Producer
-				if p == graph.NoOp || g.Ops[p].Phase != graph.Forward || ch.OpPinned[p] || isCkpt[r] {
+				p := prod[r]
+				if p == graph.NoOp || !c.fwd[p] || ch.OpPinned[p] || isCkpt[r] {
 					continue
 				}
 				k := seg[ch.StageOf[p]]
@@ -458,14 +489,14 @@ func ChenPlan(g *graph.Graph, ch *StageChain, keptStages []int32, strategy strin
 // chenEval builds the plan of a kept node set and replays it on m (reset
 // first: one Machine serves every plan a search measures, so the tables
 // are built once).
-func chenEval(g *graph.Graph, ch *StageChain, stageEnd []int32, keptNodes []int32, strategy string, m *sim.Machine) (*sim.Plan, []int32, *sim.Result, int, error) {
+func chenEval(c *chenGraph, ch *StageChain, stageEnd []int32, keptNodes []int32, strategy string, m *sim.Machine) (*sim.Plan, []int32, *sim.Result, int, error) {
 	stages := make([]int32, 0, len(keptNodes))
 	for _, v := range keptNodes {
 		if s := stageEnd[v]; s >= 0 {
 			stages = append(stages, s)
 		}
 	}
-	plan, nre, err := ChenPlan(g, ch, stages, strategy)
+	plan, nre, err := chenPlan(c, ch, stages, strategy)
 	if err != nil {
 		return nil, nil, nil, 0, err
 	}
@@ -508,7 +539,10 @@ func ChenSqrt(ctx context.Context, g *graph.Graph, opts ChenOptions) (*sim.Plan,
 	if err != nil {
 		return nil, rep, fmt.Errorf("chen-sqrt: %w", err)
 	}
-	plan, stages, res, nre, err := chenEval(g, ch, stageEnd, keptNodes, "chen-sqrt", m)
+	if err := checkChainOf(g, ch); err != nil {
+		return nil, rep, fmt.Errorf("chen-sqrt: %w", err)
+	}
+	plan, stages, res, nre, err := chenEval(newChenGraph(g), ch, stageEnd, keptNodes, "chen-sqrt", m)
 	if err != nil {
 		return nil, rep, err
 	}
@@ -542,8 +576,12 @@ func ChenGreedyPlan(ctx context.Context, g *graph.Graph, opts ChenOptions) (*sim
 	if err != nil {
 		return nil, rep, fmt.Errorf("chen-greedy: %w", err)
 	}
+	if err := checkChainOf(g, ch); err != nil {
+		return nil, rep, fmt.Errorf("chen-greedy: %w", err)
+	}
+	c := newChenGraph(g)
 	cost := func(kept []int32) (int64, int64, error) {
-		_, _, res, _, err := chenEval(g, ch, stageEnd, kept, "chen-greedy", m)
+		_, _, res, _, err := chenEval(c, ch, stageEnd, kept, "chen-greedy", m)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -572,7 +610,7 @@ func ChenGreedyPlan(ctx context.Context, g *graph.Graph, opts ChenOptions) (*sim
 			return nil, rep, fmt.Errorf("chen-greedy: budget %d bytes: the least simulated peak among %d searched plans is %d bytes", opts.Budget, len(hist), minPeak)
 		}
 	}
-	plan, stages, res, nre, err := chenEval(g, ch, stageEnd, best.Kept, "chen-greedy", m)
+	plan, stages, res, nre, err := chenEval(c, ch, stageEnd, best.Kept, "chen-greedy", m)
 	if err != nil {
 		return nil, rep, err
 	}
