@@ -60,8 +60,17 @@ func Classic(g *graph.Graph, p Predicate) (*Result, error) {
 // efficientnet's nn.SiLU(inplace=True) the clone reads a convolution's
 // output (never mirrored), and remat_torch.apply refused the plan that
 // recomputed it; before mobilenet_v2's ReLU6(inplace=True) it reads a
-// batch norm's, mirrored with it. Unmarking an op can unmark its readers,
-// so it runs to a fixed point.
+// batch norm's, mirrored with it.
+//
+// The other way round, a marked op that reads a storage an in-place op
+// wrote before it is unmarked when the storage's producer is marked: the
+// recompute of the producer makes the storage afresh, without the in-place
+// writes (never mirrored), and the reader would read what the producer
+// made. Swin Transformer's shifted-window attention mask is new_zeros
+// filled in place through views (fill_), then viewed and cloned: mirror
+// re-ran new_zeros, the view and the clone, and the applied step's
+// gradients were wrong. Unmarking an op can unmark its readers, so it runs
+// to a fixed point.
 func dropOverwrittenReaders(g *graph.Graph, marked []bool, rules []Rule) {
 	lastWrite := make([]int32, len(g.Tensors))
 	for i := range lastWrite {
@@ -78,18 +87,70 @@ func dropOverwrittenReaders(g *graph.Graph, marked []bool, rules []Rule) {
 			}
 		}
 	}
+	// written[in0[i]+k]: op i's input k is on a storage that a forward
+	// in-place op wrote after the storage's producer and before op i
+	in0 := make([]int32, len(g.Ops)+1)
+	for i := range g.Ops {
+		in0[i+1] = in0[i] + int32(len(g.Ops[i].Inputs))
+	}
+	written := make([]bool, in0[len(g.Ops)])
+	inPlaceSince := make([]bool, len(g.Tensors)) // by storage
+	for i := range g.Ops {
+		op := &g.Ops[i]
+		if op.Phase != graph.Forward {
+			continue
+		}
+		for k, in := range op.Inputs {
+			if r := g.StorageOf(in); r != graph.NoTensor && inPlaceSince[r] {
+				written[in0[i]+int32(k)] = true
+			}
+		}
+		for _, o := range op.Outputs {
+			r := g.StorageOf(o)
+			switch {
+			case r == o:
+				inPlaceSince[r] = false // made (again) by its producer
+			case op.Flags.Has(graph.InPlace):
+				inPlaceSince[r] = true
+			}
+		}
+	}
+	// remade[t]: the recompute of a reader of t makes t's storage afresh
+	// (Schedule reruns t's producer, and through a view its base's, when
+	// they are marked); otherwise the reader reads the storage kept from
+	// the forward pass, as the last forward write left it.
+	remade := make([]bool, len(g.Tensors))
 	for changed := true; changed; {
 		changed = false
+		for i := range g.Ops {
+			op := &g.Ops[i]
+			for _, o := range op.Outputs {
+				remade[o] = false
+				if !marked[i] || op.Flags.Has(graph.InPlace) {
+					continue
+				}
+				if r := g.StorageOf(o); r == o {
+					remade[o] = true
+				} else {
+					for _, u := range op.Inputs {
+						if g.StorageOf(u) == r {
+							remade[o] = remade[u]
+							break
+						}
+					}
+				}
+			}
+		}
 		for i := range g.Ops {
 			if !marked[i] {
 				continue
 			}
-			for _, in := range g.Ops[i].Inputs {
+			for k, in := range g.Ops[i].Inputs {
 				r := g.StorageOf(in)
-				if r == graph.NoTensor || lastWrite[r] <= int32(i) {
+				if r == graph.NoTensor {
 					continue
 				}
-				if p := g.Tensors[r].Producer; p == graph.NoOp || !marked[p] {
+				if remade[in] && written[in0[i]+int32(k)] || !remade[in] && lastWrite[r] > int32(i) {
 					marked[i], rules[i], changed = false, RuleNotRecomputable, true
 					break
 				}
