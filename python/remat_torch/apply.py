@@ -32,7 +32,10 @@ parameters and buffers and whose training step follows the plan:
   statistics) are cloned, so they are updated exactly once; an in-place op
   recomputed on an original tensor writes a clone; every held tensor carries
   the version counter it had, and a tensor modified in place since is
-  recomputed rather than returned.
+  recomputed rather than returned, unless the writer was a recomputed
+  in-place op on the runner's own recomputed storage (a mask filled through
+  slices): the tensors held on that storage then hold what the forward's
+  later readers read.
 
 The loss and the optimizer run outside the returned module: their ops are in
 the plan (the trace saw them) but are not intercepted; a plan step on one of
@@ -349,12 +352,15 @@ class Runner:
         # when they are not the applier's own recomputed tensors; an in-place
         # op on a recomputed input rebuilds the version it wrote, as the
         # simulator's alias does.
+        written = []  # this runner's own recomputed tensors the op writes
         if r.writes:
             flat, spec = tree_flatten((args, kwargs))
             for i in r.writes:
                 t = flat[i]
                 if isinstance(t, torch.Tensor) and (i in r.writes_only or id(t) not in own):
                     flat[i] = t.clone()
+                elif isinstance(t, torch.Tensor):
+                    written.append(t)
             args, kwargs = _unflatten(flat, spec)
         self.internal += 1
         try:
@@ -372,6 +378,18 @@ class Runner:
         outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
         for (tid, _, _, _), o in zip(self.ops[op].outputs, outs):
             self._hold(tid, o)
+        if written:
+            # The op wrote, in place, a storage this recompute made afresh,
+            # as its first run wrote the forward's: the held tensors on that
+            # storage (its base, other views of it) now hold what the
+            # forward's readers after this op read. Swin Transformer's
+            # attention mask is new_zeros filled through slices, one fill_
+            # after another; the next slice reads the base as the previous
+            # fill_ left it, not the zeros it was held with.
+            ptrs = {w.storage().data_ptr() for w in written}
+            for tid, (t, v) in list(self.st.store.items()):
+                if t._version != v and t.storage().data_ptr() in ptrs:
+                    self._hold(tid, t)
 
     # -- dispatch --
 

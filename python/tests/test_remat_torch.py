@@ -936,6 +936,38 @@ class ApplyTest(unittest.TestCase):
                 applied = check_step(self, model, x, y, plan)
                 self.assertEqual(applied.stats["on_demand"], 0, applied.stats)
 
+    def test_recomputed_mask_filled_in_place(self):
+        """A mask made by new_zeros and filled in place through slices, one
+        fill_ after another (Swin Transformer's shifted-window attention
+        mask), then viewed and cloned for the backward. A plan that
+        recomputes the chain re-runs the fills on the recomputed zeros; the
+        applier held the zeros at the version they were made with and
+        treated the first fill as a foreign write, recomputing the zeros
+        again and losing the earlier fills: chen-sqrt's gradients on
+        swin_t were off by a factor of 4e7."""
+        class Masked(nn.Module):
+            def __init__(self, d=32, n=8):
+                super().__init__()
+                self.layers = nn.ModuleList(nn.Linear(d, d) for _ in range(n))
+                self.head = nn.Linear(d, 5)
+
+            def forward(self, x):
+                for i, layer in enumerate(self.layers):
+                    m = x.new_zeros(x.shape[1])
+                    for j, v in enumerate((1.0, 2.0, 3.0)):
+                        m[j * 8:(j + 1) * 8] = v + i
+                    x = torch.tanh(layer(x)) * m.view(1, -1).clone()
+                return self.head(x)
+
+        torch.manual_seed(0)
+        model = Masked()
+        x, y = torch.randn(4, 32), torch.randint(0, 5, (4,))
+        for s in ["chen-sqrt", "chen-greedy", "mirror"]:
+            with self.subTest(strategy=s):
+                _, _, plan = plan_for(model, x, y, s)
+                applied = check_step(self, model, x, y, plan)
+                self.assertEqual(applied.stats["on_demand"], 0, applied.stats)
+
     def test_chain_keeps_clones_of_kept_checkpoints(self):
         """mobilenet_v3_small's classifier: Linear, Hardswish(inplace=True)
         (autograd clones the Linear's output first), Dropout(inplace=True).
