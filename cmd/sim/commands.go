@@ -648,6 +648,14 @@ replayed with 'sim report --graph'.`,
 		if res.Status != strategy.StatusOK {
 			fmt.Fprintf(a.stderr, "sim: warning: %s: %s: %s\n", name, res.Status, res.Reason)
 		}
+		if st := sim.StaleReads(r.g, res.Plan); len(st) > 0 {
+			// The simulator replays these; PyTorch would compute them
+			// from what an in-place op wrote (docs/simulator.md, Plans).
+			s, g := st[0], r.g
+			fmt.Fprintf(a.stderr, "sim: warning: %s: %d recomputes read a storage that an in-place op wrote since their first run, "+
+				"so PyTorch would compute them from other data (first: step %d, op #%d %q reads tensor #%d %q, written by op #%d %q)\n",
+				name, len(st), s.Step, s.Op, g.Ops[s.Op].Name, s.Tensor, g.Tensors[s.Tensor].Name, s.Wrote, g.Ops[s.Wrote].Name)
+		}
 		res.Plan.Signature = planSignature(r.g)
 		o2, err := render("--out", out, func(w io.Writer) error { return sim.EncodePlan(w, res.Plan) })
 		if err != nil {

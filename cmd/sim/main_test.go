@@ -472,3 +472,20 @@ func TestMaxBatchONNX(t *testing.T) {
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, errOut, "maxbatch needs --model or --onnx")
 }
+
+// TestPlanWarnsOfStaleReads: a plan whose recomputes read a storage an
+// in-place op wrote since their first run (the dtr strategy's on a traced
+// step: gradients rematerialized during the optimizer's in-place updates)
+// is written, with a warning that PyTorch would compute them from other
+// data; a plan without such reads gets none.
+func TestPlanWarnsOfStaleReads(t *testing.T) {
+	step := filepath.Join("..", "..", "chain", "testdata", "traced_squeezenet1_0.json")
+	out, errs, code := run(t, fixedEnv, "plan", "--graph", step, "--strategy", "dtr", "--budget", "0.8", "--device", "cpu", "--allocator", "ideal")
+	require.Equal(t, 0, code, errs)
+	assert.Contains(t, out, `"format": "remat.plan"`)
+	assert.Regexp(t, `sim: warning: dtr: [1-9][0-9]* recomputes read a storage that an in-place op wrote since their first run`, errs)
+	assert.Regexp(t, `written by op #[0-9]+ "add_#[0-9]+"\)`, errs, "the optimizer's in-place update")
+	_, errs, code = run(t, fixedEnv, "plan", "--graph", step, "--strategy", "chen-greedy", "--device", "cpu", "--allocator", "ideal")
+	require.Equal(t, 0, code, errs)
+	assert.NotContains(t, errs, "in-place op wrote")
+}
