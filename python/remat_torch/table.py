@@ -19,7 +19,8 @@ import torch
 from . import measure
 
 MODELS = [("resnet18", 8, 64), ("resnet50", 4, 64), ("vgg16", 4, 64), ("mobilenet_v2", 8, 64),
-          ("densenet121", 4, 64), ("transformer", 8, None), ("gpt", 8, None)]
+          ("densenet121", 4, 64), ("transformer", 8, None), ("gpt", 8, None), ("mobilenet_v3_small", 8, 64),
+          ("swin_t", 1, 64)]
 BUDGETED = {"sublinear-budget", "optimal-chain"}
 BUDGET = "0.5"
 NOTES_MARKER = "<!-- notes: kept by python3 -m remat_torch table -->"
