@@ -50,32 +50,33 @@ func Classic(g *graph.Graph, p Predicate) (*Result, error) {
 }
 
 // dropOverwrittenReaders unmarks (RuleNotRecomputable) each marked op
-// that reads a storage a later forward op writes in place, unless the
-// storage's producer is marked too (the optimizer's in-place updates come
-// after the backward pass and do not count). Recomputed in the backward
-// pass from a kept storage, such an op would read what the in-place op
-// wrote, not what it read the first time; recomputed after its producer,
-// it reads a fresh copy. PyTorch's autograd clones a tensor before an
-// in-place op that destroys what a backward formula needs: before
-// efficientnet's nn.SiLU(inplace=True) the clone reads a convolution's
-// output (never mirrored), and remat_torch.apply refused the plan that
-// recomputed it; before mobilenet_v2's ReLU6(inplace=True) it reads a
-// batch norm's, mirrored with it.
+// whose recompute would read other data than its first run read, because a
+// forward op wrote the storage it reads in place (the optimizer's in-place
+// updates come after the backward pass and do not count). Schedule reruns
+// a read tensor's producer, and through a view its base's, when they are
+// marked; in-place ops are never marked. So the reader's recompute either
+// makes the storage afresh (remade), and must not read it after an
+// in-place write, or reads the storage kept from the forward pass, and
+// must not read it before one.
 //
-// The other way round, a marked op that reads a storage an in-place op
-// wrote before it is unmarked when the storage's producer is marked: the
-// recompute of the producer makes the storage afresh, without the in-place
-// writes (never mirrored), and the reader would read what the producer
-// made. Swin Transformer's shifted-window attention mask is new_zeros
-// filled in place through views (fill_), then viewed and cloned: mirror
-// re-ran new_zeros, the view and the clone, and the applied step's
-// gradients were wrong. Unmarking an op can unmark its readers, so it runs
-// to a fixed point.
+//   - Kept and overwritten later: PyTorch's autograd clones a tensor before
+//     an in-place op that destroys what a backward formula needs. Before
+//     efficientnet's nn.SiLU(inplace=True) the clone reads a convolution's
+//     output (never mirrored), and remat_torch.apply refused the plan that
+//     recomputed it; before mobilenet_v2's ReLU6(inplace=True) it reads a
+//     batch norm's output, remade with it.
+//   - Remade without the writes before: Swin Transformer's shifted-window
+//     attention mask is new_zeros filled in place through views (fill_),
+//     then viewed and cloned; mirror re-ran new_zeros, the view and the
+//     clone, and the applied step's gradients were wrong.
+//
+// Unmarking an op can unmark its readers, so it runs to a fixed point.
 func dropOverwrittenReaders(g *graph.Graph, marked []bool, rules []Rule) {
 	lastWrite := make([]int32, len(g.Tensors))
 	for i := range lastWrite {
 		lastWrite[i] = -1
 	}
+	writes := false
 	for i := range g.Ops {
 		op := &g.Ops[i]
 		if op.Phase != graph.Forward || !op.Flags.Has(graph.InPlace) {
@@ -84,8 +85,12 @@ func dropOverwrittenReaders(g *graph.Graph, marked []bool, rules []Rule) {
 		for _, o := range op.Outputs {
 			if r := g.StorageOf(o); r != graph.NoTensor {
 				lastWrite[r] = max(lastWrite[r], int32(i))
+				writes = true
 			}
 		}
+	}
+	if !writes {
+		return // no forward op writes in place: every recompute reads what it read
 	}
 	// written[in0[i]+k]: op i's input k is on a storage that a forward
 	// in-place op wrote after the storage's producer and before op i
