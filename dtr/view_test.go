@@ -77,6 +77,7 @@ func TestViewsAndInPlaceOnMachine(t *testing.T) {
 
 			plan, _, err := StaticPlan(context.Background(), g, cfg)
 			require.NoError(t, err)
+			require.Empty(t, sim.StaleReads(g, plan), "no recompute reads a storage without its in-place writes")
 			pres, err := sim.Simulate(g, plan, sim.Options{})
 			require.NoError(t, err, "the exported plan replays")
 			require.LessOrEqual(t, pres.PeakAllocated, cfg.Budget)
