@@ -250,24 +250,21 @@ func ChenPlan(g *graph.Graph, ch *StageChain, keptStages []int32, strategy strin
 // do not walk the graph's Tensor and Op structs.
 type chenGraph struct {
 	g    *graph.Graph
-	root []graph.TensorID // storage of each tensor (stageRoots)
+	root []graph.TensorID // storage of each tensor
 	prod []graph.OpID     // producer of each tensor
 	fwd  []bool           // op is a forward op
 	// readByBwd[r]: a non-forward op reads storage r
 	readByBwd []bool
-	// lastWrite[r]: the last forward op that writes storage r in place;
-	// wrote[j]: the op that last wrote (made, or wrote in place) the
-	// storage of forward input j (op o's inputs at in0[o]...) when op o
-	// ran in the forward pass.
-	lastWrite []int32
-	in0       []int32
-	wrote     []graph.OpID
+	// writes: the forward pass's in-place writes (last writer of each
+	// storage, and of each forward input's storage when its reader ran)
+	writes *graph.Writes
 }
 
 func newChenGraph(g *graph.Graph) *chenGraph {
 	nt, no := len(g.Tensors), len(g.Ops)
-	c := &chenGraph{g: g, root: stageRoots(g), prod: make([]graph.OpID, nt), fwd: make([]bool, no),
-		readByBwd: make([]bool, nt), lastWrite: make([]int32, nt)}
+	w := graph.ForwardWrites(g)
+	c := &chenGraph{g: g, root: w.Root, prod: make([]graph.OpID, nt), fwd: make([]bool, no),
+		readByBwd: make([]bool, nt), writes: w}
 	for i := range g.Tensors {
 		c.prod[i] = g.Tensors[i].Producer
 	}
@@ -280,40 +277,12 @@ func newChenGraph(g *graph.Graph) *chenGraph {
 			c.readByBwd[c.root[t]] = true
 		}
 	}
-	writer := make([]graph.OpID, nt)
-	for r := range c.lastWrite {
-		c.lastWrite[r], writer[r] = -1, graph.NoOp
-	}
-	nf := 0
-	for nf < no && c.fwd[nf] {
-		nf++
-	}
-	c.in0 = make([]int32, nf+1)
-	for i := 0; i < nf; i++ {
-		c.in0[i+1] = c.in0[i] + int32(len(g.Ops[i].Inputs))
-	}
-	c.wrote = make([]graph.OpID, c.in0[nf])
-	for i := 0; i < nf; i++ {
-		op := &g.Ops[i]
-		for k, t := range op.Inputs {
-			c.wrote[c.in0[i]+int32(k)] = writer[c.root[t]]
-		}
-		for _, t := range op.Outputs {
-			if r := c.root[t]; r == t || op.Flags.Has(graph.InPlace) {
-				writer[r] = graph.OpID(i)
-				if r != t {
-					c.lastWrite[r] = int32(i)
-				}
-			}
-		}
-	}
 	return c
 }
 
 // chenPlan is ChenPlan on a checked chain.
 func chenPlan(c *chenGraph, ch *StageChain, keptStages []int32, strategy string) (*sim.Plan, int, error) {
-	g, root, prod := c.g, c.root, c.prod
-	readByBwd, lastWrite, in0, wrote := c.readByBwd, c.lastWrite, c.in0, c.wrote
+	g, root, prod, readByBwd, writes := c.g, c.root, c.prod, c.readByBwd, c.writes
 	L := len(ch.Stages)
 	seg := make([]int32, L)
 	kept := make([]bool, L)
@@ -437,10 +406,10 @@ func chenPlan(c *chenGraph, ch *StageChain, keptStages []int32, strategy string)
 					continue
 				}
 				for k, t := range g.Ops[op].Inputs {
-					if lastWrite[root[t]] <= int32(op) {
+					if writes.Last[root[t]] <= int32(op) {
 						continue
 					}
-					if w := wrote[in0[op]+int32(k)]; w == graph.NoOp || w < first || !need[w-first] {
+					if w := writes.Before(op, k); w == graph.NoOp || w < first || !need[w-first] {
 						keep[op-first], changed = true, true
 						break
 					}

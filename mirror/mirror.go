@@ -72,53 +72,9 @@ func Classic(g *graph.Graph, p Predicate) (*Result, error) {
 //
 // Unmarking an op can unmark its readers, so it runs to a fixed point.
 func dropOverwrittenReaders(g *graph.Graph, marked []bool, rules []Rule) {
-	lastWrite := make([]int32, len(g.Tensors))
-	for i := range lastWrite {
-		lastWrite[i] = -1
-	}
-	writes := false
-	for i := range g.Ops {
-		op := &g.Ops[i]
-		if op.Phase != graph.Forward || !op.Flags.Has(graph.InPlace) {
-			continue
-		}
-		for _, o := range op.Outputs {
-			if r := g.StorageOf(o); r != graph.NoTensor {
-				lastWrite[r] = max(lastWrite[r], int32(i))
-				writes = true
-			}
-		}
-	}
-	if !writes {
+	w := graph.ForwardWrites(g)
+	if !w.Any {
 		return // no forward op writes in place: every recompute reads what it read
-	}
-	// written[in0[i]+k]: op i's input k is on a storage that a forward
-	// in-place op wrote after the storage's producer and before op i
-	in0 := make([]int32, len(g.Ops)+1)
-	for i := range g.Ops {
-		in0[i+1] = in0[i] + int32(len(g.Ops[i].Inputs))
-	}
-	written := make([]bool, in0[len(g.Ops)])
-	inPlaceSince := make([]bool, len(g.Tensors)) // by storage
-	for i := range g.Ops {
-		op := &g.Ops[i]
-		if op.Phase != graph.Forward {
-			continue
-		}
-		for k, in := range op.Inputs {
-			if r := g.StorageOf(in); r != graph.NoTensor && inPlaceSince[r] {
-				written[in0[i]+int32(k)] = true
-			}
-		}
-		for _, o := range op.Outputs {
-			r := g.StorageOf(o)
-			switch {
-			case r == o:
-				inPlaceSince[r] = false // made (again) by its producer
-			case op.Flags.Has(graph.InPlace):
-				inPlaceSince[r] = true
-			}
-		}
 	}
 	// remade[t]: the recompute of a reader of t makes t's storage afresh
 	// (Schedule reruns t's producer, and through a view its base's, when
@@ -134,11 +90,11 @@ func dropOverwrittenReaders(g *graph.Graph, marked []bool, rules []Rule) {
 				if !marked[i] || op.Flags.Has(graph.InPlace) {
 					continue
 				}
-				if r := g.StorageOf(o); r == o {
+				if r := w.Root[o]; r == o {
 					remade[o] = true
 				} else {
 					for _, u := range op.Inputs {
-						if g.StorageOf(u) == r {
+						if w.Root[u] == r {
 							remade[o] = remade[u]
 							break
 						}
@@ -151,11 +107,12 @@ func dropOverwrittenReaders(g *graph.Graph, marked []bool, rules []Rule) {
 				continue
 			}
 			for k, in := range g.Ops[i].Inputs {
-				r := g.StorageOf(in)
-				if r == graph.NoTensor {
-					continue
-				}
-				if remade[in] && written[in0[i]+int32(k)] || !remade[in] && lastWrite[r] > int32(i) {
+				r := w.Root[in]
+				// written: an in-place op wrote the storage after its
+				// producer made it and before op i read it
+				last := w.Before(graph.OpID(i), k)
+				written := last != graph.NoOp && last != g.Tensors[r].Producer
+				if remade[in] && written || !remade[in] && w.Last[r] > int32(i) {
 					marked[i], rules[i], changed = false, RuleNotRecomputable, true
 					break
 				}

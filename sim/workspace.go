@@ -194,7 +194,7 @@ func convDims(g *graph.Graph, op *graph.Op, cpuRanks bool) (convShapes, bool) {
 // satMul multiplies non-negative factors, saturating at 1<<62 (a negative
 // factor saturates too). The overflow test is a 128-bit product, not a
 // division per factor: NewMachine sizes every convolution's candidates
-// with it, and the divisions were 5% of a 100k-op replay.
+// with it.
 func satMul(f ...int64) int64 {
 	const lim = int64(1) << 62
 	r := int64(1)
@@ -1235,8 +1235,8 @@ func padded(op *graph.Op) bool {
 // multiplying by the gradient hold that many temporaries of the output
 // gradient's size S (profiler, [64, 256], backward of the op alone): pow by
 // a scalar grad * (exponent * self.pow(exponent - 1)) 2S, reciprocal
-// -grad * (result * result) 2S, rsqrt -0.5 * grad * result.pow(3) 2S, erf 2/sqrt(pi) * exp(-self^2) * grad 4S,
-// cos -grad * sin(self) 2S, sqrt grad / (2 * result), abs grad *
+// -grad * (result * result) 2S, rsqrt -0.5 * grad * result.pow(3) 2S, erf
+// 2/sqrt(pi) * exp(-self^2) * grad 4S, cos -grad * sin(self) 2S, sqrt grad / (2 * result), abs grad *
 // sign(self) and sin grad * cos(self) 1S each; exp, log, tanh, sigmoid and
 // the activations' own backward kernels none.
 func autogradWorkspace(g *graph.Graph, op *graph.Op) int64 {

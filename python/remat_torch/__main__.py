@@ -4,9 +4,10 @@
   python3 -m remat_torch table --out docs/fidelity-plans.md
 
 run traces one training step of the model (torchvision name, "transformer",
-"gpt" or "llama" from tools/export_onnx.py, or module:callable), asks sim for each strategy's plan (`sim plan`) and
-prediction (`sim report --graph`, both with --device cpu --allocator ideal,
-and --budget when given), applies the plan with remat_torch.apply, runs the
+"gpt" or "llama" from tools/export_onnx.py, or module:callable), asks sim
+for each strategy's plan (`sim plan`) and prediction (`sim report --graph`,
+both with --device cpu --allocator ideal, and --budget when given),
+applies the plan with remat_torch.apply, runs the
 step and prints per strategy the predicted and measured peak (resident
 bytes plus the profiler's largest running sum of allocation events), the
 error, the predicted and measured step time and whether gradients and

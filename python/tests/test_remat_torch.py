@@ -186,6 +186,20 @@ def check_step(test, model, x, y, plan, seed=7):
     return applied
 
 
+def check_plans(test, model, x, y, strategies, also=None):
+    """Each strategy's plan for model, applied in a subtest: check_step
+    (gradients and buffers match the plain step), nothing recomputed on
+    demand (the plan's own recomputes gave every tensor a backward read),
+    then also(applied) when given."""
+    for s in strategies:
+        with test.subTest(strategy=s):
+            _, _, plan = plan_for(model, x, y, s)
+            applied = check_step(test, model, x, y, plan)
+            if also is not None:
+                also(applied)
+            test.assertEqual(applied.stats["on_demand"], 0, applied.stats)
+
+
 class TraceTest(unittest.TestCase):
     def test_forward_links(self):
         model, x, y = cnn_case()
@@ -930,11 +944,7 @@ class ApplyTest(unittest.TestCase):
         torch.manual_seed(0)
         model = SE()
         x, y = torch.randn(4, 3, 16, 16), torch.randint(0, 5, (4,))
-        for s in ["mirror", "mirror-cost"]:
-            with self.subTest(strategy=s):
-                _, _, plan = plan_for(model, x, y, s)
-                applied = check_step(self, model, x, y, plan)
-                self.assertEqual(applied.stats["on_demand"], 0, applied.stats)
+        check_plans(self, model, x, y, ["mirror", "mirror-cost"])
 
     def test_recomputed_mask_filled_in_place(self):
         """A mask made by new_zeros and filled in place through slices, one
@@ -962,11 +972,7 @@ class ApplyTest(unittest.TestCase):
         torch.manual_seed(0)
         model = Masked()
         x, y = torch.randn(4, 32), torch.randint(0, 5, (4,))
-        for s in ["chen-sqrt", "chen-greedy", "mirror"]:
-            with self.subTest(strategy=s):
-                _, _, plan = plan_for(model, x, y, s)
-                applied = check_step(self, model, x, y, plan)
-                self.assertEqual(applied.stats["on_demand"], 0, applied.stats)
+        check_plans(self, model, x, y, ["chen-sqrt", "chen-greedy", "mirror"])
 
     def test_chain_keeps_clones_of_kept_checkpoints(self):
         """mobilenet_v3_small's classifier: Linear, Hardswish(inplace=True)
@@ -981,12 +987,8 @@ class ApplyTest(unittest.TestCase):
         torch.manual_seed(0)
         model = torchvision.models.mobilenet_v3_small()
         x, y = torch.randn(4, 3, 64, 64), torch.randint(0, 1000, (4,))
-        for s in ["chen-greedy", "chen-sqrt"]:
-            with self.subTest(strategy=s):
-                _, _, plan = plan_for(model, x, y, s)
-                applied = check_step(self, model, x, y, plan)
-                self.assertGreater(applied.stats["recomputes"], 0, applied.stats)
-                self.assertEqual(applied.stats["on_demand"], 0, applied.stats)
+        check_plans(self, model, x, y, ["chen-greedy", "chen-sqrt"],
+                    also=lambda a: self.assertGreater(a.stats["recomputes"], 0, a.stats))
 
     def test_recomputes_happen(self):
         model, x, y = cnn_case()
