@@ -11,8 +11,11 @@ const (
 	// collect.
 	gcFloor = 64 << 20
 	// gcCeiling is the soft limit on the Go memory from then on, while the
-	// live heap stays below 3/4 of it.
-	gcCeiling = 896 << 20
+	// live heap leaves at least gcHeadroom below it.
+	gcCeiling = 960 << 20
+	// gcHeadroom is the least room between the live heap and gcCeiling:
+	// the collector runs once per gcHeadroom allocated at the most.
+	gcHeadroom = 96 << 20
 )
 
 // tuneGC sets the process's collector for a command-line run:
@@ -25,11 +28,12 @@ const (
 //   - from the first collection on, the default (GOGC 100) with a soft
 //     limit of gcCeiling: the heap may grow to twice the live heap, but
 //     not past the limit while the live heap is well below it, so a
-//     million-op graph (about 600 MB live) peaks below 1 GiB instead of
-//     at up to 1.2 GB;
-//   - once the live heap after a collection passes 3/4 of the ceiling, no
-//     limit (collecting at a limit near the live heap would run the
-//     collector almost continuously): GOGC 100 alone.
+//     report on a million-op graph (about 530 MB live once built, 830 MB
+//     at the simulation's peak) stays below 1 GiB instead of reaching up
+//     to 1.2 GB;
+//   - once the live heap after a collection comes within gcHeadroom of
+//     the ceiling, no limit (collecting at a limit near the live heap
+//     would run the collector almost continuously): GOGC 100 alone.
 //
 // GOGC or GOMEMLIMIT in the environment leave the collector as they set
 // it. main calls it (Main, which the tests run in process, does not).
@@ -56,7 +60,7 @@ func tuneGC(getenv func(string) (string, bool)) {
 func liftCeiling() {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	if ms.HeapAlloc > gcCeiling/4*3 {
+	if ms.HeapAlloc > gcCeiling-gcHeadroom {
 		debug.SetMemoryLimit(math.MaxInt64)
 		return
 	}
