@@ -873,6 +873,15 @@ var misuseCases = []misuseCase{
 	{"graph.DType.Valid", "zero", false, func() error { _ = new(graph.DType).Valid(); return nil }},
 	{"graph.Decode", "zero", false, func() error { _, err := graph.Decode(strings.NewReader("")); return err }},
 	{"graph.DefaultRules", "zero", false, func() error { _ = graph.DefaultRules(); return nil }},
+	{"graph.Dense.AliasCycle", "zero", false, func() error { _ = new(graph.Dense).AliasCycle(); return nil }},
+	{"graph.Dense.Inputs", "zero", false, func() error { _ = new(graph.Dense).Inputs((graph.OpID)(0)); return nil }},
+	{"graph.Dense.Inputs", "empty", false, func() error { _ = new(graph.Dense).Inputs((graph.OpID)(-1)); return nil }},
+	{"graph.Dense.Inputs", "foreign", false, func() error { _ = new(graph.Dense).Inputs((graph.OpID)(1 << 30)); return nil }},
+	{"graph.Dense.NumOps", "zero", false, func() error { _ = new(graph.Dense).NumOps(); return nil }},
+	{"graph.Dense.NumTensors", "zero", false, func() error { _ = new(graph.Dense).NumTensors(); return nil }},
+	{"graph.Dense.Outputs", "zero", false, func() error { _ = new(graph.Dense).Outputs((graph.OpID)(0)); return nil }},
+	{"graph.Dense.Outputs", "empty", false, func() error { _ = new(graph.Dense).Outputs((graph.OpID)(-1)); return nil }},
+	{"graph.Dense.Outputs", "foreign", false, func() error { _ = new(graph.Dense).Outputs((graph.OpID)(1 << 30)); return nil }},
 	{"graph.Differentiate", "zero", true, func() error {
 		_, err := graph.Differentiate((*graph.Graph)(nil), (graph.TensorID)(0), *new(graph.BackwardOptions))
 		return err
@@ -900,6 +909,8 @@ var misuseCases = []misuseCase{
 	{"graph.Graph.Consumers", "empty", false, func() error { _ = new(graph.Graph).Consumers((graph.TensorID)(-1)); return nil }},
 	{"graph.Graph.Consumers", "nil", false, func() error { _ = (*graph.Graph)(nil).Consumers((graph.TensorID)(0)); return nil }},
 	{"graph.Graph.Consumers", "foreign", false, func() error { _ = new(graph.Graph).Consumers((graph.TensorID)(1 << 30)); return nil }},
+	{"graph.Graph.Dense", "zero", false, func() error { _ = new(graph.Graph).Dense(); return nil }},
+	{"graph.Graph.Dense", "nil", false, func() error { _ = (*graph.Graph)(nil).Dense(); return nil }},
 	{"graph.Graph.NumOps", "zero", false, func() error { _ = new(graph.Graph).NumOps(); return nil }},
 	{"graph.Graph.NumOps", "nil", false, func() error { _ = (*graph.Graph)(nil).NumOps(); return nil }},
 	{"graph.Graph.NumTensors", "zero", false, func() error { _ = new(graph.Graph).NumTensors(); return nil }},

@@ -250,9 +250,9 @@ func ChenPlan(g *graph.Graph, ch *StageChain, keptStages []int32, strategy strin
 // do not walk the graph's Tensor and Op structs.
 type chenGraph struct {
 	g    *graph.Graph
+	d    *graph.Dense     // g.Dense()
 	root []graph.TensorID // storage of each tensor
 	prod []graph.OpID     // producer of each tensor
-	fwd  []bool           // op is a forward op
 	// readByBwd[r]: a non-forward op reads storage r
 	readByBwd []bool
 	// writes: the forward pass's in-place writes (last writer of each
@@ -261,19 +261,13 @@ type chenGraph struct {
 }
 
 func newChenGraph(g *graph.Graph) *chenGraph {
-	nt, no := len(g.Tensors), len(g.Ops)
-	w := graph.ForwardWrites(g)
-	c := &chenGraph{g: g, root: w.Root, prod: make([]graph.OpID, nt), fwd: make([]bool, no),
-		readByBwd: make([]bool, nt), writes: w}
-	for i := range g.Tensors {
-		c.prod[i] = g.Tensors[i].Producer
-	}
-	for i := range g.Ops {
-		c.fwd[i] = g.Ops[i].Phase == graph.Forward
-		if c.fwd[i] {
+	d := g.Dense()
+	c := &chenGraph{g: g, d: d, root: d.Root, prod: d.Producer, readByBwd: make([]bool, d.NumTensors()), writes: graph.ForwardWrites(g)}
+	for i, ph := range d.Phase {
+		if ph == graph.Forward {
 			continue
 		}
-		for _, t := range g.Ops[i].Inputs {
+		for _, t := range d.Inputs(graph.OpID(i)) {
 			c.readByBwd[c.root[t]] = true
 		}
 	}
@@ -282,7 +276,7 @@ func newChenGraph(g *graph.Graph) *chenGraph {
 
 // chenPlan is ChenPlan on a checked chain.
 func chenPlan(c *chenGraph, ch *StageChain, keptStages []int32, strategy string) (*sim.Plan, int, error) {
-	g, root, prod, readByBwd, writes := c.g, c.root, c.prod, c.readByBwd, c.writes
+	g, d, root, prod, readByBwd, writes := c.g, c.d, c.root, c.prod, c.readByBwd, c.writes
 	L := len(ch.Stages)
 	seg := make([]int32, L)
 	kept := make([]bool, L)
@@ -316,7 +310,7 @@ func chenPlan(c *chenGraph, ch *StageChain, keptStages []int32, strategy string)
 	var seq []graph.OpID
 	recomputes := 0
 	run := func(op graph.OpID) error {
-		for _, t := range g.Ops[op].Inputs {
+		for _, t := range d.Inputs(op) {
 			if !produced[t] {
 				return fmt.Errorf("%s: op %d %q reads tensor %d %q before it is computed", strategy, op, g.Ops[op].Name, t, g.Tensors[t].Name)
 			}
@@ -325,7 +319,7 @@ func chenPlan(c *chenGraph, ch *StageChain, keptStages []int32, strategy string)
 			recomputes++
 		}
 		ran[op] = true
-		for _, t := range g.Ops[op].Outputs {
+		for _, t := range d.Outputs(op) {
 			produced[t] = true
 		}
 		seq = append(seq, op)
@@ -366,7 +360,7 @@ func chenPlan(c *chenGraph, ch *StageChain, keptStages []int32, strategy string)
 		for changed := true; changed; {
 			changed = false
 			for op := first; op <= last; op++ {
-				for _, t := range g.Ops[op].Outputs {
+				for _, t := range d.Outputs(op) {
 					r := root[t]
 					wanted[r] = inSeg(r) && readByBwd[r]
 				}
@@ -376,13 +370,13 @@ func chenPlan(c *chenGraph, ch *StageChain, keptStages []int32, strategy string)
 				if ch.OpPinned[op] || keep[op-first] {
 					continue
 				}
-				for _, t := range g.Ops[op].Outputs {
+				for _, t := range d.Outputs(op) {
 					if wanted[root[t]] {
 						need[op-first] = true
 					}
 				}
 				if need[op-first] {
-					for _, t := range g.Ops[op].Inputs {
+					for _, t := range d.Inputs(op) {
 						if r := root[t]; inSeg(r) {
 							wanted[r] = true
 						}
@@ -405,7 +399,7 @@ func chenPlan(c *chenGraph, ch *StageChain, keptStages []int32, strategy string)
 				if !need[op-first] {
 					continue
 				}
-				for k, t := range g.Ops[op].Inputs {
+				for k, t := range d.Inputs(op) {
 					if writes.Last[root[t]] <= int32(op) {
 						continue
 					}
@@ -427,10 +421,10 @@ func chenPlan(c *chenGraph, ch *StageChain, keptStages []int32, strategy string)
 	}
 	for s := L - 1; s >= 0; s-- {
 		for _, op := range ch.Stages[s].Bwd {
-			for _, t := range g.Ops[op].Inputs {
+			for _, t := range d.Inputs(op) {
 				r := root[t]
 				p := prod[r]
-				if p == graph.NoOp || !c.fwd[p] || ch.OpPinned[p] || isCkpt[r] {
+				if p == graph.NoOp || d.Phase[p] != graph.Forward || ch.OpPinned[p] || isCkpt[r] {
 					continue
 				}
 				k := seg[ch.StageOf[p]]

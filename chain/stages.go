@@ -137,15 +137,6 @@ type StagesOptions struct {
 	MaxStages int
 }
 
-// stageRoots returns, for every tensor, the tensor owning its storage.
-func stageRoots(g *graph.Graph) []graph.TensorID {
-	r := make([]graph.TensorID, len(g.Tensors))
-	for i := range g.Tensors {
-		r[i] = g.StorageOf(graph.TensorID(i))
-	}
-	return r
-}
-
 // StagesOf splits g's forward ops into stages at articulation points and
 // measures each stage. The forward ops must precede every backward op and
 // backward ops every update op (the order builders and importers produce);
@@ -166,23 +157,24 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 		wsOf = func(op graph.OpID) int64 { return g.Ops[op].Workspace }
 	}
 	no, nt := len(g.Ops), len(g.Tensors)
+	d := g.Dense()
 	nf := 0
-	for nf < no && g.Ops[nf].Phase == graph.Forward {
+	for nf < no && d.Phase[nf] == graph.Forward {
 		nf++
 	}
 	if nf == 0 {
 		return nil, fmt.Errorf("stages: graph %q: ops[0] is not a forward op (graph has %d ops), expected forward ops before backward ops", g.Name, no)
 	}
 	nb := nf
-	for nb < no && g.Ops[nb].Phase == graph.Backward {
+	for nb < no && d.Phase[nb] == graph.Backward {
 		nb++
 	}
 	for i := nb; i < no; i++ {
-		if g.Ops[i].Phase != graph.Update {
-			return nil, fmt.Errorf("stages: graph %q: op %d %q is in phase %v after the backward part, expected forward ops, then backward ops, then update ops", g.Name, i, g.Ops[i].Name, g.Ops[i].Phase)
+		if d.Phase[i] != graph.Update {
+			return nil, fmt.Errorf("stages: graph %q: op %d %q is in phase %v after the backward part, expected forward ops, then backward ops, then update ops", g.Name, i, g.Ops[i].Name, d.Phase[i])
 		}
 	}
-	root := stageRoots(g)
+	root := d.Root
 	// Pinned ops: not recomputable, or producing a storage that a
 	// non-recomputable op writes in place.
 	pinned := make([]bool, no)
@@ -203,7 +195,7 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 		pinned[i] = true
 		for _, t := range o.Outputs {
 			if r := root[t]; r != t {
-				if p := g.Tensors[r].Producer; p != graph.NoOp {
+				if p := d.Producer[r]; p != graph.NoOp {
 					pinned[p] = true
 				}
 			}
@@ -217,14 +209,14 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 		lastFwdRead[i] = -1
 	}
 	for i := 0; i < nf; i++ {
-		for _, t := range g.Ops[i].Inputs {
+		for _, t := range d.Inputs(graph.OpID(i)) {
 			lastFwdRead[root[t]] = int32(i)
 		}
 	}
 	lastInPlaceWrite := make([]int32, nt)
 	for i := 0; i < nf; i++ {
-		if o := &g.Ops[i]; o.Flags.Has(graph.InPlace) {
-			for _, t := range o.Outputs {
+		if d.Flags[i].Has(graph.InPlace) {
+			for _, t := range d.Outputs(graph.OpID(i)) {
 				if r := root[t]; r != t {
 					lastInPlaceWrite[r] = int32(i)
 				}
@@ -239,7 +231,7 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 		if root[r] != graph.TensorID(r) {
 			continue
 		}
-		p := g.Tensors[r].Producer
+		p := d.Producer[r]
 		if p == graph.NoOp || int(p) >= nf {
 			continue
 		}
@@ -259,6 +251,13 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 		stageOf[i] = -1
 	}
 	var stages []Stage
+	// The stages' op lists are slices of shared arrays (capacity capped, so
+	// that a caller's append copies): one allocation each instead of
+	// several per stage.
+	fwdIDs := make([]graph.OpID, nf)
+	for k := range fwdIDs {
+		fwdIDs[k] = graph.OpID(k)
+	}
 	live := int32(0)
 	liveX := graph.TensorID(0)
 	start := 0
@@ -270,7 +269,7 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 		if !cut && live == 1 {
 			// The one storage live across the cut, if the stage being
 			// closed produced it.
-			if int(g.Tensors[liveX].Producer) >= start {
+			if int(d.Producer[liveX]) >= start {
 				out = liveX
 			}
 			// Not between a storage's producer and an in-place op writing
@@ -285,8 +284,8 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 		if len(stages) > 0 {
 			st.Input = stages[len(stages)-1].Output
 		}
+		st.Fwd = fwdIDs[start : i+1 : i+1]
 		for k := start; k <= i; k++ {
-			st.Fwd = append(st.Fwd, graph.OpID(k))
 			stageOf[k] = int32(len(stages))
 		}
 		stages = append(stages, st)
@@ -294,7 +293,7 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 	}
 	ungrouped := len(stages)
 	if opts.MaxStages > 0 && len(stages) > opts.MaxStages {
-		stages = groupStages(g, stages, opts.MaxStages, timeOf, stageOf)
+		stages = groupStages(d, stages, opts.MaxStages, timeOf, stageOf, fwdIDs)
 	}
 	L := len(stages)
 	if last := &stages[L-1]; g.Loss != graph.NoTensor {
@@ -304,24 +303,25 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 	}
 	// Backward ops: linked ones go to their forward op's stage; unlinked ones
 	// (gradient accumulation, loss seeds) as explained below.
+	bwdStart := make([]int32, L+1)
 	for i := nf; i < nb; i++ {
-		o := &g.Ops[i]
+		ins := d.Inputs(graph.OpID(i))
 		s := int32(-1)
-		if o.Forward != graph.NoOp {
-			s = stageOf[o.Forward]
+		if f := d.Forward[i]; f != graph.NoOp {
+			s = stageOf[f]
 		} else {
 			// It must run after every backward op it reads from; backward
 			// runs stage by stage from the last, so that is the lowest stage
 			// among them. Without such inputs, the highest stage among its
 			// forward inputs.
-			for _, t := range o.Inputs {
-				if p := g.Tensors[t].Producer; p != graph.NoOp && g.Ops[p].Phase == graph.Backward && (s < 0 || stageOf[p] < s) {
+			for _, t := range ins {
+				if p := d.Producer[t]; p != graph.NoOp && d.Phase[p] == graph.Backward && (s < 0 || stageOf[p] < s) {
 					s = stageOf[p]
 				}
 			}
 			if s < 0 {
-				for _, t := range o.Inputs {
-					if p := g.Tensors[t].Producer; p != graph.NoOp && stageOf[p] > s {
+				for _, t := range ins {
+					if p := d.Producer[t]; p != graph.NoOp && stageOf[p] > s {
 						s = stageOf[p]
 					}
 				}
@@ -331,16 +331,28 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 			}
 		}
 		stageOf[i] = s
-		stages[s].Bwd = append(stages[s].Bwd, graph.OpID(i))
+		bwdStart[s+1]++
+	}
+	for s := 0; s < L; s++ {
+		bwdStart[s+1] += bwdStart[s]
+	}
+	bwdIDs := make([]graph.OpID, nb-nf)
+	for s := range stages {
+		a, b := bwdStart[s], bwdStart[s+1]
+		stages[s].Bwd = bwdIDs[a:a:b]
+	}
+	for i := nf; i < nb; i++ {
+		st := &stages[stageOf[i]]
+		st.Bwd = append(st.Bwd, graph.OpID(i)) // within its capacity
 	}
 	// An activation read by the backward of a stage other than its own is
 	// pinned (kept from its first computation), except a stage output read by
 	// the next stage's backward (it is part of x-bar); so is anything the
 	// update phase reads.
 	for i := nf; i < no; i++ {
-		for _, t := range g.Ops[i].Inputs {
+		for _, t := range d.Inputs(graph.OpID(i)) {
 			r := root[t]
-			p := g.Tensors[r].Producer
+			p := d.Producer[r]
 			if p == graph.NoOp || int(p) >= nf {
 				continue
 			}
@@ -362,12 +374,12 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 			if pinned[i] {
 				continue
 			}
-			for _, t := range g.Ops[i].Outputs {
+			for _, t := range d.Outputs(graph.OpID(i)) {
 				r := root[t]
 				if r == t {
 					continue
 				}
-				p := g.Tensors[r].Producer
+				p := d.Producer[r]
 				if pinned[p] || stageOf[p] != stageOf[i] {
 					pinned[i], pinned[p], changed = true, true, true
 					break
@@ -418,18 +430,19 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 	lastUse := make([]int32, nt)
 	readByOwnBwd := make([]bool, nt)
 	for i := nf; i < no; i++ {
-		for _, t := range g.Ops[i].Inputs {
+		for _, t := range d.Inputs(graph.OpID(i)) {
 			r := root[t]
 			if rank[i] > lastUse[r] {
 				lastUse[r] = rank[i]
 			}
-			if p := g.Tensors[r].Producer; p != graph.NoOp && int(p) < nf && stageOf[p] == stageOf[i] {
+			if p := d.Producer[r]; p != graph.NoOp && int(p) < nf && stageOf[p] == stageOf[i] {
 				readByOwnBwd[r] = true
 			}
 		}
 	}
 	lastRead := make([]int32, nt)
 	needR := make([]bool, nt)
+	leafIDs := make([]graph.OpID, nf) // the stages' Leaf lists (each within its Fwd)
 	for s := range stages {
 		st := &stages[s]
 		for _, op := range st.Fwd {
@@ -446,15 +459,18 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 		st.OutputBytes = bytesOf(st.Output)
 		if st.Input != graph.NoTensor {
 			for _, op := range st.Bwd {
-				if stageDupRoot(root, g.Ops[op].Inputs, root[st.Input]) {
+				if stageDupRoot(root, d.Inputs(op), root[st.Input]) {
 					st.InputBwdBytes = st.InputBytes
 				}
 			}
 		}
-		stageMeasureFwd(g, wsOf, root, pinnedSt, lastRead, readByOwnBwd, st)
-		stageLeaf(g, timeOf, wsOf, root, pinned, pinnedSt, lastRead, needR, readByOwnBwd, st)
+		stageMeasureFwd(d, wsOf, root, pinnedSt, lastRead, readByOwnBwd, st)
+		st.Leaf = leafIDs[:0:len(st.Fwd)]
+		stageLeaf(d, timeOf, wsOf, root, pinned, pinnedSt, lastRead, needR, readByOwnBwd, st)
+		st.Leaf = st.Leaf[:len(st.Leaf):len(st.Leaf)]
+		leafIDs = leafIDs[len(st.Leaf):]
 	}
-	rd := newRootReaders(g, root, nf, stageOf)
+	rd := newRootReaders(d, root, nf, stageOf)
 	opAtRank := make([]graph.OpID, n+1)
 	for i := nf; i < no; i++ {
 		opAtRank[rank[i]] = graph.OpID(i)
@@ -469,7 +485,7 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 		}
 	}
 	for s := L - 1; s >= 0; s-- {
-		stageMeasureBwd(g, wsOf, root, rd, pinnedSt, stageOf, rank, lastUse, int32(s), ch)
+		stageMeasureBwd(d, wsOf, root, rd, pinnedSt, stageOf, rank, lastUse, int32(s), ch)
 	}
 	// Update phase: from the held gradients, allocate each update op's
 	// outputs and free storages at their last use (updated parameters and
@@ -480,26 +496,26 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 	}
 	ch.UpdatePeak = cur
 	for _, op := range ch.Update {
-		o := &g.Ops[op]
-		for _, t := range o.Outputs {
+		ins, outs := d.Inputs(op), d.Outputs(op)
+		for _, t := range outs {
 			if root[t] == t && !pinnedSt[t] {
-				cur += g.Tensors[t].Bytes
+				cur += d.StorageBytes[t]
 			}
 		}
 		ch.UpdatePeak = max(ch.UpdatePeak, cur+wsOf(op))
-		for j, t := range o.Inputs {
+		for j, t := range ins {
 			r := root[t]
-			p := g.Tensors[r].Producer
-			if pinnedSt[r] || g.Tensors[r].Kind.Persistent() || p == graph.NoOp || int(p) < nf || stageDupRoot(root, o.Inputs[:j], r) || isOutputOf(o, r) {
+			p := d.Producer[r]
+			if pinnedSt[r] || d.Kind[r].Persistent() || p == graph.NoOp || int(p) < nf || stageDupRoot(root, ins[:j], r) || isOutputOf(outs, r) {
 				continue
 			}
 			if lastUse[r] == rank[op] {
-				cur -= g.Tensors[r].Bytes
+				cur -= d.StorageBytes[r]
 			}
 		}
-		for _, t := range o.Outputs {
-			if root[t] == t && !pinnedSt[t] && !g.Tensors[t].Kind.Persistent() && lastUse[t] == 0 {
-				cur -= g.Tensors[t].Bytes
+		for _, t := range outs {
+			if root[t] == t && !pinnedSt[t] && !d.Kind[t].Persistent() && lastUse[t] == 0 {
+				cur -= d.StorageBytes[t]
 			}
 		}
 	}
@@ -508,25 +524,25 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 
 // stageMeasureFwd fills XBarBytes, FwdPeakNone and FwdPeakAll of st.
 // lastRead is scratch space of one entry per tensor.
-func stageMeasureFwd(g *graph.Graph, wsOf StageTimeFunc, root []graph.TensorID, pinnedSt []bool, lastRead []int32, readByBwd []bool, st *Stage) {
+func stageMeasureFwd(d *graph.Dense, wsOf StageTimeFunc, root []graph.TensorID, pinnedSt []bool, lastRead []int32, readByBwd []bool, st *Stage) {
 	for _, op := range st.Fwd {
-		for _, t := range g.Ops[op].Outputs {
+		for _, t := range d.Outputs(op) {
 			lastRead[root[t]] = -1
 		}
 	}
 	for k, op := range st.Fwd {
-		for _, t := range g.Ops[op].Inputs {
+		for _, t := range d.Inputs(op) {
 			lastRead[root[t]] = int32(k)
 		}
 	}
 	first, last := st.Fwd[0], st.Fwd[len(st.Fwd)-1]
 	for _, op := range st.Fwd {
-		for _, t := range g.Ops[op].Outputs {
+		for _, t := range d.Outputs(op) {
 			if root[t] == t && !pinnedSt[t] && (readByBwd[t] || t == st.Output) {
-				st.XBarBytes += g.Tensors[t].Bytes
+				st.XBarBytes += d.StorageBytes[t]
 				if readByBwd[t] {
-					st.XBarBwdBytes += g.Tensors[t].Bytes
-					st.XBarRestBytes += g.Tensors[t].Bytes
+					st.XBarBwdBytes += d.StorageBytes[t]
+					st.XBarRestBytes += d.StorageBytes[t]
 				}
 			}
 		}
@@ -538,28 +554,28 @@ func stageMeasureFwd(g *graph.Graph, wsOf StageTimeFunc, root []graph.TensorID, 
 			if pinnedSt[r] || r == st.Output || (keepSaved && readByBwd[r]) {
 				return
 			}
-			if p := g.Tensors[r].Producer; p == graph.NoOp || p < first || p > last {
+			if p := d.Producer[r]; p == graph.NoOp || p < first || p > last {
 				return // the stage input or an outside tensor
 			}
-			cur -= g.Tensors[r].Bytes
+			cur -= d.StorageBytes[r]
 		}
 		for k, op := range st.Fwd {
-			o := &g.Ops[op]
-			for _, t := range o.Outputs {
+			ins, outs := d.Inputs(op), d.Outputs(op)
+			for _, t := range outs {
 				if root[t] == t && !pinnedSt[t] {
-					cur += g.Tensors[t].Bytes
+					cur += d.StorageBytes[t]
 				}
 			}
 			if v := cur + wsOf(op); v > peak {
 				peak = v
 			}
-			for j, t := range o.Inputs {
+			for j, t := range ins {
 				r := root[t]
-				if lastRead[r] == int32(k) && !stageDupRoot(root, o.Inputs[:j], r) && !isOutputOf(o, r) {
+				if lastRead[r] == int32(k) && !stageDupRoot(root, ins[:j], r) && !isOutputOf(outs, r) {
 					free(r)
 				}
 			}
-			for _, t := range o.Outputs {
+			for _, t := range outs {
 				if root[t] == t && lastRead[t] <= int32(k) {
 					free(t)
 				}
@@ -606,7 +622,7 @@ func stageInPlaceOnly(g *graph.Graph, o *graph.Op, root []graph.TensorID) bool {
 // (the next group's input, its checkpoint) within a quarter of a group's
 // time of the balanced position. A group's input is its first stage's, its
 // output its last stage's.
-func groupStages(g *graph.Graph, stages []Stage, n int, timeOf StageTimeFunc, stageOf []int32) []Stage {
+func groupStages(d *graph.Dense, stages []Stage, n int, timeOf StageTimeFunc, stageOf []int32, fwdIDs []graph.OpID) []Stage {
 	w := make([]int64, len(stages)+1)
 	for k := range stages {
 		var t int64
@@ -618,7 +634,7 @@ func groupStages(g *graph.Graph, stages []Stage, n int, timeOf StageTimeFunc, st
 	total := w[len(stages)]
 	cutBytes := func(k int) int64 { // the storage entering stage k
 		if in := stages[k].Input; in != graph.NoTensor {
-			return g.Tensors[g.StorageOf(in)].Bytes
+			return d.StorageBytes[d.Root[in]]
 		}
 		return 0
 	}
@@ -651,11 +667,10 @@ func groupStages(g *graph.Graph, stages []Stage, n int, timeOf StageTimeFunc, st
 			end = best
 		}
 		grp := Stage{Input: stages[k].Input, Output: stages[end-1].Output}
-		for j := k; j < end; j++ {
-			for _, op := range stages[j].Fwd {
-				grp.Fwd = append(grp.Fwd, op)
-				stageOf[op] = int32(len(out))
-			}
+		lo, hi := stages[k].Fwd[0], stages[end-1].Fwd[len(stages[end-1].Fwd)-1]+1
+		grp.Fwd = fwdIDs[lo:hi:hi] // consecutive stages: consecutive ops
+		for _, op := range grp.Fwd {
+			stageOf[op] = int32(len(out))
 		}
 		out = append(out, grp)
 		k = end
@@ -667,7 +682,7 @@ func groupStages(g *graph.Graph, stages []Stage, n int, timeOf StageTimeFunc, st
 // whose outputs' storages the stage's backward reads, transitively within
 // the stage, and the peak of running them keeping what the backward reads.
 // needR is scratch space of one false entry per tensor, left false.
-func stageLeaf(g *graph.Graph, timeOf, wsOf StageTimeFunc, root []graph.TensorID, pinned, pinnedSt []bool, lastRead []int32, needR, readByBwd []bool, st *Stage) {
+func stageLeaf(d *graph.Dense, timeOf, wsOf StageTimeFunc, root []graph.TensorID, pinned, pinnedSt []bool, lastRead []int32, needR, readByBwd []bool, st *Stage) {
 	var touched []graph.TensorID
 	mark := func(r graph.TensorID) {
 		if !needR[r] {
@@ -676,20 +691,20 @@ func stageLeaf(g *graph.Graph, timeOf, wsOf StageTimeFunc, root []graph.TensorID
 		}
 	}
 	for _, op := range st.Bwd {
-		for _, t := range g.Ops[op].Inputs {
+		for _, t := range d.Inputs(op) {
 			mark(root[t])
 		}
 	}
 	need := make([]bool, len(st.Fwd))
 	for k := len(st.Fwd) - 1; k >= 0; k-- {
-		o := &g.Ops[st.Fwd[k]]
-		for _, t := range o.Outputs {
+		ins, outs := d.Inputs(st.Fwd[k]), d.Outputs(st.Fwd[k])
+		for _, t := range outs {
 			if needR[root[t]] {
 				need[k] = true
 			}
 		}
 		if need[k] {
-			for _, t := range o.Inputs {
+			for _, t := range ins {
 				mark(root[t])
 			}
 		}
@@ -710,12 +725,12 @@ func stageLeaf(g *graph.Graph, timeOf, wsOf StageTimeFunc, root []graph.TensorID
 		return
 	}
 	for _, op := range st.Leaf {
-		for _, t := range g.Ops[op].Outputs {
+		for _, t := range d.Outputs(op) {
 			lastRead[root[t]] = -1
 		}
 	}
 	for k, op := range st.Leaf {
-		for _, t := range g.Ops[op].Inputs {
+		for _, t := range d.Inputs(op) {
 			lastRead[root[t]] = int32(k)
 		}
 	}
@@ -725,29 +740,29 @@ func stageLeaf(g *graph.Graph, timeOf, wsOf StageTimeFunc, root []graph.TensorID
 		if pinnedSt[r] || readByBwd[r] {
 			return
 		}
-		if p := g.Tensors[r].Producer; p == graph.NoOp || p < first || p > last {
+		if p := d.Producer[r]; p == graph.NoOp || p < first || p > last {
 			return // the stage input or an outside tensor
 		}
-		cur -= g.Tensors[r].Bytes
+		cur -= d.StorageBytes[r]
 	}
 	for k, op := range st.Leaf {
-		o := &g.Ops[op]
+		ins, outs := d.Inputs(op), d.Outputs(op)
 		if pinned[op] {
 			continue // ran once, its outputs are pinned
 		}
-		for _, t := range o.Outputs {
+		for _, t := range outs {
 			if root[t] == t && !pinnedSt[t] {
-				cur += g.Tensors[t].Bytes
+				cur += d.StorageBytes[t]
 			}
 		}
 		peak = max(peak, cur+wsOf(op))
-		for j, t := range o.Inputs {
+		for j, t := range ins {
 			r := root[t]
-			if lastRead[r] == int32(k) && !stageDupRoot(root, o.Inputs[:j], r) && !isOutputOf(o, r) {
+			if lastRead[r] == int32(k) && !stageDupRoot(root, ins[:j], r) && !isOutputOf(outs, r) {
 				free(r)
 			}
 		}
-		for _, t := range o.Outputs {
+		for _, t := range outs {
 			if root[t] == t && lastRead[t] <= int32(k) {
 				free(t)
 			}
@@ -769,7 +784,7 @@ func stageDupRoot(root []graph.TensorID, ins []graph.TensorID, r graph.TensorID)
 // backward from x-bar plus the incoming gradient, freeing each storage at its
 // last use in the solvers' order (rank), and classifying the surviving
 // outputs as the gradient passed to the previous stage or held gradients.
-func stageMeasureBwd(g *graph.Graph, wsOf StageTimeFunc, root []graph.TensorID, rd *rootReaders, pinnedSt []bool, stageOf []int32, rank, lastUse []int32, s int32, ch *StageChain) {
+func stageMeasureBwd(d *graph.Dense, wsOf StageTimeFunc, root []graph.TensorID, rd *rootReaders, pinnedSt []bool, stageOf []int32, rank, lastUse []int32, s int32, ch *StageChain) {
 	st := &ch.Stages[s]
 	if int(s)+1 < len(ch.Stages) {
 		st.GradInBytes = ch.Stages[s+1].GradOutBytes
@@ -777,50 +792,50 @@ func stageMeasureBwd(g *graph.Graph, wsOf StageTimeFunc, root []graph.TensorID, 
 	base := st.XBarBwdBytes + st.GradInBytes
 	cur, peak := base, base
 	for _, op := range st.Bwd {
-		o := &g.Ops[op]
-		for _, t := range o.Outputs {
+		ins, outs := d.Inputs(op), d.Outputs(op)
+		for _, t := range outs {
 			if root[t] == t && !pinnedSt[t] {
-				cur += g.Tensors[t].Bytes
+				cur += d.StorageBytes[t]
 			}
 		}
 		if v := cur + wsOf(op); v > peak {
 			peak = v
 		}
-		for j, t := range o.Inputs {
+		for j, t := range ins {
 			r := root[t]
-			if pinnedSt[r] || stageDupRoot(root, o.Inputs[:j], r) || isOutputOf(o, r) {
+			if pinnedSt[r] || stageDupRoot(root, ins[:j], r) || isOutputOf(outs, r) {
 				continue
 			}
 			// Only storages counted here: this stage's activations (x-bar),
 			// the incoming gradient and this backward's own outputs. Others
 			// (the stage input, held gradients) belong to the caller.
-			p := g.Tensors[r].Producer
-			if p == graph.NoOp || !(stageOf[p] == s || (stageOf[p] == s+1 && g.Ops[p].Phase == graph.Backward && stageOnlyReadBy(rd, r, s))) {
+			p := d.Producer[r]
+			if p == graph.NoOp || !(stageOf[p] == s || (stageOf[p] == s+1 && d.Phase[p] == graph.Backward && stageOnlyReadBy(rd, r, s))) {
 				continue
 			}
 			if lastUse[r] == rank[op] {
-				cur -= g.Tensors[r].Bytes
+				cur -= d.StorageBytes[r]
 			}
 		}
-		for _, t := range o.Outputs {
+		for _, t := range outs {
 			if root[t] == t && !pinnedSt[t] && lastUse[t] == 0 {
-				cur -= g.Tensors[t].Bytes
+				cur -= d.StorageBytes[t]
 			}
 		}
 	}
 	st.BwdPeak = peak - base
 	for _, op := range st.Bwd {
-		for _, t := range g.Ops[op].Outputs {
+		for _, t := range d.Outputs(op) {
 			if root[t] != t || pinnedSt[t] || lastUse[t] == 0 {
 				continue
 			}
 			outside, onlyPrev := false, true
 			for _, c := range rd.of(t) {
-				if stageOf[c] == s && g.Ops[c].Phase == graph.Backward {
+				if stageOf[c] == s && d.Phase[c] == graph.Backward {
 					continue
 				}
 				outside = true
-				if !(stageOf[c] == s-1 && g.Ops[c].Phase == graph.Backward) {
+				if !(stageOf[c] == s-1 && d.Phase[c] == graph.Backward) {
 					onlyPrev = false
 				}
 			}
@@ -828,16 +843,16 @@ func stageMeasureBwd(g *graph.Graph, wsOf StageTimeFunc, root []graph.TensorID, 
 				continue
 			}
 			if onlyPrev {
-				st.GradOutBytes += g.Tensors[t].Bytes
+				st.GradOutBytes += d.StorageBytes[t]
 			} else {
-				st.HeldGradBytes += g.Tensors[t].Bytes
+				st.HeldGradBytes += d.StorageBytes[t]
 			}
 		}
 	}
 }
 
-func isOutputOf(o *graph.Op, t graph.TensorID) bool {
-	for _, x := range o.Outputs {
+func isOutputOf(outs []graph.TensorID, t graph.TensorID) bool {
+	for _, x := range outs {
 		if x == t {
 			return true
 		}
@@ -869,11 +884,11 @@ type rootReaders struct {
 	bwdStage []int32
 }
 
-func newRootReaders(g *graph.Graph, root []graph.TensorID, nf int, stageOf []int32) *rootReaders {
-	nt := len(g.Tensors)
+func newRootReaders(d *graph.Dense, root []graph.TensorID, nf int, stageOf []int32) *rootReaders {
+	nt := d.NumTensors()
 	rd := &rootReaders{start: make([]int32, nt+1), bwdStage: make([]int32, nt)}
-	for i := nf; i < len(g.Ops); i++ {
-		for _, t := range g.Ops[i].Inputs {
+	for i := nf; i < d.NumOps(); i++ {
+		for _, t := range d.Inputs(graph.OpID(i)) {
 			rd.start[root[t]+1]++
 		}
 	}
@@ -882,8 +897,8 @@ func newRootReaders(g *graph.Graph, root []graph.TensorID, nf int, stageOf []int
 	}
 	rd.ops = make([]graph.OpID, rd.start[nt])
 	fill := append([]int32(nil), rd.start[:nt]...)
-	for i := nf; i < len(g.Ops); i++ {
-		for _, t := range g.Ops[i].Inputs {
+	for i := nf; i < d.NumOps(); i++ {
+		for _, t := range d.Inputs(graph.OpID(i)) {
 			r := root[t]
 			rd.ops[fill[r]] = graph.OpID(i)
 			fill[r]++
@@ -892,7 +907,7 @@ func newRootReaders(g *graph.Graph, root []graph.TensorID, nf int, stageOf []int
 	for r := range rd.bwdStage {
 		b := int32(readByNone)
 		for _, c := range rd.of(graph.TensorID(r)) {
-			if g.Ops[c].Phase != graph.Backward || (b != readByNone && stageOf[c] != b) {
+			if d.Phase[c] != graph.Backward || (b != readByNone && stageOf[c] != b) {
 				b = readByMixed
 				break
 			}

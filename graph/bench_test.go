@@ -64,3 +64,13 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDense builds the dense index of a 100,000-op chain (what the
+// first planner or simulator call on a graph pays once).
+func BenchmarkDense(b *testing.B) {
+	g := buildChain(b, 100_000, true)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = newDense(g)
+	}
+}

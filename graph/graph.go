@@ -1,5 +1,7 @@
 package graph
 
+import "sync/atomic"
+
 // Graph is a training graph: ops in execution order and the tensors they read
 // and write. Build one with a Builder, decode one from JSON, or fill the
 // slices directly and call Validate, which also builds the consumer index.
@@ -20,6 +22,11 @@ type Graph struct {
 	// consList[consStart[t]:consStart[t+1]], in op order.
 	consStart []int32
 	consList  []OpID
+	// dense holds the *Dense that Dense returns, built on its first call
+	// (Validate drops it). An atomic.Value, not a mutex, so that a Graph
+	// stays copyable (Builder holds one by value) and comparable with
+	// reflect.DeepEqual.
+	dense atomic.Value
 }
 
 // NumOps returns the number of ops.
@@ -125,8 +132,12 @@ func (g *Graph) StorageOf(t TensorID) TensorID {
 	if g == nil || t < 0 || int(t) >= len(g.Tensors) {
 		return t
 	}
-	for n := 0; g.Tensors[t].AliasOf != NoTensor && n <= len(g.Tensors); n++ {
-		t = g.Tensors[t].AliasOf
+	for n := 0; n <= len(g.Tensors); n++ {
+		a := g.Tensors[t].AliasOf
+		if a < 0 || int(a) >= len(g.Tensors) {
+			break // NoTensor, or out of range (Validate reports it)
+		}
+		t = a
 	}
 	return t
 }

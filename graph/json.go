@@ -76,8 +76,7 @@ func Encode(w io.Writer, g *Graph) error {
 	if g == nil {
 		return errors.New("encode graph: graph is nil")
 	}
-	c := *g
-	c.consStart, c.consList = nil, nil
+	c := Graph{Name: g.Name, Ops: g.Ops, Tensors: g.Tensors, Loss: g.Loss, Attrs: g.Attrs}
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("encode graph %q: %w", g.Name, err)
 	}

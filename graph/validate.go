@@ -256,5 +256,8 @@ func (g *Graph) Validate() error {
 			g.opLabel(t.Producer), g.tensorLabel(t.AliasOf), g.opLabel(bp))
 	}
 	g.buildIndex()
+	if d, _ := g.dense.Load().(*Dense); d != nil {
+		g.dense.Store((*Dense)(nil)) // rebuilt from the graph as it is now on the next Dense call
+	}
 	return nil
 }

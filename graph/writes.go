@@ -6,7 +6,8 @@ package graph
 // it is flagged InPlace and one of its outputs aliases that storage (relu_,
 // fill_ through a slice); the producer of a storage makes it.
 type Writes struct {
-	// Root[t] is the storage of tensor t (StorageOf).
+	// Root[t] is the storage of tensor t (StorageOf; the graph's Dense
+	// index, read-only).
 	Root []TensorID
 	// Last[r] is the last forward op that writes storage r in place, -1
 	// if none does.
@@ -14,7 +15,7 @@ type Writes struct {
 	// Any reports whether some forward op writes in place.
 	Any bool
 
-	in0    []int32 // per op: index of its first input in before
+	in0    []int32 // per op: index of its first input in before (the Dense index's, read-only)
 	before []OpID
 }
 
@@ -25,38 +26,35 @@ func ForwardWrites(g *Graph) *Writes {
 	if g == nil {
 		return w
 	}
-	nt, no := len(g.Tensors), len(g.Ops)
-	w.Root, w.Last = make([]TensorID, nt), make([]int32, nt)
+	d := g.Dense()
+	nt, no := d.NumTensors(), d.NumOps()
+	w.Root, w.Last = d.Root, make([]int32, nt)
 	writer := make([]OpID, nt) // by storage: the op that last made or wrote it
-	for i := range w.Root {
-		w.Root[i], w.Last[i], writer[i] = g.StorageOf(TensorID(i)), -1, NoOp
+	for i := range w.Last {
+		w.Last[i], writer[i] = -1, NoOp
 	}
-	w.in0 = make([]int32, no+1)
-	for i := range g.Ops {
-		w.in0[i+1] = w.in0[i] + int32(len(g.Ops[i].Inputs))
-	}
-	w.before = make([]OpID, w.in0[no])
+	w.in0 = d.inStart
+	w.before = make([]OpID, len(d.ins))
 	for i := range w.before {
 		w.before[i] = NoOp
 	}
-	for i := range g.Ops {
-		op := &g.Ops[i]
-		if op.Phase != Forward {
+	for i := 0; i < no; i++ {
+		if d.Phase[i] != Forward {
 			continue
 		}
-		for k, t := range op.Inputs {
+		for k, t := range d.Inputs(OpID(i)) {
 			if t >= 0 && int(t) < nt {
 				w.before[w.in0[i]+int32(k)] = writer[w.Root[t]]
 			}
 		}
-		for _, t := range op.Outputs {
+		for _, t := range d.Outputs(OpID(i)) {
 			if t < 0 || int(t) >= nt {
 				continue
 			}
 			switch r := w.Root[t]; {
 			case r == t:
 				writer[r] = OpID(i)
-			case op.Flags.Has(InPlace):
+			case d.Flags[i].Has(InPlace):
 				writer[r], w.Last[r], w.Any = OpID(i), int32(i), true
 			}
 		}

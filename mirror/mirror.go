@@ -163,19 +163,16 @@ func Schedule(g *graph.Graph, mirrored []bool) ([]graph.OpID, error) {
 	}
 	order := make([]graph.OpID, 0, len(g.Ops)+len(g.Ops)/2)
 	cloned := make([]bool, len(g.Ops))
-	// mp[t]: the producer of tensor t if it is mirrored, else NoOp; fwd[op]:
-	// op is a forward op (dense copies: the walks below read 4 bytes per
-	// input instead of a whole Tensor and Op)
+	// mp[t]: the producer of tensor t if it is mirrored, else NoOp (the
+	// walks below read the graph's dense index, not its Op and Tensor
+	// structs)
+	d := g.Dense()
 	mp := make([]graph.OpID, len(g.Tensors))
-	for t := range g.Tensors {
+	for t, p := range d.Producer {
 		mp[t] = graph.NoOp
-		if p := g.Tensors[t].Producer; p != graph.NoOp && mirrored[p] {
+		if p != graph.NoOp && mirrored[p] {
 			mp[t] = p
 		}
-	}
-	fwd := make([]bool, len(g.Ops))
-	for i := range g.Ops {
-		fwd[i] = g.Ops[i].Phase == graph.Forward
 	}
 	var stack []graph.OpID
 	// ensure computes the clone of op p after the clones it depends on,
@@ -189,7 +186,7 @@ func Schedule(g *graph.Graph, mirrored []bool) ([]graph.OpID, error) {
 				continue
 			}
 			pending := false
-			for _, u := range g.Ops[top].Inputs {
+			for _, u := range d.Inputs(top) {
 				if q := mp[u]; q != graph.NoOp && !cloned[q] {
 					stack = append(stack, q)
 					pending = true
@@ -203,16 +200,15 @@ func Schedule(g *graph.Graph, mirrored []bool) ([]graph.OpID, error) {
 			stack = stack[:len(stack)-1]
 		}
 	}
-	for i := range g.Ops {
-		op := &g.Ops[i]
-		if op.Phase != graph.Forward {
-			for _, t := range op.Inputs {
-				if p := mp[t]; p != graph.NoOp && fwd[p] {
+	for i, ph := range d.Phase {
+		if ph != graph.Forward {
+			for _, t := range d.Inputs(graph.OpID(i)) {
+				if p := mp[t]; p != graph.NoOp && d.Phase[p] == graph.Forward {
 					ensure(p)
 				}
 			}
 		}
-		order = append(order, op.ID)
+		order = append(order, graph.OpID(i))
 	}
 	return order, nil
 }
@@ -386,12 +382,13 @@ func groupsOf(g *graph.Graph, cand []bool) [][]graph.OpID {
 		}
 		return x
 	}
+	d := g.Dense()
 	for i := range g.Ops {
 		if !cand[i] {
 			continue
 		}
-		for _, t := range g.Ops[i].Inputs {
-			if p := g.Tensors[t].Producer; p != graph.NoOp && cand[p] {
+		for _, t := range d.Inputs(graph.OpID(i)) {
+			if p := d.Producer[t]; p != graph.NoOp && cand[p] {
 				a, b := find(int32(i)), find(int32(p))
 				if a != b {
 					if a < b {
@@ -430,22 +427,20 @@ func groupsOf(g *graph.Graph, cand []bool) [][]graph.OpID {
 // traced steps read most activations through views (a reshape before a
 // matmul), so a view read by backward keeps its base alive.
 type balance struct {
-	g      *graph.Graph
+	d      *graph.Dense
 	cand   []bool
 	root   []graph.TensorID
 	byBack []bool // per storage: some non-forward op reads it or a view of it
 }
 
 func newBalance(g *graph.Graph, cand []bool) *balance {
-	b := &balance{g: g, cand: cand, root: make([]graph.TensorID, len(g.Tensors)), byBack: make([]bool, len(g.Tensors))}
-	for i := range g.Tensors {
-		b.root[i] = g.StorageOf(graph.TensorID(i))
-	}
-	for i := range g.Ops {
-		if g.Ops[i].Phase == graph.Forward {
+	d := g.Dense()
+	b := &balance{d: d, cand: cand, root: d.Root, byBack: make([]bool, len(g.Tensors))}
+	for i, ph := range d.Phase {
+		if ph == graph.Forward {
 			continue
 		}
-		for _, t := range g.Ops[i].Inputs {
+		for _, t := range d.Inputs(graph.OpID(i)) {
 			b.byBack[b.root[t]] = true
 		}
 	}
@@ -453,21 +448,19 @@ func newBalance(g *graph.Graph, cand []bool) *balance {
 }
 
 func (b *balance) of(grp []graph.OpID) (saved, kept int64) {
-	g := b.g
+	d := b.d
 	for _, o := range grp {
-		op := &g.Ops[o]
-		for _, t := range op.Outputs {
+		for _, t := range d.Outputs(o) {
 			if b.root[t] == t && b.byBack[t] {
-				saved += g.Tensors[t].Bytes
+				saved += d.StorageBytes[t]
 			}
 		}
-		for _, t := range op.Inputs {
-			tt := &g.Tensors[t]
-			if tt.Producer == graph.NoOp || b.cand[tt.Producer] || tt.Kind.Persistent() {
+		for _, t := range d.Inputs(o) {
+			if p := d.Producer[t]; p == graph.NoOp || b.cand[p] || d.Kind[t].Persistent() {
 				continue
 			}
 			if r := b.root[t]; !b.byBack[r] {
-				kept += g.Tensors[r].Bytes
+				kept += d.StorageBytes[r]
 			}
 		}
 	}

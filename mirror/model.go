@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/sim"
@@ -79,6 +80,7 @@ func newPeakModel(g *graph.Graph, so sim.Options, groups [][]graph.OpID, groupOf
 		return nil, 0, fmt.Errorf("mirror-cost: memory model: %w", err)
 	}
 	n, nt := len(g.Ops), len(g.Tensors)
+	d := g.Dense()
 	m := &peakModel{g: g, on: make([]bool, len(groups))}
 
 	// The super-sequence.
@@ -106,8 +108,8 @@ func newPeakModel(g *graph.Graph, so sim.Options, groups [][]graph.OpID, groupOf
 				continue
 			}
 			pending := false
-			for _, u := range g.Ops[top].Inputs {
-				q := g.Tensors[u].Producer
+			for _, u := range d.Inputs(graph.OpID(top)) {
+				q := d.Producer[u]
 				if q != graph.NoOp && in(int32(q)) && !cloned[q] {
 					stack = append(stack, int32(q))
 					pending = true
@@ -123,11 +125,10 @@ func newPeakModel(g *graph.Graph, so sim.Options, groups [][]graph.OpID, groupOf
 	}
 	m.stOp = make([]int32, 0, n+n/2)
 	for i := range g.Ops {
-		op := &g.Ops[i]
-		if op.Phase != graph.Forward {
-			for _, t := range op.Inputs {
-				p := g.Tensors[t].Producer
-				if p == graph.NoOp || groupOf[p] < 0 || g.Ops[p].Phase != graph.Forward {
+		if d.Phase[i] != graph.Forward {
+			for _, t := range d.Inputs(graph.OpID(i)) {
+				p := d.Producer[t]
+				if p == graph.NoOp || groupOf[p] < 0 || d.Phase[p] != graph.Forward {
 					continue
 				}
 				run(int32(p), true)
@@ -147,26 +148,23 @@ func newPeakModel(g *graph.Graph, so sim.Options, groups [][]graph.OpID, groupOf
 	if err != nil {
 		return nil, 0, err
 	}
-	root := make([]graph.TensorID, nt)
+	root := d.Root
 	kept := make([]bool, nt) // resident from creation to the end
 	m.size = make([]int64, nt)
 	arena := so.AtomicCleanPolicy == 0
-	for i := range g.Tensors {
-		r := g.StorageOf(graph.TensorID(i))
-		root[i] = r
-		t := &g.Tensors[i]
+	for i, r := range root {
 		if r != graph.TensorID(i) {
 			continue
 		}
-		switch {
-		case t.Producer == graph.NoOp:
-			m.const0 += t.Bytes
-		case arena && sim.IsAtomicClean(&g.Ops[t.Producer]):
-			m.const0 += t.Bytes
+		switch p := d.Producer[i]; {
+		case p == graph.NoOp:
+			m.const0 += d.StorageBytes[i]
+		case arena && sim.IsAtomicClean(&g.Ops[p]):
+			m.const0 += d.StorageBytes[i]
 		case !freed[i]:
 			kept[i] = true
 		default:
-			m.size[i] = t.Bytes
+			m.size[i] = d.StorageBytes[i]
 		}
 	}
 	m.ws = make([]int64, n)
@@ -177,30 +175,22 @@ func newPeakModel(g *graph.Graph, so sim.Options, groups [][]graph.OpID, groupOf
 	// Events per tracked storage, and the constant part of the curve.
 	diff := make([]int64, ns+1)
 	keptDone := make([]bool, nt)
-	isOut := func(op *graph.Op, r graph.TensorID) bool {
-		for _, o := range op.Outputs {
-			if o == r {
-				return true
-			}
-		}
-		return false
-	}
 	// forEvent calls f for the events of step s: creations of its
 	// storage-owning outputs, then its distinct input storages.
 	forEvent := func(s int, f func(r graph.TensorID, create bool)) {
-		op := &g.Ops[m.stOp[s]]
-		for _, o := range op.Outputs {
+		ins, outs := d.Inputs(graph.OpID(m.stOp[s])), d.Outputs(graph.OpID(m.stOp[s]))
+		for _, o := range outs {
 			if root[o] == o && m.size[o] > 0 {
 				f(o, true)
 			}
 		}
-		for j, t := range op.Inputs {
+		for j, t := range ins {
 			r := root[t]
-			if m.size[r] == 0 || isOut(op, r) {
+			if m.size[r] == 0 || slices.Contains(outs, r) {
 				continue
 			}
 			dup := false
-			for _, u := range op.Inputs[:j] {
+			for _, u := range ins[:j] {
 				if root[u] == r {
 					dup = true
 					break
@@ -215,11 +205,10 @@ func newPeakModel(g *graph.Graph, so sim.Options, groups [][]graph.OpID, groupOf
 	for s := 0; s < ns; s++ {
 		forEvent(s, func(r graph.TensorID, _ bool) { m.evStart[r+1]++ })
 		if m.stGrp[s] < 0 {
-			op := &g.Ops[m.stOp[s]]
-			for _, o := range op.Outputs {
+			for _, o := range d.Outputs(graph.OpID(m.stOp[s])) {
 				if kept[o] && !keptDone[o] {
 					keptDone[o] = true
-					diff[s] += g.Tensors[o].Bytes
+					diff[s] += d.StorageBytes[o]
 				}
 			}
 		}
@@ -264,14 +253,13 @@ func newPeakModel(g *graph.Graph, so sim.Options, groups [][]graph.OpID, groupOf
 	m.gRootStart = make([]int32, ng+1)
 	for gi, grp := range groups {
 		for _, o := range grp {
-			op := &g.Ops[o]
-			for _, t := range op.Outputs {
+			for _, t := range d.Outputs(o) {
 				if r := root[t]; m.size[r] > 0 && stamp[r] != int32(gi)+1 {
 					stamp[r] = int32(gi) + 1
 					m.gRoots = append(m.gRoots, int32(r))
 				}
 			}
-			for _, t := range op.Inputs {
+			for _, t := range d.Inputs(o) {
 				if r := root[t]; m.size[r] > 0 && stamp[r] != int32(gi)+1 {
 					stamp[r] = int32(gi) + 1
 					m.gRoots = append(m.gRoots, int32(r))

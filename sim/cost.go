@@ -61,7 +61,30 @@ func (c CostModel) OpTime(g *graph.Graph, op *graph.Op) int64 {
 	if op.TimeNs > 0 {
 		return op.TimeNs
 	}
-	return satAdd(c.RooflineNs(op.FLOPs, op.BytesAccessed, OpDType(g, op)), c.Device.LaunchOverheadNs)
+	return c.opTime(op, OpDType(g, op))
+}
+
+// opTime is OpTime with the op's dtype (OpDType) given.
+func (c CostModel) opTime(op *graph.Op, dt graph.DType) int64 {
+	if op.TimeNs > 0 {
+		return op.TimeNs
+	}
+	return satAdd(c.RooflineNs(op.FLOPs, op.BytesAccessed, dt), c.Device.LaunchOverheadNs)
+}
+
+// denseDType is OpDType read from the graph's dense index.
+func denseDType(d *graph.Dense, op graph.OpID) graph.DType {
+	for _, t := range d.Outputs(op) {
+		if dt := d.DType[t]; dt.Valid() {
+			return dt
+		}
+	}
+	for _, t := range d.Inputs(op) {
+		if dt := d.DType[t]; dt.Valid() {
+			return dt
+		}
+	}
+	return graph.F32
 }
 
 // SwapNs returns the time to move bytes across the host link in one

@@ -210,6 +210,7 @@ type wsSlot struct {
 // does not have.
 type Machine struct {
 	g        *graph.Graph
+	d        *graph.Dense // g.Dense()
 	opts     Options
 	dev      Profile
 	devName  string
@@ -235,7 +236,7 @@ type Machine struct {
 	// per op
 	opTime  []int64
 	opWs    []int64
-	opAlgo  []string
+	opAlgo  []uint8       // index in convAlgoNames
 	recomp  []ErrorKind   // 0 when the op may be recomputed
 	ipRule  []InPlaceRule // per op, when inPlace != nil
 	arenaSz int64
@@ -423,7 +424,7 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
-	m := &Machine{g: g, opts: opts}
+	m := &Machine{g: g, d: g.Dense(), opts: opts}
 	m.dev = opts.Device
 	m.devName = opts.Device.Name
 	if m.devName == "" {
@@ -450,31 +451,22 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 	if r, ok := m.alloc.(alloc.Reserver); ok {
 		r.Reserve(nt) // at most one block per storage, plus cache splits the arrays grow for
 	}
-	m.root = make([]graph.TensorID, nt)
-	m.bytes = make([]int64, nt)
+	m.root = m.d.Root          // read-only, shared with the graph's index
+	m.bytes = m.d.StorageBytes // read-only, shared with the graph's index
 	m.state = make([]TensorState, nt)
 	m.flags = make([]uint8, nt)
 	m.block = make([]alloc.Block, nt)
 	m.rec = make([]int32, nt)
 	m.ready = make([]int64, nt)
-	m.host = make([]int64, nt)
 	m.evict = make([]bool, nt)
-	for i := range g.Tensors {
-		t := &g.Tensors[i]
-		r := graph.TensorID(i)
-		for n := 0; g.Tensors[r].AliasOf != graph.NoTensor; n++ {
-			if n > nt {
-				return nil, fmt.Errorf("sim: graph %q: tensors[%d]: alias chain forms a cycle: %w", g.Name, i, graph.ErrInvalid)
-			}
-			r = g.Tensors[r].AliasOf
-		}
-		m.root[i] = r
-		if r == graph.TensorID(i) {
-			m.bytes[i] = t.Bytes
-		} else {
+	if i := m.d.AliasCycle(); i != graph.NoTensor {
+		return nil, fmt.Errorf("sim: graph %q: tensors[%d]: alias chain forms a cycle: %w", g.Name, i, graph.ErrInvalid)
+	}
+	for i, r := range m.root {
+		if r != graph.TensorID(i) {
 			m.flags[i] |= flView
 		}
-		if t.Kind.Persistent() {
+		if m.d.Kind[i].Persistent() {
 			m.flags[i] |= flPersistent
 		}
 	}
@@ -484,7 +476,7 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 	m.opRuns = make([]int32, no)
 	m.opTime = make([]int64, no)
 	m.opWs = make([]int64, no)
-	m.opAlgo = make([]string, no)
+	m.opAlgo = make([]uint8, no)
 	m.recomp = make([]ErrorKind, no)
 	if m.inPlace != nil {
 		m.ipRule = make([]InPlaceRule, no)
@@ -497,13 +489,15 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 		limit = DefaultConvWorkspaceLimit
 	}
 	var candBuf []ConvAlgo
+	var convs convMemo
 	for i := range g.Ops {
 		op := &g.Ops[i]
-		t := m.cost.OpTime(g, op)
+		t := m.cost.opTime(op, denseDType(m.d, graph.OpID(i)))
 		ws := max(op.Workspace, autogradWorkspace(g, op), broadcastCopy(g, op))
 		if opts.ConvLibrary == ConvOneDNN {
 			ws = max(ws, CPUWorkspace(g, op, CPU{Threads: opts.CPUThreads, ISA: opts.CPUISA, ChannelsLast: opts.ConvChannelsLast}))
-		} else if cands := appendConvCandidates(candBuf[:0], g, op); cands != nil {
+		} else if d, ok := convs.of(g, i); ok {
+			cands := appendConvAlgos(candBuf[:0], d)
 			candBuf = cands
 			tune, lim, err := opTune(op, opts.CudnnTune, limit)
 			if err != nil {
@@ -516,7 +510,7 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 				}
 				t = ceilNs(float64(t-launch)*a.TimeFactor) + launch
 				ws = a.Workspace
-				m.opAlgo[i] = a.Name
+				m.opAlgo[i] = convAlgoCode(a.Name)
 			}
 		}
 		if IsAtomicClean(op) {
@@ -542,8 +536,8 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
 	if opts.RNGStateBytes > 0 {
-		for i := range g.Ops {
-			if g.Ops[i].Flags.Has(graph.NonDeterministic) {
+		for i := range m.d.Flags {
+			if m.d.Flags[i].Has(graph.NonDeterministic) {
 				m.rngLeft = make([]int32, no)
 				break
 			}
@@ -571,9 +565,10 @@ func (m *Machine) Reset() error {
 		m.flags[i] &^= flPinned | flArena | flDonated
 		m.block[i] = -1
 		m.rec[i] = -1
-		m.ready[i], m.host[i] = 0, 0
+		m.ready[i] = 0
 		m.evict[i] = false
 	}
+	clear(m.host) // allocated by the first swap-out
 	for i := range m.opRuns {
 		m.opRuns[i] = 0
 	}
@@ -595,22 +590,21 @@ func (m *Machine) Reset() error {
 	m.arenaSz, m.arenaB = 0, -1
 	m.step = -1 // initial allocations belong to no step
 	// Resident from the start: tensors without a producer, in ID order.
-	for i := range g.Tensors {
-		t := &g.Tensors[i]
-		if t.Producer != graph.NoOp || m.flags[i]&flView != 0 {
+	for i, p := range m.d.Producer {
+		if p != graph.NoOp || m.flags[i]&flView != 0 {
 			continue
 		}
 		m.flags[i] |= flPinned
 		b, err := m.allocate(m.bytes[i], int32(i), -1)
 		if err != nil {
-			return fmt.Errorf("sim: graph %q: resident tensor #%d %q (%d bytes) does not fit: %w", g.Name, i, t.Name, m.bytes[i], err)
+			return fmt.Errorf("sim: graph %q: resident tensor #%d %q (%d bytes) does not fit: %w", g.Name, i, g.Tensors[i].Name, m.bytes[i], err)
 		}
 		m.block[i] = b
 		m.rec[i] = int32(len(m.records) - 1)
 		m.state[i] = Resident
 	}
-	for i := range g.Tensors {
-		if g.Tensors[i].Producer == graph.NoOp && m.flags[i]&flView != 0 {
+	for i, p := range m.d.Producer {
+		if p == graph.NoOp && m.flags[i]&flView != 0 {
 			m.flags[i] |= flPinned
 			if m.state[m.root[i]] == Resident {
 				m.state[i] = Resident
@@ -780,8 +774,22 @@ func (m *Machine) topLive(keep func(*liveRec) bool) []LiveTensor {
 			continue
 		}
 		full := len(top) == TopTensorsKept
-		if full && r.bytes < top[len(top)-1].Bytes {
-			continue
+		if full {
+			// Ranks below the last kept entry by bytes, tensor and op
+			// (liveLess's keys but the name) without building its names.
+			last := &top[len(top)-1]
+			if r.bytes < last.Bytes {
+				continue
+			}
+			if r.bytes == last.Bytes {
+				t, op := graph.TensorID(r.t), graph.OpID(r.op)
+				if r.t >= 0 {
+					op = m.d.Producer[r.t]
+				}
+				if t > last.Tensor || t == last.Tensor && op > last.Op {
+					continue
+				}
+			}
 		}
 		lt := m.liveTensor(r)
 		if full {
@@ -876,13 +884,13 @@ func (m *Machine) compute(op graph.OpID, next []Step) error {
 	if op < 0 || int(op) >= len(g.Ops) {
 		return m.stepErr(KindInvalidStep, Compute, op, graph.NoTensor, fmt.Sprintf("op %d is not defined (graph has %d ops)", op, len(g.Ops)))
 	}
-	o := &g.Ops[op]
+	ins, outs := m.d.Inputs(op), m.d.Outputs(op)
 	re := m.opRuns[op] > 0
 	if re && m.recomp[op] != 0 && !m.inPlaceFresh(op) {
 		return m.stepErr(m.recomp[op], Compute, op, graph.NoTensor, "")
 	}
 	start := m.clock
-	for _, in := range o.Inputs {
+	for _, in := range ins {
 		s := m.state[in]
 		r := m.root[in]
 		if s == Resident && r != in {
@@ -897,7 +905,7 @@ func (m *Machine) compute(op graph.OpID, next []Step) error {
 	}
 	// Views among the outputs need their storage: resident already, or a
 	// non-view output of this op.
-	for _, out := range o.Outputs {
+	for _, out := range outs {
 		if m.flags[out]&flView == 0 {
 			continue
 		}
@@ -909,13 +917,13 @@ func (m *Machine) compute(op graph.OpID, next []Step) error {
 	nrec := len(m.records)
 	m.stepMaxA, m.stepMaxR = m.alloc.Allocated(), m.reserved()
 	donor := graph.NoTensor
-	for i, out := range o.Outputs {
+	for i, out := range outs {
 		f := m.flags[out]
 		if f&(flView|flArena) != 0 || m.state[out] == Resident {
 			continue
 		}
 		if m.inPlace != nil && i == 0 && next != nil && f&flAtomic == 0 && m.ipRule[op] != InPlaceNone {
-			if in := m.inPlaceDonor(o, m.ipRule[op], out, next); in != graph.NoTensor {
+			if in := m.inPlaceDonor(&g.Ops[op], m.ipRule[op], out, next); in != graph.NoTensor {
 				if b, ok := m.inPlace.AllocInPlace(m.block[in], m.bytes[out]); ok {
 					m.block[out] = b
 					m.setOwner(b, int32(out))
@@ -927,7 +935,7 @@ func (m *Machine) compute(op graph.OpID, next []Step) error {
 		}
 		b, err := m.allocate(m.bytes[out], int32(out), int32(op))
 		if err != nil {
-			m.rollback(o, i, nrec, donor)
+			m.rollback(outs, i, nrec, donor)
 			return m.oomErr(Compute, op, out, m.bytes[out], err)
 		}
 		m.block[out] = b
@@ -937,7 +945,7 @@ func (m *Machine) compute(op graph.OpID, next []Step) error {
 	if ws := m.opWs[op]; ws > 0 {
 		b, err := m.allocate(ws, -1, int32(op))
 		if err != nil {
-			m.rollback(o, len(o.Outputs), nrec, donor)
+			m.rollback(outs, len(outs), nrec, donor)
 			return m.oomErr(Compute, op, graph.NoTensor, ws, fmt.Errorf("workspace: %w", err))
 		}
 		wsb, wsr = b, int32(len(m.records)-1)
@@ -945,7 +953,7 @@ func (m *Machine) compute(op graph.OpID, next []Step) error {
 	m.notePeak(op)
 	// Commit.
 	rec := int32(nrec)
-	for _, out := range o.Outputs {
+	for _, out := range outs {
 		f := m.flags[out]
 		if f&flView != 0 {
 			m.state[out] = Resident
@@ -982,7 +990,7 @@ func (m *Machine) compute(op graph.OpID, next []Step) error {
 			Event{Kind: EvMemory, Step: m.step, ID: int32(op), StartNs: start, Allocated: m.stepMaxA, Reserved: m.stepMaxR})
 	}
 	m.clock = satAdd(start, t)
-	for _, out := range o.Outputs {
+	for _, out := range outs {
 		m.ready[m.root[out]] = max(m.ready[m.root[out]], m.clock)
 	}
 	if re {
@@ -1005,7 +1013,7 @@ func (m *Machine) compute(op graph.OpID, next []Step) error {
 // latest op holding storage r.
 func (m *Machine) readHolds() error {
 	g := m.g
-	for i := range g.Ops {
+	for _, i := range m.d.Holders {
 		v, ok := g.Ops[i].Attrs[graph.AttrHolds]
 		if !ok {
 			continue
@@ -1060,8 +1068,8 @@ func (m *Machine) releaseHeld(op int32) {
 // An output that took donor's block in place gives it back: the block stays
 // live with the same bytes, so the allocator needs no call (only a Static's
 // in-place counter keeps the attempt).
-func (m *Machine) rollback(o *graph.Op, n, nrec int, donor graph.TensorID) {
-	for i, out := range o.Outputs[:n] {
+func (m *Machine) rollback(outs []graph.TensorID, n, nrec int, donor graph.TensorID) {
+	for i, out := range outs[:n] {
 		if m.flags[out]&(flView|flArena) != 0 || m.state[out] == Resident {
 			continue
 		}
@@ -1195,6 +1203,9 @@ func (m *Machine) swapOut(t graph.TensorID) error {
 		m.events = append(m.events, Event{Kind: EvSwapOut, Step: m.step, ID: int32(r), StartNs: start, DurNs: d})
 	}
 	m.copyClock = satAdd(start, d)
+	if m.host == nil {
+		m.host = make([]int64, len(m.state))
+	}
 	m.host[r] = m.copyClock
 	m.swapNs = satAdd(m.swapNs, d)
 	if m.flags[r]&flArena == 0 {
@@ -1409,7 +1420,7 @@ func (m *Machine) ConvAlgo(op graph.OpID) string {
 	if !m.hasOp(op) {
 		return ""
 	}
-	return m.opAlgo[op]
+	return convAlgoNames[m.opAlgo[op]]
 }
 
 // SwapTime returns the time to move t's storage over the host link.

@@ -191,7 +191,7 @@ func (m *Machine) Replay(p *Plan) error {
 // RNG state held.
 func (m *Machine) countRNG(p *Plan) bool {
 	random := func(st *Step) bool {
-		return st.Kind == Compute && st.Op >= 0 && int(st.Op) < len(m.g.Ops) && m.g.Ops[st.Op].Flags.Has(graph.NonDeterministic)
+		return st.Kind == Compute && st.Op >= 0 && int(st.Op) < len(m.d.Flags) && m.d.Flags[st.Op].Has(graph.NonDeterministic)
 	}
 	for i := range p.Steps {
 		if st := &p.Steps[i]; random(st) {
@@ -217,12 +217,11 @@ func (m *Machine) rngState(op graph.OpID) error {
 	if op < 0 || int(op) >= len(m.g.Ops) {
 		return nil // compute reports it
 	}
-	o := &m.g.Ops[op]
-	if o.Phase == graph.Update {
+	if m.d.Phase[op] == graph.Update {
 		m.releaseRNG()
 		return nil
 	}
-	if !o.Flags.Has(graph.NonDeterministic) {
+	if !m.d.Flags[op].Has(graph.NonDeterministic) {
 		return nil
 	}
 	left := m.rngLeft[op]

@@ -36,17 +36,15 @@ func PlanFromSchedule(g *graph.Graph, strategy string, ops []graph.OpID) (*Plan,
 			return nil, fmt.Errorf("schedule position %d: op %d is not defined (graph has %d ops)", i, o, len(g.Ops))
 		}
 	}
-	root := make([]graph.TensorID, nt)
+	d := g.Dense()
+	root := d.Root
 	keep := make([]bool, nt) // never freed
-	for i := range g.Tensors {
-		r := g.StorageOf(graph.TensorID(i))
-		root[i] = r
-		rt := &g.Tensors[r]
-		keep[i] = keep[i] || rt.Producer == graph.NoOp || rt.Kind.Persistent()
+	for i, r := range root {
+		keep[i] = keep[i] || d.Producer[r] == graph.NoOp || d.Kind[r].Persistent()
 		// A parameter's final gradient keeps its storage (it may be a
 		// view: in an exporter trace, .grad is a detach of the backward
 		// kernel's output).
-		if isFinalParamGrad(g, graph.TensorID(i)) {
+		if d.Kind[i] == graph.ParamGradient && isFinalParamGrad(g, graph.TensorID(i)) {
 			keep[r] = true
 		}
 	}
@@ -59,8 +57,8 @@ func PlanFromSchedule(g *graph.Graph, strategy string, ops []graph.OpID) (*Plan,
 	}
 	frees := make([]freeEv, 0, nt)
 	for i := len(ops) - 1; i >= 0; i-- {
-		op := &g.Ops[ops[i]]
-		for _, t := range op.Outputs {
+		ins, outs := d.Inputs(ops[i]), d.Outputs(ops[i])
+		for _, t := range outs {
 			if root[t] != t || keep[t] { // views have no storage of their own
 				continue
 			}
@@ -69,12 +67,12 @@ func PlanFromSchedule(g *graph.Graph, strategy string, ops []graph.OpID) (*Plan,
 			}
 			liveAfter[t] = false
 		}
-		for _, t := range op.Inputs {
+		for _, t := range ins {
 			r := root[t]
 			if keep[r] || liveAfter[r] {
 				continue
 			}
-			if isOutput(op, r) {
+			if slices.Contains(outs, r) {
 				continue
 			}
 			liveAfter[r] = true
@@ -127,13 +125,4 @@ func isFinalParamGrad(g *graph.Graph, r graph.TensorID) bool {
 		}
 	}
 	return true
-}
-
-func isOutput(op *graph.Op, t graph.TensorID) bool {
-	for _, o := range op.Outputs {
-		if o == t {
-			return true
-		}
-	}
-	return false
 }

@@ -191,6 +191,61 @@ func convDims(g *graph.Graph, op *graph.Op, cpuRanks bool) (convShapes, bool) {
 	return d, true
 }
 
+// convAlgoNames are the names appendConvAlgos gives, after "" (none): a
+// Machine keeps each op's choice as an index in it.
+var convAlgoNames = [...]string{"", "implicit_gemm", "implicit_precomp_gemm", "gemm", "fft", "winograd", "winograd_nonfused"}
+
+// convAlgoCode returns name's index in convAlgoNames (0 for a name not in
+// it).
+func convAlgoCode(name string) uint8 {
+	for i, n := range convAlgoNames {
+		if n == name {
+			return uint8(i)
+		}
+	}
+	return 0
+}
+
+// convMemo remembers the shapes of each forward convolution of one graph, so
+// that pricing its two gradient ops does not read the forward op and its
+// tensors again (far apart in a large graph: a cache miss each).
+type convMemo struct {
+	at   []int32 // per op: 0 not seen, -1 not a convolution, else 1 + index in dims
+	dims []convShapes
+}
+
+// of returns convDims(g, &g.Ops[i], false), remembered by forward op.
+func (c *convMemo) of(g *graph.Graph, i int) (convShapes, bool) {
+	op := &g.Ops[i]
+	fwd, any := isConvType(op.Type)
+	if !any {
+		return convShapes{}, false
+	}
+	f := graph.OpID(i)
+	if !fwd {
+		if f = op.Forward; f < 0 || int(f) >= len(g.Ops) {
+			return convShapes{}, false
+		}
+	}
+	if c.at == nil {
+		c.at = make([]int32, len(g.Ops))
+	}
+	switch k := c.at[f]; {
+	case k < 0:
+		return convShapes{}, false
+	case k > 0:
+		return c.dims[k-1], true
+	}
+	d, ok := convDims(g, op, false)
+	if !ok {
+		c.at[f] = -1
+		return convShapes{}, false
+	}
+	c.dims = append(c.dims, d)
+	c.at[f] = int32(len(c.dims))
+	return d, true
+}
+
 // satMul multiplies non-negative factors, saturating at 1<<62 (a negative
 // factor saturates too). The overflow test is a 128-bit product, not a
 // division per factor: NewMachine sizes every convolution's candidates
@@ -239,6 +294,11 @@ func appendConvCandidates(c []ConvAlgo, g *graph.Graph, op *graph.Op) []ConvAlgo
 	if !ok {
 		return nil
 	}
+	return appendConvAlgos(c, d)
+}
+
+// appendConvAlgos appends the candidates of a convolution of shapes d.
+func appendConvAlgos(c []ConvAlgo, d convShapes) []ConvAlgo {
 	c = append(c,
 		ConvAlgo{"implicit_gemm", 1.0, 0},
 		ConvAlgo{"implicit_precomp_gemm", 0.80, satMul(4, d.cg, d.r, d.s)},
