@@ -1,5 +1,7 @@
 package graph
 
+import "fmt"
+
 // Dense holds, as flat arrays indexed by ID, the facts about a graph's
 // tensors and ops that planners and the simulator read in their inner
 // loops. An Op is about 150 bytes and a Tensor about 70, so a loop that
@@ -31,8 +33,16 @@ type Dense struct {
 	Forward []OpID
 	// Holders lists, in order, the ops that carry the AttrHolds attribute.
 	Holders []OpID
+	// Types lists the graph's op types, each once, in order of first use;
+	// Type[op] is the index of ops[op].Type in it, so that a loop over ops
+	// decides per type (a few dozen) what it would otherwise decide per op
+	// by comparing strings.
+	Types []string
+	Type  []int32
 
 	cycle    TensorID // the first tensor whose alias chain is a cycle
+	err      error    // the first ID out of range or negative size
+	early    TensorID // the first view that exists before its base
 	inStart  []int32  // per op, and one past the last: index of its first input in ins
 	ins      []TensorID
 	outStart []int32
@@ -55,6 +65,30 @@ func (d *Dense) Outputs(op OpID) []TensorID {
 		return nil
 	}
 	return d.outs[d.outStart[op]:d.outStart[op+1]]
+}
+
+// Err returns the first problem found while building the index that
+// would make indexing by the graph's IDs unsafe, in the order tensors
+// (alias, producer, bytes), then ops (inputs, outputs, forward op): an ID
+// the graph does not have or a negative size, wrapping ErrInvalid; nil if
+// none. Validate checks much more; this is what code that indexes arrays
+// by those IDs needs.
+func (d *Dense) Err() error {
+	if d == nil {
+		return nil
+	}
+	return d.err
+}
+
+// EarlyView returns the first view that would exist before the tensor it
+// aliases: its producer runs before its base's, or it has none (resident
+// from the start) while its base has one. NoTensor if none (Validate
+// rejects such a graph).
+func (d *Dense) EarlyView() TensorID {
+	if d == nil {
+		return NoTensor
+	}
+	return d.early
 }
 
 // AliasCycle returns the first tensor whose alias chain never reaches a
@@ -86,12 +120,14 @@ func (d *Dense) NumTensors() int {
 // Dense returns the graph's dense index (see Dense). The first call builds
 // it and later calls return the same one while the graph keeps its number
 // of ops and tensors; it is safe for concurrent use. The index shows the
-// graph as it was when built: after changing an op's inputs, outputs,
-// phase or flags, or a tensor's producer, alias, bytes or kind, call
-// Validate, which drops it. A nil graph gives an empty index.
+// graph as it was when built: after changing an op's type, inputs,
+// outputs, phase, flags or forward op, or a tensor's producer, alias,
+// bytes, kind or dtype, call Validate, which drops it. A nil graph gives
+// an empty index.
 //
-// The index does not check the graph: on a graph that Validate would
-// reject, it holds whatever IDs the ops name.
+// The index does not reject a graph: on one that Validate would reject,
+// it holds whatever IDs the ops name, and Err, AliasCycle and EarlyView
+// report the problems that make indexing by them unsafe.
 func (g *Graph) Dense() *Dense {
 	if g == nil {
 		return &Dense{}
@@ -105,8 +141,9 @@ func (g *Graph) Dense() *Dense {
 }
 
 // newDense builds the index. Tensor IDs out of range in an op's inputs or
-// outputs are kept as they are (Validate reports them); an alias out of
-// range or in a cycle ends the root walk where StorageOf ends it.
+// outputs are kept as they are; an alias out of range or in a cycle ends
+// the root walk where StorageOf ends it; the first such problem is kept
+// for Err.
 func newDense(g *Graph) *Dense {
 	nt, no := len(g.Tensors), len(g.Ops)
 	d := &Dense{
@@ -118,32 +155,59 @@ func newDense(g *Graph) *Dense {
 		Phase:        make([]Phase, no),
 		Flags:        make([]OpFlags, no),
 		Forward:      make([]OpID, no),
+		Type:         make([]int32, no),
 		cycle:        NoTensor,
+		early:        NoTensor,
 		inStart:      make([]int32, no+1),
 		outStart:     make([]int32, no+1),
 	}
+	inT := func(t TensorID) bool { return t >= 0 && int(t) < nt }
+	inO := func(o OpID) bool { return o >= 0 && int(o) < no }
 	for i := range g.Tensors {
 		t := &g.Tensors[i]
 		d.Producer[i], d.Kind[i], d.DType[i] = t.Producer, t.Kind, t.DType
-	}
-	for i := range g.Tensors {
-		if g.Tensors[i].AliasOf == NoTensor {
+		switch {
+		case d.err != nil:
+		case t.AliasOf != NoTensor && !inT(t.AliasOf):
+			d.err = fmt.Errorf("tensors[%d]: alias of tensor %d, not defined: %w", i, t.AliasOf, ErrInvalid)
+		case t.Producer != NoOp && !inO(t.Producer):
+			d.err = fmt.Errorf("tensors[%d]: producer op %d, not defined: %w", i, t.Producer, ErrInvalid)
+		case t.Bytes < 0:
+			d.err = fmt.Errorf("tensors[%d]: bytes %d, expected >= 0: %w", i, t.Bytes, ErrInvalid)
+		}
+		if t.AliasOf == NoTensor {
 			d.Root[i] = TensorID(i)
-			d.StorageBytes[i] = g.Tensors[i].Bytes
+			d.StorageBytes[i] = t.Bytes
 			continue
+		}
+		if a := t.AliasOf; inT(a) && d.early == NoTensor {
+			if bp := g.Tensors[a].Producer; bp != NoOp && (t.Producer == NoOp || t.Producer < bp) {
+				d.early = TensorID(i)
+			}
 		}
 		r := g.StorageOf(TensorID(i))
 		d.Root[i] = r
-		if a := g.Tensors[r].AliasOf; a >= 0 && int(a) < nt && d.cycle == NoTensor {
+		if a := g.Tensors[r].AliasOf; inT(a) && d.cycle == NoTensor {
 			d.cycle = TensorID(i) // the walk stopped on its bound
 		}
 	}
+	code := make(map[string]int32)
 	nin, nout := 0, 0
 	for i := range g.Ops {
 		o := &g.Ops[i]
 		d.Phase[i], d.Flags[i], d.Forward[i] = o.Phase, o.Flags, o.Forward
+		c, ok := code[o.Type]
+		if !ok {
+			c = int32(len(d.Types))
+			code[o.Type] = c
+			d.Types = append(d.Types, o.Type)
+		}
+		d.Type[i] = c
 		if _, ok := o.Attrs[AttrHolds]; ok {
 			d.Holders = append(d.Holders, OpID(i))
+		}
+		if d.err == nil {
+			d.err = opIDsErr(i, o, inT, inO)
 		}
 		nin += len(o.Inputs)
 		nout += len(o.Outputs)
@@ -155,4 +219,23 @@ func newDense(g *Graph) *Dense {
 		d.outs = append(d.outs, g.Ops[i].Outputs...)
 	}
 	return d
+}
+
+// opIDsErr reports the first input, output or forward op of op i that the
+// graph does not have.
+func opIDsErr(i int, o *Op, inT func(TensorID) bool, inO func(OpID) bool) error {
+	for j, t := range o.Inputs {
+		if !inT(t) {
+			return fmt.Errorf("ops[%d].inputs[%d]: tensor %d, not defined: %w", i, j, t, ErrInvalid)
+		}
+	}
+	for j, t := range o.Outputs {
+		if !inT(t) {
+			return fmt.Errorf("ops[%d].outputs[%d]: tensor %d, not defined: %w", i, j, t, ErrInvalid)
+		}
+	}
+	if o.Forward != NoOp && !inO(o.Forward) {
+		return fmt.Errorf("ops[%d].forward: op %d, not defined: %w", i, o.Forward, ErrInvalid)
+	}
+	return nil
 }

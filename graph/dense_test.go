@@ -52,6 +52,7 @@ func TestDenseMatchesGraph(t *testing.T) {
 		assert.Equal(t, o.Phase, d.Phase[i])
 		assert.Equal(t, o.Flags, d.Flags[i])
 		assert.Equal(t, o.Forward, d.Forward[i])
+		assert.Equal(t, o.Type, d.Types[d.Type[i]])
 		if _, ok := o.Attrs[AttrHolds]; ok {
 			holders = append(holders, id)
 		}
@@ -59,6 +60,9 @@ func TestDenseMatchesGraph(t *testing.T) {
 	assert.Equal(t, holders, d.Holders)
 	require.Len(t, holders, 1)
 	assert.Equal(t, NoTensor, d.AliasCycle())
+	assert.Equal(t, NoTensor, d.EarlyView())
+	assert.NoError(t, d.Err())
+	assert.Equal(t, []string{"conv", "view", "relu_", "sum", "conv_backward"}, d.Types, "each type once, in order of first use")
 	assert.Equal(t, TensorID(2), d.Root[4], "v2's storage is the conv's, two views up")
 	assert.Zero(t, d.StorageBytes[4])
 	assert.Nil(t, d.Inputs(-1))
@@ -116,6 +120,8 @@ func TestDenseInvalidGraph(t *testing.T) {
 	}
 	var d *Dense
 	require.NotPanics(t, func() { d = g.Dense() })
+	assert.ErrorIs(t, d.Err(), ErrInvalid)
+	assert.EqualError(t, d.Err(), "tensors[1]: alias of tensor 7, not defined: invalid graph")
 	assert.Equal(t, []TensorID{0, 9}, d.Inputs(0))
 	assert.Equal(t, TensorID(1), d.Root[1])
 	assert.Equal(t, TensorID(2), d.AliasCycle())
@@ -125,7 +131,39 @@ func TestDenseInvalidGraph(t *testing.T) {
 	g.Tensors = g.Tensors[:2]
 	assert.Equal(t, NoTensor, g.Dense().AliasCycle())
 
+	// the checks in order, each alone
+	for _, c := range []struct {
+		g   *Graph
+		err string
+	}{
+		{&Graph{Tensors: []Tensor{{Producer: 3, AliasOf: NoTensor}}}, "tensors[0]: producer op 3, not defined"},
+		{&Graph{Tensors: []Tensor{{Producer: NoOp, AliasOf: NoTensor, Bytes: -1}}}, "tensors[0]: bytes -1, expected >= 0"},
+		{&Graph{Ops: []Op{{Outputs: []TensorID{0}, Forward: NoOp}}}, "ops[0].outputs[0]: tensor 0, not defined"},
+		{&Graph{Ops: []Op{{Forward: 5}}}, "ops[0].forward: op 5, not defined"},
+	} {
+		assert.EqualError(t, c.g.Dense().Err(), c.err+": invalid graph")
+	}
+	// a view produced before its base, and one resident from the start
+	// of a produced base
+	early := &Graph{
+		Tensors: []Tensor{
+			{ID: 0, Producer: NoOp, AliasOf: NoTensor},
+			{ID: 1, Producer: 1, AliasOf: NoTensor},
+			{ID: 2, Producer: 0, AliasOf: 1},
+		},
+		Ops: []Op{{ID: 0, Inputs: []TensorID{0}, Outputs: []TensorID{2}, Forward: NoOp}, {ID: 1, Inputs: []TensorID{0}, Outputs: []TensorID{1}, Forward: NoOp}},
+	}
+	assert.NoError(t, early.Dense().Err())
+	assert.Equal(t, TensorID(2), early.Dense().EarlyView())
+	early.Tensors[2].Producer = NoOp
+	early.Ops[0].Outputs = nil
+	assert.Equal(t, TensorID(2), (&Graph{Tensors: early.Tensors, Ops: early.Ops}).Dense().EarlyView())
+	early.Tensors[1].Producer = NoOp
+	assert.Equal(t, NoTensor, (&Graph{Tensors: early.Tensors, Ops: early.Ops}).Dense().EarlyView(), "both resident from the start")
+
 	var nd *Dense
+	assert.NoError(t, nd.Err())
+	assert.Equal(t, NoTensor, nd.EarlyView())
 	assert.Zero(t, nd.NumOps())
 	assert.Zero(t, nd.NumTensors())
 	assert.Nil(t, nd.Inputs(0))

@@ -83,8 +83,9 @@ func opPath(i int, field string, j int) string {
 // clocks and peaks, which add them up, cannot overflow int64.
 const MaxQuantity = int64(1) << 60
 
-// Validate checks the graph and builds its consumer index. It reports the
-// first problem found: IDs that are not dense indexes, undefined references,
+// Validate checks the graph and builds its consumer index; it drops the
+// dense index (Dense), so that the next call indexes the graph as it is
+// now, whether or not the check passes. It reports the first problem found: IDs that are not dense indexes, undefined references,
 // a tensor produced twice or not by the op it names, ops out of topological
 // order (which includes cycles), invalid dtypes, kinds or phases, negative or
 // overflowing sizes, aliases of unknown tensors or alias cycles, views of a
@@ -93,6 +94,9 @@ const MaxQuantity = int64(1) << 60
 func (g *Graph) Validate() error {
 	if g == nil {
 		return fmt.Errorf("graph is nil: %w", ErrInvalid)
+	}
+	if d, _ := g.dense.Load().(*Dense); d != nil {
+		g.dense.Store((*Dense)(nil)) // the next Dense call indexes the graph as it is now
 	}
 	nt, no := len(g.Tensors), len(g.Ops)
 	var totalBytes, totalNs int64
@@ -256,8 +260,5 @@ func (g *Graph) Validate() error {
 			g.opLabel(t.Producer), g.tensorLabel(t.AliasOf), g.opLabel(bp))
 	}
 	g.buildIndex()
-	if d, _ := g.dense.Load().(*Dense); d != nil {
-		g.dense.Store((*Dense)(nil)) // rebuilt from the graph as it is now on the next Dense call
-	}
 	return nil
 }

@@ -77,8 +77,8 @@ func InPlaceRuleOf(opType string) InPlaceRule {
 //
 // It allocates nothing; the scan covers only the frees and swaps between
 // two computes.
-func (m *Machine) inPlaceDonor(o *graph.Op, rule InPlaceRule, out graph.TensorID, next []Step) graph.TensorID {
-	for j, in := range o.Inputs {
+func (m *Machine) inPlaceDonor(op graph.OpID, rule InPlaceRule, out graph.TensorID, next []Step) graph.TensorID {
+	for j, in := range m.d.Inputs(op) {
 		switch rule {
 		case InPlaceFirstInput:
 			if j > 0 {
@@ -89,30 +89,30 @@ func (m *Machine) inPlaceDonor(o *graph.Op, rule InPlaceRule, out graph.TensorID
 				return graph.NoTensor
 			}
 		case InPlaceOutputGrad:
-			if m.g.Tensors[in].Kind != graph.Gradient {
+			if m.d.Kind[in] != graph.Gradient {
 				continue
 			}
 		default:
 			return graph.NoTensor
 		}
-		if m.canDonate(o, in, out, next) {
+		if m.canDonate(op, in, out, next) {
 			return in
 		}
 	}
 	return graph.NoTensor
 }
 
-func (m *Machine) canDonate(o *graph.Op, in, out graph.TensorID, next []Step) bool {
+func (m *Machine) canDonate(op graph.OpID, in, out graph.TensorID, next []Step) bool {
 	if m.flags[in]&(flPinned|flView|flArena|flDonated) != 0 || m.state[in] != Resident ||
 		m.block[in] < 0 || m.bytes[in] != m.bytes[out] {
 		return false
 	}
-	for _, x := range o.Inputs {
+	for _, x := range m.d.Inputs(op) {
 		if x != in && m.root[x] == in {
 			return false
 		}
 	}
-	for _, x := range o.Outputs {
+	for _, x := range m.d.Outputs(op) {
 		if m.root[x] == in {
 			return false
 		}

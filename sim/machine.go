@@ -345,38 +345,15 @@ func (o *Options) validate() error {
 
 // checkGraph verifies, without modifying g, that every ID the Machine indexes
 // is in range, so that an unvalidated graph gives an error instead of a panic.
+// It reads the graph's dense index (graph.Dense.Err), which the Machine then
+// indexes by: a graph changed since that index was built (without Validate)
+// is seen as it was.
 func checkGraph(g *graph.Graph) error {
 	if g == nil {
 		return fmt.Errorf("graph is nil: %w", graph.ErrInvalid)
 	}
-	nt, no := len(g.Tensors), len(g.Ops)
-	for i := range g.Tensors {
-		t := &g.Tensors[i]
-		if t.AliasOf != graph.NoTensor && (t.AliasOf < 0 || int(t.AliasOf) >= nt) {
-			return fmt.Errorf("graph %q: tensors[%d]: alias of tensor %d, not defined: %w", g.Name, i, t.AliasOf, graph.ErrInvalid)
-		}
-		if t.Producer != graph.NoOp && (t.Producer < 0 || int(t.Producer) >= no) {
-			return fmt.Errorf("graph %q: tensors[%d]: producer op %d, not defined: %w", g.Name, i, t.Producer, graph.ErrInvalid)
-		}
-		if t.Bytes < 0 {
-			return fmt.Errorf("graph %q: tensors[%d]: bytes %d, expected >= 0: %w", g.Name, i, t.Bytes, graph.ErrInvalid)
-		}
-	}
-	for i := range g.Ops {
-		o := &g.Ops[i]
-		for j, t := range o.Inputs {
-			if t < 0 || int(t) >= nt {
-				return fmt.Errorf("graph %q: ops[%d].inputs[%d]: tensor %d, not defined: %w", g.Name, i, j, t, graph.ErrInvalid)
-			}
-		}
-		for j, t := range o.Outputs {
-			if t < 0 || int(t) >= nt {
-				return fmt.Errorf("graph %q: ops[%d].outputs[%d]: tensor %d, not defined: %w", g.Name, i, j, t, graph.ErrInvalid)
-			}
-		}
-		if o.Forward != graph.NoOp && (o.Forward < 0 || int(o.Forward) >= no) {
-			return fmt.Errorf("graph %q: ops[%d].forward: op %d, not defined: %w", g.Name, i, o.Forward, graph.ErrInvalid)
-		}
+	if err := g.Dense().Err(); err != nil {
+		return fmt.Errorf("graph %q: %w", g.Name, err)
 	}
 	return nil
 }
@@ -387,23 +364,22 @@ func checkGraph(g *graph.Graph) error {
 // without a producer. Such a view would otherwise never become resident.
 // IDs must be in range (checkGraph).
 func checkViewOrder(g *graph.Graph) error {
-	for i := range g.Tensors {
-		t := &g.Tensors[i]
-		if t.AliasOf == graph.NoTensor {
-			continue
-		}
-		base := &g.Tensors[t.AliasOf]
-		if base.Producer == graph.NoOp || (t.Producer != graph.NoOp && t.Producer >= base.Producer) {
-			continue
-		}
-		vp := "has no producer (resident from the start)"
-		if t.Producer != graph.NoOp {
-			vp = "is produced by op " + opLabel(g, t.Producer)
-		}
-		return fmt.Errorf("graph %q: tensors[%d]: view #%d %q %s but aliases tensor #%d %q, produced later by op %s: %w",
-			g.Name, i, i, t.Name, vp, t.AliasOf, base.Name, opLabel(g, base.Producer), graph.ErrInvalid)
+	i := g.Dense().EarlyView()
+	if i == graph.NoTensor {
+		return nil
 	}
-	return nil
+	t := &g.Tensors[i]
+	if t.AliasOf < 0 || int(t.AliasOf) >= len(g.Tensors) || (t.Producer != graph.NoOp && g.Op(t.Producer) == nil) || g.Op(g.Tensors[t.AliasOf].Producer) == nil {
+		// changed since its dense index was built
+		return fmt.Errorf("graph %q: tensors[%d]: view exists before the tensor it aliases: %w", g.Name, i, graph.ErrInvalid)
+	}
+	base := &g.Tensors[t.AliasOf]
+	vp := "has no producer (resident from the start)"
+	if t.Producer != graph.NoOp {
+		vp = "is produced by op " + opLabel(g, t.Producer)
+	}
+	return fmt.Errorf("graph %q: tensors[%d]: view #%d %q %s but aliases tensor #%d %q, produced later by op %s: %w",
+		g.Name, i, i, t.Name, vp, t.AliasOf, base.Name, opLabel(g, base.Producer), graph.ErrInvalid)
 }
 
 func opLabel(g *graph.Graph, op graph.OpID) string {
@@ -480,8 +456,12 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 	m.recomp = make([]ErrorKind, no)
 	if m.inPlace != nil {
 		m.ipRule = make([]InPlaceRule, no)
-		for i := range g.Ops {
-			m.ipRule[i] = InPlaceRuleOf(g.Ops[i].Type)
+		rule := make([]InPlaceRule, len(m.d.Types)) // per op type
+		for k, typ := range m.d.Types {
+			rule[k] = InPlaceRuleOf(typ)
+		}
+		for i, k := range m.d.Type {
+			m.ipRule[i] = rule[k]
 		}
 	}
 	limit := opts.ConvWorkspaceLimit
@@ -489,7 +469,7 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 		limit = DefaultConvWorkspaceLimit
 	}
 	var candBuf []ConvAlgo
-	var convs convMemo
+	convs := convMemo{d: m.d}
 	for i := range g.Ops {
 		op := &g.Ops[i]
 		t := m.cost.opTime(op, denseDType(m.d, graph.OpID(i)))
@@ -514,7 +494,7 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 			}
 		}
 		if IsAtomicClean(op) {
-			for _, o := range op.Outputs {
+			for _, o := range m.d.Outputs(graph.OpID(i)) {
 				if m.flags[o]&flView == 0 {
 					m.flags[o] |= flAtomic
 					if opts.AtomicCleanPolicy == 1 {
@@ -862,12 +842,12 @@ func (m *Machine) inPlaceFresh(op graph.OpID) bool {
 		}
 	}
 	wrote := false
-	for _, t := range o.Outputs {
+	for _, t := range m.d.Outputs(op) {
 		r := m.root[t]
 		if r == t {
 			continue
 		}
-		p := m.g.Tensors[r].Producer
+		p := m.d.Producer[r]
 		if p == graph.NoOp || m.opRuns[p] <= m.opRuns[op] {
 			return false
 		}
@@ -923,7 +903,7 @@ func (m *Machine) compute(op graph.OpID, next []Step) error {
 			continue
 		}
 		if m.inPlace != nil && i == 0 && next != nil && f&flAtomic == 0 && m.ipRule[op] != InPlaceNone {
-			if in := m.inPlaceDonor(&g.Ops[op], m.ipRule[op], out, next); in != graph.NoTensor {
+			if in := m.inPlaceDonor(op, m.ipRule[op], out, next); in != graph.NoTensor {
 				if b, ok := m.inPlace.AllocInPlace(m.block[in], m.bytes[out]); ok {
 					m.block[out] = b
 					m.setOwner(b, int32(out))

@@ -44,7 +44,7 @@ func PlanFromSchedule(g *graph.Graph, strategy string, ops []graph.OpID) (*Plan,
 		// A parameter's final gradient keeps its storage (it may be a
 		// view: in an exporter trace, .grad is a detach of the backward
 		// kernel's output).
-		if d.Kind[i] == graph.ParamGradient && isFinalParamGrad(g, graph.TensorID(i)) {
+		if d.Kind[i] == graph.ParamGradient && isFinalParamGrad(g, d, graph.TensorID(i)) {
 			keep[r] = true
 		}
 	}
@@ -115,12 +115,12 @@ func PlanFromSchedule(g *graph.Graph, strategy string, ops []graph.OpID) (*Plan,
 // the next step clears it, so it stays allocated to the end of the step
 // whether or not an update reads it. Partial gradients summed by
 // grad_accumulate are freed as usual.
-func isFinalParamGrad(g *graph.Graph, r graph.TensorID) bool {
-	if g.Tensors[r].Kind != graph.ParamGradient {
+func isFinalParamGrad(g *graph.Graph, d *graph.Dense, r graph.TensorID) bool {
+	if d.Kind[r] != graph.ParamGradient {
 		return false
 	}
 	for _, c := range g.Consumers(r) {
-		if g.Ops[c].Type == graph.OpGradAccumulate {
+		if d.Types[d.Type[c]] == graph.OpGradAccumulate {
 			return false
 		}
 	}

@@ -212,12 +212,36 @@ func convAlgoCode(name string) uint8 {
 type convMemo struct {
 	at   []int32 // per op: 0 not seen, -1 not a convolution, else 1 + index in dims
 	dims []convShapes
+	// With d (g's dense index), isConvType is decided once per op type:
+	// kind[type] is 0 not yet, 1 not a convolution, 2 a gradient, 3 a
+	// forward convolution.
+	d    *graph.Dense
+	kind []int8
 }
 
 // of returns convDims(g, &g.Ops[i], false), remembered by forward op.
 func (c *convMemo) of(g *graph.Graph, i int) (convShapes, bool) {
 	op := &g.Ops[i]
-	fwd, any := isConvType(op.Type)
+	var fwd, any bool
+	if c.d != nil {
+		if c.kind == nil {
+			c.kind = make([]int8, len(c.d.Types))
+		}
+		k := &c.kind[c.d.Type[i]]
+		if *k == 0 {
+			f, a := isConvType(op.Type)
+			*k = 1
+			if a {
+				*k = 2
+			}
+			if f {
+				*k = 3
+			}
+		}
+		fwd, any = *k == 3, *k >= 2
+	} else {
+		fwd, any = isConvType(op.Type)
+	}
 	if !any {
 		return convShapes{}, false
 	}
@@ -1321,6 +1345,15 @@ func autogradWorkspace(g *graph.Graph, op *graph.Op) int64 {
 			return 0
 		}
 		return satMul(k, dy.Bytes)
+	}
+	switch op.Type {
+	case "cross_entropy_backward", "norm_backward", "var_backward", "std_backward",
+		"mul_backward", "maximum_backward", "minimum_backward", "pow_tensor_backward", "div_backward":
+		// the types the two switches below price, from the forward op
+	default:
+		// Decided before reading the forward op and its tensors: in a
+		// large graph those are far from the op (a cache miss each).
+		return 0
 	}
 	f := g.Op(op.Forward)
 	if f == nil || f == op || len(f.Inputs) == 0 || len(f.Outputs) == 0 {
