@@ -51,6 +51,13 @@ import (
 //     rsqrt(x), which saves its result (RMSNorm's x * rsqrt(mean(x^2) +
 //     eps)); node by node the Sqrt's output and the quotient would both be
 //     saved.
+//   - binary_cross_entropy_with_logits (torch's symbolic, no weight and no
+//     pos_weight): Sigmoid(x) -> Log, Sub(1, .) -> Log; Sub(1, t);
+//     Mul(t, log sigmoid) and Mul(1 - t, log(1 - sigmoid)) -> Add -> Neg
+//     [-> ReduceMean or ReduceSum over every axis] becomes
+//     binary_cross_entropy_with_logits(x, t), which saves x and t; its
+//     forward kernel's temporaries are sim's (autogradWorkspace); node by
+//     node the sigmoid, both logarithms and both products would be saved.
 //   - GroupNorm (torch's symbolic group_norm): Reshape(x, [N, G, -1]) ->
 //     InstanceNormalization(., ones(G), zeros(G)) -> Reshape(., shape of x)
 //     [-> Mul(., weight unsqueezed to [C, 1, ...]) -> Add(., bias unsqueezed)]
@@ -117,7 +124,12 @@ func (imp *importer) findFusions() {
 		case "Mul":
 			f = imp.matchGELUTanh(i, readers)
 		case "Sigmoid":
-			f = imp.matchSiLU(i, readers)
+			if f = imp.matchSiLU(i, readers); f == nil {
+				if producers == nil {
+					producers = imp.producerIndex()
+				}
+				f = imp.matchBCEWithLogits(i, readers, producers)
+			}
 		case "Softplus":
 			f = imp.matchMish(i, readers)
 		case "ScatterElements":
@@ -479,6 +491,87 @@ func (imp *importer) matchSiLU(i int, readers map[string][]int) *fusion {
 		return nil
 	}
 	return &fusion{emit: (*importer).fuseSiLU, nodes: sortedNodes(i, mul), role: map[string]int{"sigmoid": i, "mul": mul}}
+}
+
+// matchBCEWithLogits matches torch's export of
+// binary_cross_entropy_with_logits(x, t) without weight or pos_weight
+// (symbolic opset 9) at its Sigmoid node i:
+//
+//	s = Sigmoid(x); ls = Log(s); q = Sub(1, s); lq = Log(q); u = Sub(1, t)
+//	a = Mul(t, ls); b = Mul(u, lq); c = Add(a, b); y = Neg(c)
+//	[loss = ReduceMean(y) or ReduceSum(y), over every axis, keepdims 0]
+//
+// s read by the Log and the Sub alone, every other intermediate by its one
+// consumer in the pattern; the constants (1) are checked at emission.
+func (imp *importer) matchBCEWithLogits(i int, readers map[string][]int, producers map[string]int) *fusion {
+	if !imp.is(i, "Sigmoid", 1) {
+		return nil
+	}
+	s := out0(imp.nodes[i])
+	rs := readers[s]
+	if len(rs) != 2 || imp.users[s] != 2 {
+		return nil
+	}
+	logS, subS := rs[0], rs[1]
+	if imp.is(logS, "Sub", 2) {
+		logS, subS = subS, logS
+	}
+	if !imp.is(logS, "Log", 1) || !imp.is(subS, "Sub", 2) || imp.nodes[subS].GetInput()[1] != s || imp.nodes[subS].GetInput()[0] == s {
+		return nil
+	}
+	logQ := imp.soleReader(out0(imp.nodes[subS]), readers)
+	if !imp.is(logQ, "Log", 1) {
+		return nil
+	}
+	ls, lq := out0(imp.nodes[logS]), out0(imp.nodes[logQ])
+	mulA, mulB := imp.soleReader(ls, readers), imp.soleReader(lq, readers)
+	if !imp.is(mulA, "Mul", 2) || !imp.is(mulB, "Mul", 2) || mulA == mulB {
+		return nil
+	}
+	t, u := other(imp.nodes[mulA], ls), other(imp.nodes[mulB], lq)
+	subT, ok := producers[u]
+	if t == "" || u == "" || !ok || !imp.is(subT, "Sub", 2) || imp.nodes[subT].GetInput()[1] != t || imp.soleReader(u, readers) != mulB {
+		return nil
+	}
+	add := imp.soleReader(out0(imp.nodes[mulA]), readers)
+	if !imp.is(add, "Add", 2) || imp.soleReader(out0(imp.nodes[mulB]), readers) != add || other(imp.nodes[add], out0(imp.nodes[mulA])) != out0(imp.nodes[mulB]) {
+		return nil
+	}
+	neg := imp.soleReader(out0(imp.nodes[add]), readers)
+	if !imp.is(neg, "Neg", 1) {
+		return nil
+	}
+	role := map[string]int{"sigmoid": i, "subS": subS, "subT": subT}
+	nodes := []int{i, logS, subS, logQ, subT, mulA, mulB, add, neg}
+	// reduction mean or sum: a Reduce over every axis (no axes attribute
+	// or input) without keepdims
+	if red := imp.soleReader(out0(imp.nodes[neg]), readers); (imp.is(red, "ReduceMean", 1) || imp.is(red, "ReduceSum", 1)) &&
+		findAttr(imp.nodes[red], "axes") == nil {
+		if k := findAttr(imp.nodes[red], "keepdims"); k != nil && k.GetI() == 0 {
+			role["reduce"] = red
+			nodes = append(nodes, red)
+		}
+	}
+	return &fusion{emit: (*importer).fuseBCEWithLogits, nodes: sortedNodes(nodes...), role: role}
+}
+
+func (imp *importer) fuseBCEWithLogits(f *fusion) (bool, error) {
+	sig, subS, subT := imp.nodes[f.role["sigmoid"]], imp.nodes[f.role["subS"]], imp.nodes[f.role["subT"]]
+	x, t := imp.vals[sig.GetInput()[0]], imp.vals[subT.GetInput()[1]]
+	one1, ok1 := constScalar(imp.vals[subS.GetInput()[0]])
+	one2, ok2 := constScalar(imp.vals[subT.GetInput()[0]])
+	if x == nil || t == nil || x.isConst || !isFloatType(x.et) || !isFloatType(t.et) || !slices.Equal(x.shape, t.shape) ||
+		!ok1 || !ok2 || !near(one1, 1) || !near(one2, 1) {
+		return false, nil
+	}
+	reduction, shape := "none", x.shape
+	if red, ok := f.role["reduce"]; ok {
+		reduction, shape = "mean", []int64{}
+		if imp.nodes[red].GetOpType() == "ReduceSum" {
+			reduction = "sum"
+		}
+	}
+	return imp.emitFused(f, "BCEWithLogits", OpBCEWithLogits, []*value{x, t}, shape, 10*numel(x.shape), "reduction", reduction)
 }
 
 // matchVar matches torch's var and std export (symbolic _var_mean) at the

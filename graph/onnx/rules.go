@@ -10,58 +10,59 @@ import (
 // registers a gradient rule for each, following what PyTorch's autograd
 // saves for the equivalent aten op (tools/autograd/derivatives.yaml).
 const (
-	OpSub             = "sub"                // (a, b) -> a - b
-	OpDiv             = "div"                // (a, b) -> a / b; saves a and b
-	OpPow             = "pow"                // x -> x ** exponent (attr, a scalar); saves x
-	OpPowTensor       = "pow_tensor"         // (x, exponent) -> x ** exponent; saves both and the output
-	OpMaximum         = "maximum"            // (a, b) -> max(a, b); saves a and b
-	OpMinimum         = "minimum"            // (a, b) -> min(a, b); saves a and b
-	OpMod             = "mod"                // (a, b) -> a mod b
-	OpSqrt            = "sqrt"               // x -> sqrt(x); saves the output
-	OpRsqrt           = "rsqrt"              // x -> 1 / sqrt(x); saves the output
-	OpErf             = "erf"                // x -> erf(x); saves the input
-	OpExp             = "exp"                // x -> exp(x); saves the output
-	OpLog             = "log"                // x -> log(x); saves the input
-	OpNeg             = "neg"                // x -> -x
-	OpAbs             = "abs"                // x -> |x|; saves the input
-	OpReciprocal      = "reciprocal"         // x -> 1/x; saves the output
-	OpHardsigmoid     = "hardsigmoid"        // x -> relu6(x + 3) / 6; saves the input
-	OpLeakyReLU       = "leaky_relu"         // x -> y; saves the input
-	OpELU             = "elu"                // x -> y (elu, selu); saves the input
-	OpSoftplus        = "softplus"           // x -> y; saves the input
-	OpFloor           = "floor"              // x -> y (floor, ceil, round); zero gradient
-	OpSin             = "sin"                // x -> y (sin, cos); saves the input
-	OpCast            = "cast"               // x -> x converted to another dtype
-	OpWhere           = "where"              // (cond, a, b) -> y; saves cond
-	OpGather          = "gather"             // (x, indices) -> index_select copy; saves indices
-	OpExpand          = "expand"             // x -> broadcast view
-	OpReduceMean      = "reduce_mean"        // x -> mean over dims
-	OpReduceSum       = "reduce_sum"         // x -> sum over dims
-	OpReduceProd      = "reduce_prod"        // x -> product over dims
-	OpReduceMax       = "reduce_max"         // x -> max (or min) over dims; saves input and output
-	OpMaxDim          = "max_dim"            // x -> (values, indices) along one dim (max or min); saves indices
-	OpAdaptiveMaxPool = "adaptive_maxpool2d" // x -> (y, indices)
-	OpLSTMStep        = "lstm_step"          // (x_proj_t, h_prev, c_prev, W_hh[, b_hh][, P]) -> (h, c, gates, tanh_c); see opLSTM
-	OpGRUStep         = "gru_step"           // (x_proj_t, h_prev, W_hh[, b_hh]) -> (h, gates, n_h, n, d); see opLSTM
-	OpRNNStep         = "rnn_step"           // (x_proj_t, h_prev, W_hh[, b_hh]) -> h (attr activation); see opLSTM
-	OpCompare         = "compare"            // (a, b) -> bool (attr op: Equal, Less, ...); no gradient
-	OpNot             = "not"                // x -> bool; no gradient
-	OpGroupNorm       = "group_norm"         // (x[, gamma[, beta]]) -> (y, mean, rstd) over groups of channels (attr groups); see opInstanceNorm, matchGroupNorm
-	OpPReLU           = "prelu"              // (x, slope) -> y; saves both
-	OpNorm            = "norm"               // x -> p-norm or logsumexp over dims; saves input and output
-	OpTile            = "tile"               // x -> x repeated along each dimension (Tile, torch's repeat)
-	OpPixelShuffle    = "pixel_shuffle"      // x -> depth moved to space (DepthToSpace) or back (SpaceToDepth); a copy
-	OpCumSum          = "cumsum"             // x -> running sum along an axis
-	OpGatherElements  = "gather_elements"    // (x, index) -> x's elements at index along dim; saves both
-	OpScatter         = "scatter"            // (x, index, updates) -> x with updates written at index; saves index
-	OpScatterAdd      = "scatter_add"        // (x, index, updates) -> x with updates added at index; saves index, x's gradient is the output's
-	OpVar             = "var"                // x -> variance over dims (attrs dims, keepdim, correction); saves x; see matchVar
-	OpStd             = "std"                // x -> standard deviation over dims; saves x and the output
-	OpMish            = "mish"               // x -> x * tanh(softplus(x)); saves x; see matchMish
-	OpTopK            = "topk"               // x -> (values, indices) of the k largest or smallest along dim; saves indices
-	OpPadReflect      = "pad_reflect"        // x -> x padded by reflection or replication (attr mode); saves x
-	OpTrilu           = "trilu"              // x -> its upper or lower triangle (attrs upper, k); see opTrilu
-	OpEinsum          = "einsum"             // (a[, b]) -> contraction by attr equation; saves the other operand for each gradient
+	OpSub             = "sub"                              // (a, b) -> a - b
+	OpDiv             = "div"                              // (a, b) -> a / b; saves a and b
+	OpPow             = "pow"                              // x -> x ** exponent (attr, a scalar); saves x
+	OpPowTensor       = "pow_tensor"                       // (x, exponent) -> x ** exponent; saves both and the output
+	OpMaximum         = "maximum"                          // (a, b) -> max(a, b); saves a and b
+	OpMinimum         = "minimum"                          // (a, b) -> min(a, b); saves a and b
+	OpMod             = "mod"                              // (a, b) -> a mod b
+	OpSqrt            = "sqrt"                             // x -> sqrt(x); saves the output
+	OpRsqrt           = "rsqrt"                            // x -> 1 / sqrt(x); saves the output
+	OpErf             = "erf"                              // x -> erf(x); saves the input
+	OpExp             = "exp"                              // x -> exp(x); saves the output
+	OpLog             = "log"                              // x -> log(x); saves the input
+	OpNeg             = "neg"                              // x -> -x
+	OpAbs             = "abs"                              // x -> |x|; saves the input
+	OpReciprocal      = "reciprocal"                       // x -> 1/x; saves the output
+	OpHardsigmoid     = "hardsigmoid"                      // x -> relu6(x + 3) / 6; saves the input
+	OpLeakyReLU       = "leaky_relu"                       // x -> y; saves the input
+	OpELU             = "elu"                              // x -> y (elu, selu); saves the input
+	OpSoftplus        = "softplus"                         // x -> y; saves the input
+	OpFloor           = "floor"                            // x -> y (floor, ceil, round); zero gradient
+	OpSin             = "sin"                              // x -> y (sin, cos); saves the input
+	OpCast            = "cast"                             // x -> x converted to another dtype
+	OpWhere           = "where"                            // (cond, a, b) -> y; saves cond
+	OpGather          = "gather"                           // (x, indices) -> index_select copy; saves indices
+	OpExpand          = "expand"                           // x -> broadcast view
+	OpReduceMean      = "reduce_mean"                      // x -> mean over dims
+	OpReduceSum       = "reduce_sum"                       // x -> sum over dims
+	OpReduceProd      = "reduce_prod"                      // x -> product over dims
+	OpReduceMax       = "reduce_max"                       // x -> max (or min) over dims; saves input and output
+	OpMaxDim          = "max_dim"                          // x -> (values, indices) along one dim (max or min); saves indices
+	OpAdaptiveMaxPool = "adaptive_maxpool2d"               // x -> (y, indices)
+	OpLSTMStep        = "lstm_step"                        // (x_proj_t, h_prev, c_prev, W_hh[, b_hh][, P]) -> (h, c, gates, tanh_c); see opLSTM
+	OpGRUStep         = "gru_step"                         // (x_proj_t, h_prev, W_hh[, b_hh]) -> (h, gates, n_h, n, d); see opLSTM
+	OpRNNStep         = "rnn_step"                         // (x_proj_t, h_prev, W_hh[, b_hh]) -> h (attr activation); see opLSTM
+	OpCompare         = "compare"                          // (a, b) -> bool (attr op: Equal, Less, ...); no gradient
+	OpNot             = "not"                              // x -> bool; no gradient
+	OpGroupNorm       = "group_norm"                       // (x[, gamma[, beta]]) -> (y, mean, rstd) over groups of channels (attr groups); see opInstanceNorm, matchGroupNorm
+	OpPReLU           = "prelu"                            // (x, slope) -> y; saves both
+	OpNorm            = "norm"                             // x -> p-norm or logsumexp over dims; saves input and output
+	OpTile            = "tile"                             // x -> x repeated along each dimension (Tile, torch's repeat)
+	OpPixelShuffle    = "pixel_shuffle"                    // x -> depth moved to space (DepthToSpace) or back (SpaceToDepth); a copy
+	OpCumSum          = "cumsum"                           // x -> running sum along an axis
+	OpGatherElements  = "gather_elements"                  // (x, index) -> x's elements at index along dim; saves both
+	OpScatter         = "scatter"                          // (x, index, updates) -> x with updates written at index; saves index
+	OpScatterAdd      = "scatter_add"                      // (x, index, updates) -> x with updates added at index; saves index, x's gradient is the output's
+	OpVar             = "var"                              // x -> variance over dims (attrs dims, keepdim, correction); saves x; see matchVar
+	OpStd             = "std"                              // x -> standard deviation over dims; saves x and the output
+	OpMish            = "mish"                             // x -> x * tanh(softplus(x)); saves x; see matchMish
+	OpTopK            = "topk"                             // x -> (values, indices) of the k largest or smallest along dim; saves indices
+	OpPadReflect      = "pad_reflect"                      // x -> x padded by reflection or replication (attr mode); saves x
+	OpTrilu           = "trilu"                            // x -> its upper or lower triangle (attrs upper, k); see opTrilu
+	OpEinsum          = "einsum"                           // (a[, b]) -> contraction by attr equation; saves the other operand for each gradient
+	OpBCEWithLogits   = "binary_cross_entropy_with_logits" // (x, target) -> loss (attr reduction); saves both; see matchBCEWithLogits
 )
 
 // extraRules lists the gradient rules of the importer's own op types. (The
@@ -142,9 +143,13 @@ func extraRules() map[string]graph.GradRule {
 		// scatter_add: self's gradient is grad itself, src's grad.gather(dim, index).
 		OpScatterAdd: {Saves: []graph.Saved{graph.SaveIn(1)}, NoGradInputs: []int{1}, View: graph.ViewFirst, Factor: 1},
 		OpMish:       {Saves: []graph.Saved{graph.SaveIn(0)}, Factor: 1.5},
-		OpVar:        {Saves: []graph.Saved{graph.SaveIn(0)}, Factor: 2},
-		OpStd:        {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveOut(0)}, Factor: 2},
-		OpTopK:       {Saves: []graph.Saved{graph.SaveOut(1)}, NoGradOutputs: []int{1}, Factor: 1},
+		// binary_cross_entropy_with_logits_backward(grad, self, target, ...):
+		// input.sigmoid().sub_(target).mul_(grad), one tensor of x's size
+		// (and the target's gradient, when it needs one, in the same node).
+		OpBCEWithLogits: {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveIn(1)}, Factor: 1},
+		OpVar:           {Saves: []graph.Saved{graph.SaveIn(0)}, Factor: 2},
+		OpStd:           {Saves: []graph.Saved{graph.SaveIn(0), graph.SaveOut(0)}, Factor: 2},
+		OpTopK:          {Saves: []graph.Saved{graph.SaveOut(1)}, NoGradOutputs: []int{1}, Factor: 1},
 		// einsum's backward: each operand's gradient is an einsum of the
 		// output gradient with the other operand.
 		OpEinsum: {Saves: []graph.Saved{graph.SaveIn(0, 1), graph.SaveIn(1, 0)}, InputFactors: []float64{1, 1}},
