@@ -58,6 +58,13 @@ import (
 //     binary_cross_entropy_with_logits(x, t), which saves x and t; its
 //     forward kernel's temporaries are sim's (autogradWorkspace); node by
 //     node the sigmoid, both logarithms and both products would be saved.
+//   - cosine_similarity (torch's symbolic): ReduceSum(Mul(x1, x2)),
+//     ReduceSum(Mul(x1, x1)) and ReduceSum(Mul(x2, x2)) over one axis, the
+//     last two -> Mul -> Sqrt -> Max(., eps), Div(the first, .) becomes
+//     what ATen's cosine_similarity runs: pow and sum of each operand, the
+//     square root of each, each operand divided by its norm, the product of
+//     the quotients and its sum. The product's backward reads both
+//     quotients (of the operands' size), which node by node never exist.
 //   - GroupNorm (torch's symbolic group_norm): Reshape(x, [N, G, -1]) ->
 //     InstanceNormalization(., ones(G), zeros(G)) -> Reshape(., shape of x)
 //     [-> Mul(., weight unsqueezed to [C, 1, ...]) -> Add(., bias unsqueezed)]
@@ -120,7 +127,12 @@ func (imp *importer) findFusions() {
 				f = imp.matchVar(i, readers)
 			}
 		case "Div":
-			f = imp.matchGELU(i, readers)
+			if f = imp.matchGELU(i, readers); f == nil {
+				if producers == nil {
+					producers = imp.producerIndex()
+				}
+				f = imp.matchCosine(i, readers, producers)
+			}
 		case "Mul":
 			f = imp.matchGELUTanh(i, readers)
 		case "Sigmoid":
@@ -574,6 +586,140 @@ func (imp *importer) fuseBCEWithLogits(f *fusion) (bool, error) {
 	return imp.emitFused(f, "BCEWithLogits", OpBCEWithLogits, []*value{x, t}, shape, 10*numel(x.shape), "reduction", reduction)
 }
 
+// matchCosine matches torch's export of cosine_similarity(x1, x2, dim, eps)
+// at its Div node i:
+//
+//	cross = ReduceSum(Mul(x1, x2)); n1 = ReduceSum(Mul(x1, x1))
+//	n2 = ReduceSum(Mul(x2, x2)); den = Max(Sqrt(Mul(n1, n2)), eps)
+//	y = Div(cross, den)
+//
+// every intermediate read by its one consumer in the pattern; the axes, the
+// shapes and eps are checked at emission.
+func (imp *importer) matchCosine(i int, readers map[string][]int, producers map[string]int) *fusion {
+	if !imp.is(i, "Div", 2) {
+		return nil
+	}
+	// prod returns the node making value name, if it is of type typ and
+	// read by nothing but reader.
+	prod := func(name, typ string, nin, reader int) int {
+		j, ok := producers[name]
+		if !ok || !imp.is(j, typ, nin) || imp.soleReader(name, readers) != reader {
+			return -1
+		}
+		return j
+	}
+	// sumOf returns the ReduceSum making name and the Mul it sums.
+	sumOf := func(name string, reader int) (int, int) {
+		r := prod(name, "ReduceSum", 2, reader)
+		if r < 0 {
+			return -1, -1
+		}
+		return r, prod(imp.nodes[r].GetInput()[0], "Mul", 2, r)
+	}
+	div := imp.nodes[i]
+	rc, mc := sumOf(div.GetInput()[0], i)
+	mx := prod(div.GetInput()[1], "Max", 2, i)
+	if rc < 0 || mc < 0 || mx < 0 {
+		return nil
+	}
+	sq := prod(imp.nodes[mx].GetInput()[0], "Sqrt", 1, mx)
+	if sq < 0 {
+		return nil
+	}
+	mn := prod(imp.nodes[sq].GetInput()[0], "Mul", 2, sq)
+	if mn < 0 {
+		return nil
+	}
+	r1, m1 := sumOf(imp.nodes[mn].GetInput()[0], mn)
+	r2, m2 := sumOf(imp.nodes[mn].GetInput()[1], mn)
+	if r1 < 0 || m1 < 0 || r2 < 0 || m2 < 0 || r1 == r2 {
+		return nil
+	}
+	x1, x2 := imp.nodes[mc].GetInput()[0], imp.nodes[mc].GetInput()[1]
+	sqr := func(j int, x string) bool { in := imp.nodes[j].GetInput(); return in[0] == x && in[1] == x }
+	if x1 == x2 || !sqr(m1, x1) || !sqr(m2, x2) {
+		return nil
+	}
+	role := map[string]int{"div": i, "max": mx, "cross": rc, "mul": mc, "n1": r1, "n2": r2}
+	return &fusion{emit: (*importer).fuseCosine, nodes: sortedNodes(i, rc, mc, mx, sq, mn, r1, m1, r2, m2), role: role}
+}
+
+func (imp *importer) fuseCosine(f *fusion) (bool, error) {
+	mul := imp.nodes[f.role["mul"]]
+	x1, x2 := imp.vals[mul.GetInput()[0]], imp.vals[mul.GetInput()[1]]
+	_, okEps := constScalar(imp.vals[imp.nodes[f.role["max"]].GetInput()[1]])
+	if x1 == nil || x2 == nil || x1.isConst || x2.isConst || !isFloatType(x1.et) || x1.et != x2.et || !slices.Equal(x1.shape, x2.shape) || !okEps {
+		return false, nil
+	}
+	// one axis, the same for the three sums, not kept
+	r := len(x1.shape)
+	var dim int64 = -1
+	for _, k := range []string{"cross", "n1", "n2"} {
+		n := imp.nodes[f.role[k]]
+		axes, ok := imp.reductionAxes(n, r)
+		if !ok || len(axes) != 1 || (dim >= 0 && axes[0] != dim) {
+			return false, nil
+		}
+		if keep, err := attrInt(n, "keepdims", 1); err != nil || keep != 0 {
+			return false, nil
+		}
+		dim = axes[0]
+	}
+	kept := slices.Clone(x1.shape)
+	kept[dim] = 1
+	out := slices.Delete(slices.Clone(x1.shape), int(dim), int(dim)+1)
+	base := imp.fusedNode(f, "CosineSimilarity")
+	k := numel(x1.shape)
+	// step emits one op of the decomposition, named after the fused node.
+	step := func(suffix, typ string, ins []*value, shape []int64, flops int64, attrs ...string) (*value, error) {
+		n := &NodeProto{Name: proto.String(base.GetName() + "/" + suffix), OpType: proto.String(typ), Output: []string{out0(base) + "#" + suffix}}
+		vs, err := imp.emit1(n, typ, ins, imp.newOut(n, 0, x1.et, shape), flops, attrs...)
+		if err != nil {
+			return nil, err
+		}
+		return vs[0], nil
+	}
+	dims := strconv.FormatInt(dim, 10)
+	norm := func(x *value, j string) (*value, error) {
+		p, err := step("pow"+j, OpPow, []*value{x}, x.shape, 2*k, "exponent", "2")
+		if err != nil {
+			return nil, err
+		}
+		s, err := step("sum"+j, OpReduceSum, []*value{p}, kept, k, "dims", dims, "keepdim", "true")
+		if err != nil {
+			return nil, err
+		}
+		return step("sqrt"+j, OpSqrt, []*value{s}, kept, numel(kept))
+	}
+	n1, err := norm(x1, "1")
+	if err != nil {
+		return false, err
+	}
+	n2, err := norm(x2, "2")
+	if err != nil {
+		return false, err
+	}
+	d1, err := step("div1", OpDiv, []*value{x1, n1}, x1.shape, k)
+	if err != nil {
+		return false, err
+	}
+	d2, err := step("div2", OpDiv, []*value{x2, n2}, x1.shape, k)
+	if err != nil {
+		return false, err
+	}
+	m, err := step("mul", graph.OpMul, []*value{d1, d2}, x1.shape, k)
+	if err != nil {
+		return false, err
+	}
+	last := imp.nodes[f.role["div"]]
+	n := &NodeProto{Name: proto.String(base.GetName() + "/sum"), OpType: proto.String(OpReduceSum), Output: []string{out0(last)}}
+	y, err := imp.emit1(n, OpReduceSum, []*value{m}, imp.newOut(n, 0, x1.et, out), k, "dims", dims, "keepdim", "false")
+	if err != nil {
+		return false, err
+	}
+	return true, imp.bind(n, y)
+}
+
 // matchVar matches torch's var and std export (symbolic _var_mean) at the
 // first ReduceMean (node i): ReduceMean(x, keepdims) -> Sub(x, mean) ->
 // Mul(diff, diff) -> ReduceMean [-> Mul(., N) -> Div(., N - correction)]
@@ -744,7 +890,11 @@ func (imp *importer) reductionAxes(n *NodeProto, r int) ([]int64, bool) {
 	for k, name := range n.GetInput() {
 		ins[k] = imp.vals[name]
 	}
-	axes, ok, err := imp.axesOf(n, ins, 18)
+	since := int64(18) // the opset that moved axes to an input
+	if n.GetOpType() == "ReduceSum" {
+		since = 13
+	}
+	axes, ok, err := imp.axesOf(n, ins, since)
 	if err != nil || !ok || len(axes) == 0 {
 		return nil, false
 	}

@@ -565,14 +565,23 @@ class LayerFidelityTest(unittest.TestCase):
                  "std_biased", "layernorm_no_affine", "layernorm_no_bias", "batchnorm1d_rows", "batchnorm1d_sequence", "logsoftmax",
                  "logsumexp", "norm", "normalize", "max_dim", "topk", "sort", "gather", "scatter_add", "tril", "bce_with_logits",
                  "chunk_swiglu", "batched_matmul", "stack"]
+        # within 0.5% on the ONNX route: the import runs ATen's
+        # decomposition of cosine_similarity and saves the same tensors
+        # (tools/fidelity -compare), but sim's model of the division's
+        # backward has one norm-sized gradient (1 KiB of 580) live at
+        # another point than ATen's formula
+        close = ["cosine_similarity"]
         out = os.path.join(TMP, "layers.md")
-        lf.main(["--cases", ",".join(exact + ["mse"]), "--out", out])
+        lf.main(["--cases", ",".join(exact + close + ["mse"]), "--out", out])
         with open(out) as f:
             rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in f if line.startswith("| ") and " | " in line}
-        for name in exact:
+        for name in exact + close:
             with self.subTest(case=name):
                 onnx, exporter = rows[name][3].strip(), rows[name][4].strip(" |\n")
-                self.assertIn(onnx, ("-0.0%", "+0.0%"), rows[name])
+                if name in close:
+                    self.assertLess(abs(float(onnx.rstrip("%"))), 0.5, rows[name])
+                else:
+                    self.assertIn(onnx, ("-0.0%", "+0.0%"), rows[name])
                 self.assertIn(exporter, ("-0.0%", "+0.0%"), rows[name])
         self.assertIn("failed (torch.onnx:", rows["mse"][3])
 
