@@ -2,9 +2,8 @@ package dtr
 
 // posHeap holds the operations of a binary max-heap of storage IDs that
 // records each member's position (so a member can be removed): above
-// orders the heap, setPos records where x now is. The small-candidate heap
-// (small.go) and the witness groups' member heaps (fixedgroup.go) use one
-// each; init builds them.
+// orders the heap, setPos records where x now is. The witness groups'
+// member heaps (fixedgroup.go) use one; init builds it.
 type posHeap struct {
 	above  func(a, b int32) bool
 	setPos func(x, i int32)

@@ -216,8 +216,7 @@ type Runtime struct {
 	// small is a heap of the pool members below Config.EvicteeMinSize,
 	// largest first and, among equal sizes, first in pool order: the scan's
 	// fallback choice when no candidate passes the size filter (small.go).
-	small  []int32
-	smallH posHeap
+	small []smallEntry
 
 	// idx is the candidate index (nil: scan the pool).
 	idx *candIndex
@@ -450,7 +449,6 @@ func (r *Runtime) init(cfg Config, host Host) {
 	r.stats.Clock = 1
 	r.needCap = needWalk
 	r.deadEpoch = 1 // deadAt starts at 0: nothing dead
-	r.smallH = posHeap{above: r.smallAbove, setPos: func(x, i int32) { r.storages[x].spos = i }}
 	r.grpH = posHeap{
 		above:  func(a, b int32) bool { return r.grpm[a].need > r.grpm[b].need },
 		setPos: func(x, i int32) { r.grpm[x].pos = i },

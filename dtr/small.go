@@ -7,24 +7,84 @@ package dtr
 // (a transformer at batch 1 has most of its activations under 1 MiB) would
 // cost O(pool) per eviction.
 
-// smallAbove reports whether pool member a comes before b in the fallback
-// order: larger, or as large and earlier in the pool.
-func (r *Runtime) smallAbove(a, b int32) bool {
-	sa, sb := &r.storages[a], &r.storages[b]
-	if sa.size != sb.size {
-		return sa.size > sb.size
+// smallEntry is a member of the small heap with the keys of its order, so
+// that sifting compares entries of the heap's own array instead of reading
+// two storages per step (far apart in a program of 100k ops: a cache miss
+// each).
+type smallEntry struct {
+	size, seq int64
+	s         int32
+}
+
+// smallBefore reports whether a comes before b in the fallback order:
+// larger, or as large and earlier in the pool.
+func smallBefore(a, b *smallEntry) bool {
+	if a.size != b.size {
+		return a.size > b.size
 	}
-	return sa.seq < sb.seq
+	return a.seq < b.seq
 }
 
 // smallInsert adds pool member s (its seq set) to the small heap.
-func (r *Runtime) smallInsert(s int32) { r.small = r.smallH.push(r.small, s) }
+func (r *Runtime) smallInsert(s int32) {
+	st := &r.storages[s]
+	r.small = append(r.small, smallEntry{size: st.size, seq: st.seq, s: s})
+	r.smallUp(len(r.small) - 1)
+}
 
 // smallRemove takes s out of the small heap.
 func (r *Runtime) smallRemove(s int32) {
 	i := int(r.storages[s].spos)
 	r.storages[s].spos = -1
-	r.small = r.smallH.remove(r.small, i)
+	last := len(r.small) - 1
+	if i != last {
+		r.small[i] = r.small[last]
+		r.small = r.small[:last]
+		r.smallUp(r.smallDown(i))
+		return
+	}
+	r.small = r.small[:last]
+}
+
+func (r *Runtime) smallUp(i int) {
+	h := r.small
+	x := h[i]
+	for i > 0 {
+		q := (i - 1) / 2
+		if !smallBefore(&x, &h[q]) {
+			break
+		}
+		h[i] = h[q]
+		r.storages[h[i].s].spos = int32(i)
+		i = q
+	}
+	h[i] = x
+	r.storages[x.s].spos = int32(i)
+}
+
+// smallDown sifts the member at i down and returns its final position.
+func (r *Runtime) smallDown(i int) int {
+	h := r.small
+	n := len(h)
+	x := h[i]
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && smallBefore(&h[c+1], &h[c]) {
+			c++
+		}
+		if !smallBefore(&h[c], &x) {
+			break
+		}
+		h[i] = h[c]
+		r.storages[h[i].s].spos = int32(i)
+		i = c
+	}
+	h[i] = x
+	r.storages[x.s].spos = int32(i)
+	return i
 }
 
 // largestSmall returns the scan's fallback choice: the largest pool member
@@ -33,7 +93,7 @@ func (r *Runtime) largestSmall() int32 {
 	if len(r.small) == 0 {
 		return -1
 	}
-	return r.small[0]
+	return r.small[0].s
 }
 
 // largestSmallScan is largestSmall by a pass over the pool (the check of

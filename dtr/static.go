@@ -97,12 +97,15 @@ func (o *graphOracle) NextUse(t TensorID, now int64) int64 {
 // tensors nobody consumes stay referenced.
 func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*graphDriver, error) {
 	g, rt := d.g, d.rt
+	// The loops below read the graph's dense index: at 100k ops the Op and
+	// Tensor structs no longer fit in the cache.
+	dn := g.Dense()
 	last := make([]int32, len(g.Tensors))
 	for i := range last {
 		last[i] = -1
 	}
 	for i := range g.Ops {
-		for _, in := range g.Ops[i].Inputs {
+		for _, in := range dn.Inputs(graph.OpID(i)) {
 			last[in] = int32(i)
 		}
 	}
@@ -131,8 +134,9 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 			}
 		}
 		o := &g.Ops[i]
+		oIns, oOuts := dn.Inputs(graph.OpID(i)), dn.Outputs(graph.OpID(i))
 		ins = ins[:0]
-		for _, in := range o.Inputs {
+		for _, in := range oIns {
 			if d.toRT[in] < 0 {
 				return d, fmt.Errorf("dtr static: op %d %q: input tensor %d %q read before its producer ran", i, o.Name, in, g.Tensors[in].Name)
 			}
@@ -140,15 +144,16 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 		}
 		outs = outs[:0]
 		sib = sib[:0]
-		for range o.Outputs {
+		for range oOuts {
 			sib = append(sib, -1)
 		}
-		for k, out := range o.Outputs {
-			t := &g.Tensors[out]
-			if t.AliasOf == graph.NoTensor {
-				outs = append(outs, Output{Bytes: t.Bytes, AliasOf: -1})
+		for k, out := range oOuts {
+			root := dn.Root[out]
+			if root == out {
+				outs = append(outs, Output{Bytes: dn.StorageBytes[out], AliasOf: -1})
 				continue
 			}
+			t := &g.Tensors[out]
 			// A view shares the storage of its alias root, which the graph
 			// may name through a chain (a transpose of a view of x has
 			// AliasOf x, its input being the view): the runtime's storage
@@ -156,10 +161,9 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 			// input on that storage, an earlier output of the op that is
 			// the root, or else the root itself, read as an extra input
 			// (the Machine needs it resident to create the view).
-			root := g.StorageOf(out)
 			al := -1
-			for j, in := range o.Inputs {
-				if g.StorageOf(in) == root {
+			for j, in := range oIns {
+				if dn.Root[in] == root {
 					al = j
 					break
 				}
@@ -167,13 +171,13 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 			if al < 0 {
 				for j := range extra {
 					if extra[j] == root {
-						al = len(o.Inputs) + j
+						al = len(oIns) + j
 						break
 					}
 				}
 			}
-			if al < 0 && g.Tensors[root].Producer == graph.OpID(i) {
-				for j, u := range o.Outputs[:k] {
+			if al < 0 && dn.Producer[root] == graph.OpID(i) {
+				for j, u := range oOuts[:k] {
 					if u == root {
 						sib[k] = j
 						break
@@ -189,7 +193,7 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 				if d.toRT[root] < 0 {
 					return d, fmt.Errorf("dtr static: op %d %q: output %d %q is a view of tensor %d %q, not computed yet", i, o.Name, k, t.Name, root, g.Tensors[root].Name)
 				}
-				al = len(o.Inputs) + len(extra)
+				al = len(oIns) + len(extra)
 				extra = append(extra, root)
 				ins = append(ins, d.toRT[root])
 			}
@@ -204,7 +208,7 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 		}
 		extra = extra[:0]
 		d.rec.opMap = append(d.rec.opMap, graph.OpID(i))
-		d.rec.tenMap = append(d.rec.tenMap, o.Outputs...)
+		d.rec.tenMap = append(d.rec.tenMap, oOuts...)
 		opID, res, err := rt.Compute(ins, cost(graph.OpID(i)), outs)
 		if err != nil {
 			return d, fmt.Errorf("dtr static: op %d %q: %w", i, o.Name, err)
@@ -214,16 +218,16 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 				return d, err
 			}
 		}
-		for j, out := range o.Outputs {
+		for j, out := range oOuts {
 			d.toRT[out] = res[j]
-			if g.Tensors[out].Kind.Persistent() {
+			if dn.Kind[out].Persistent() {
 				if err := rt.Pin(res[j]); err != nil {
 					return d, fmt.Errorf("dtr static: op %d %q: pin persistent output %q: %w", i, o.Name, g.Tensors[out].Name, err)
 				}
 			}
 		}
-		for j, in := range o.Inputs {
-			if last[in] == int32(i) && !dupIn(o.Inputs, j) && g.Tensors[in].Producer != graph.NoOp {
+		for j, in := range oIns {
+			if last[in] == int32(i) && !dupIn(oIns, j) && dn.Producer[in] != graph.NoOp {
 				if err := rt.Release(d.toRT[in]); err != nil {
 					return d, err
 				}
