@@ -10,8 +10,8 @@ import "fmt"
 // bytes per tensor and 30 per op (with two inputs and one output), and a
 // pass over them reads consecutive memory.
 //
-// A Dense is read-only: its slices alias the graph's index, so do not
-// modify them. Get it with (*Graph).Dense.
+// A Dense is read-only: every caller (and every simulator Machine) shares
+// its slices, so do not modify them. Get it with (*Graph).Dense.
 type Dense struct {
 	// Producer[t] is tensors[t].Producer.
 	Producer []OpID
@@ -55,7 +55,9 @@ func (d *Dense) Inputs(op OpID) []TensorID {
 	if d == nil || op < 0 || int(op)+1 >= len(d.inStart) {
 		return nil
 	}
-	return d.ins[d.inStart[op]:d.inStart[op+1]]
+	a, b := d.inStart[op], d.inStart[op+1]
+	return d.ins[a:b:b] // capped: an append copies instead of writing the next op's
+
 }
 
 // Outputs returns op's outputs (ops[op].Outputs), or nil for an ID the graph
@@ -64,7 +66,8 @@ func (d *Dense) Outputs(op OpID) []TensorID {
 	if d == nil || op < 0 || int(op)+1 >= len(d.outStart) {
 		return nil
 	}
-	return d.outs[d.outStart[op]:d.outStart[op+1]]
+	a, b := d.outStart[op], d.outStart[op+1]
+	return d.outs[a:b:b]
 }
 
 // Err returns the first problem found while building the index that
