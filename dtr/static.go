@@ -362,13 +362,14 @@ func rerunnable(g *graph.Graph, o *graph.Op) bool {
 			return false
 		}
 	}
+	d := g.Dense()
 	wrote := false
 	for _, out := range o.Outputs {
-		root := g.StorageOf(out)
+		root := d.Root[out]
 		if root == out {
 			continue
 		}
-		if g.Tensors[root].Producer == graph.NoOp {
+		if d.Producer[root] == graph.NoOp {
 			return false
 		}
 		wrote = true

@@ -1467,8 +1467,8 @@ func broadcastCopy(g *graph.Graph, op *graph.Op) int64 {
 	var ws int64
 	for _, in := range op.Inputs {
 		t := g.Tensor(in)
-		if t == nil {
-			continue
+		if t == nil || t.AliasOf == graph.NoTensor {
+			continue // not a view
 		}
 		if r := g.StorageOf(in); r != in {
 			if rt := g.Tensor(r); rt != nil && t.Bytes > rt.Bytes {
