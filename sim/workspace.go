@@ -1348,7 +1348,8 @@ func autogradWorkspace(g *graph.Graph, op *graph.Op) int64 {
 	}
 	switch op.Type {
 	case "cross_entropy_backward", "norm_backward", "var_backward", "std_backward",
-		"mul_backward", "maximum_backward", "minimum_backward", "pow_tensor_backward", "div_backward":
+		"mul_backward", "maximum_backward", "minimum_backward", "pow_tensor_backward", "div_backward",
+		"scatter_backward":
 		// the types the two switches below price, from the forward op
 	default:
 		// Decided before reading the forward op and its tensors: in a
@@ -1386,6 +1387,26 @@ func autogradWorkspace(g *graph.Graph, op *graph.Op) int64 {
 		// (2 / n) * grad * (self - self.mean(dim, true)) holds the mean, the
 		// scaled gradient and the difference (the input's size).
 		return satAdd(x.Bytes, satMul(2, s))
+	case "scatter_backward":
+		// An index assignment (torch's ScatterND export of x[i] = v) is
+		// differentiated by PyTorch's CopySlices: the gradient cloned into
+		// the data's gradient, the assigned view of it cloned again and
+		// the assignment's own backward run on that clone. For a tensor
+		// index the view is the whole tensor and that backward an
+		// out-of-place index_put (two data-sized temporaries, profiled in
+		// tools/layer_fidelity.py's setitem case); for a basic slice the
+		// view is the slice and the backward fills it with zeros (one
+		// temporary of the updates' size).
+		if f.Attrs["onnx_op"] != "ScatterND" || len(f.Inputs) < 3 {
+			return 0
+		}
+		if f.Attrs["indexing"] == "basic" {
+			if u := g.Tensor(f.Inputs[2]); u != nil {
+				return u.Bytes
+			}
+			return 0
+		}
+		return satMul(2, x.Bytes)
 	case "std_backward":
 		// var_backward of grad / (result * 2), masked where the result is 0.
 		return satAdd(satAdd(x.Bytes, satMul(3, s)), maskBytes(y))

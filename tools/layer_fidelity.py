@@ -96,6 +96,16 @@ def swiglu(h):
     return F.silu(u) * g
 
 
+def setitem(x, a):
+    """Index assignment into a clone of a projection: a slice (x[:, 2:5] =)
+    and a tensor index (x[:, idx] =), torch's index_put_; ONNX exports both
+    as ScatterND."""
+    z = a(x).clone()
+    z[:, 2:5] = x[:, 0:3] * 2
+    z[:, torch.tensor([0, 7])] = x[:, 8:10] * 3
+    return z * x
+
+
 class CausalAttention(nn.Module):
     def __init__(self, d=64, h=4):
         super().__init__()
@@ -171,6 +181,8 @@ CASES = {
     "gather": (lambda: Seq(Lam(lambda x, a: torch.gather(a(x), 2, x.argsort(-1)), lin())), "seq", "gather by a computed index"),
     "scatter": (lambda: Seq(Lam(lambda x, a: torch.zeros_like(x).scatter(2, x.argsort(-1), a(x)), lin())), "seq", "scatter"),
     "scatter_add": (lambda: Seq(Lam(lambda x, a: x.scatter_add(2, x.argsort(-1), a(x)), lin())), "seq", "scatter_add"),
+    "setitem": (lambda: Seq(Lam(setitem, lin())), "seq", "index assignment into a clone (ScatterND)"),
+    "index_fill": (lambda: Seq(Lam(lambda x, a: a(x).index_fill(2, torch.tensor([1, 3]), 0.0) * x, lin())), "seq", "index_fill"),
     "index_select": (lambda: Seq(Lam(lambda x, a: torch.index_select(a(x), 1, torch.arange(31, -1, -1)), lin())), "seq", "index_select"),
     "advanced_index": (lambda: Seq(Lam(lambda x, a: a(x)[:, torch.arange(31, -1, -1)], lin())), "seq", "advanced indexing"),
     "tril": (lambda: Seq(Lam(lambda x, a: torch.tril(a(x) @ x.transpose(1, 2), -1) @ x, lin())), "seq", "tril of a product"),

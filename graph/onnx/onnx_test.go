@@ -400,7 +400,11 @@ func FuzzImport(f *testing.F) {
 	f.Add(oneOp("GatherElements", []string{"i"}, nil, []*ValueInfoProto{vi("i", tensorType(TensorProto_INT64, "N", 8, 4, 2))}, intAttr("axis", 3)))
 	f.Add(oneOp("ScatterElements", []string{"i", "u"}, nil, []*ValueInfoProto{vi("i", tensorType(TensorProto_INT64, "N", 8, 4, 2)),
 		vi("u", tensorType(TensorProto_FLOAT, "N", 8, 4, 2))}, intAttr("axis", 3), strAttr("reduction", "add")))
-	f.Add(chunkModel(false)) // the chunk fusion
+	f.Add(scatterNDModel([3]int64{2, 3, 4})) // basic indexing
+	f.Add(scatterNDModel([3]int64{0, 7, 3}))
+	f.Add(bceModel("ReduceMean", 1, 1, false)) // the BCE fusion
+	f.Add(cosineModel(3, 3, false))            // the cosine fusion
+	f.Add(chunkModel(false))                   // the chunk fusion
 	f.Add(chunkModel(true))
 	f.Add(rotary()) // a Mul by a weight (Options.Frozen's case)
 	f.Add(encoderBlock(2, 0.5))

@@ -2,6 +2,7 @@ package onnx
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/remat-dev/remat/graph"
@@ -353,13 +354,189 @@ func opScatterElements(imp *importer, n *NodeProto, in []*value) ([]*value, erro
 		return nil, fmt.Errorf("reduction %q: %w (none and add are mapped)", red, ErrUnsupported)
 	}
 	if x.isConst && upd.isConst {
-		return nil, fmt.Errorf("constant data and updates: %w", ErrUnsupported)
+		if idx.isConst {
+			// a shape computation (torch's export of index_fill expands
+			// the index with one): folded
+			return imp.foldScatterElements(n, x, idx, upd, axis, red == "add")
+		}
+		return nil, fmt.Errorf("constant data and updates with computed indices: %w", ErrUnsupported)
 	}
 	typ := OpScatter
 	if red == "add" {
 		typ = OpScatterAdd
 	}
 	return imp.emit1(n, typ, []*value{x, idx, upd}, imp.newOut(n, 0, x.et, x.shape), numel(idx.shape), "dim", strconv.Itoa(axis))
+}
+
+// foldScatterElements computes a ScatterElements of constants (data,
+// indices and updates known at import): the data with each update written
+// (added, for add) where its index along axis says.
+func (imp *importer) foldScatterElements(n *NodeProto, x, idx, upd *value, axis int, add bool) ([]*value, error) {
+	r := len(x.shape)
+	stride := make([]int64, r)
+	s := int64(1)
+	for d := r - 1; d >= 0; d-- {
+		stride[d] = s
+		s *= x.shape[d]
+	}
+	ints, flts := slices.Clone(x.ints), slices.Clone(x.flts)
+	at := func(v *value, i int64) float64 {
+		if v.flts != nil {
+			return v.flts[i]
+		}
+		return float64(v.ints[i])
+	}
+	cnt := numel(idx.shape)
+	for p := int64(0); p < cnt; p++ {
+		rem, off := p, int64(0)
+		for d := r - 1; d >= 0; d-- {
+			c := rem % idx.shape[d]
+			rem /= idx.shape[d]
+			if d == axis {
+				j := int64(at(idx, p))
+				if j < 0 {
+					j += x.shape[d]
+				}
+				if j < 0 || j >= x.shape[d] {
+					return nil, fmt.Errorf("index %d at position %d: out of range for axis %d of size %d", int64(at(idx, p)), p, axis, x.shape[d])
+				}
+				c = j
+			} else if c >= x.shape[d] {
+				return nil, fmt.Errorf("indices %v larger than data %v along axis %d", idx.shape, x.shape, d)
+			}
+			off += c * stride[d]
+		}
+		v := at(upd, p)
+		switch {
+		case ints != nil && add:
+			ints[off] += toInt(v)
+		case ints != nil:
+			ints[off] = toInt(v)
+		case add:
+			flts[off] += v
+		default:
+			flts[off] = v
+		}
+	}
+	return []*value{imp.constOut(n, 0, x.et, x.shape, ints, flts)}, nil
+}
+
+// opScatterND maps ScatterND (torch's export of index assignment:
+// x[:, a:b] = v, x[idx] = v, index_put_) onto scatter (scatter_add for
+// reduction add), the op remat uses for ScatterElements: the updates
+// written into a copy of the data, saving the indices; the data's gradient
+// is the output's with the written places cleared (for add, the output's
+// itself), the updates' a gather of it. torch exports an assignment into a
+// clone (z = x.clone(); z[i] = v) as a ScatterND of x, and PyTorch's clone
+// is the copy the scatter makes; an assignment into a tensor PyTorch then
+// drops is modelled one copy high.
+func opScatterND(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
+	x, err := input(in, 0, "data")
+	if err != nil {
+		return nil, err
+	}
+	idx, err := input(in, 1, "indices")
+	if err != nil {
+		return nil, err
+	}
+	upd, err := input(in, 2, "updates")
+	if err != nil {
+		return nil, err
+	}
+	if !isIntType(idx.et) {
+		return nil, fmt.Errorf("indices %q have type %s, expected int64", idx.name, typeName(idx.et))
+	}
+	r, q := len(x.shape), len(idx.shape)
+	if r == 0 || q == 0 {
+		return nil, fmt.Errorf("data %v and indices %v, expected both of rank >= 1", x.shape, idx.shape)
+	}
+	k := idx.shape[q-1]
+	if k < 1 || k > int64(r) {
+		return nil, fmt.Errorf("indices %v: last dimension %d, expected 1..%d (the data's rank)", idx.shape, k, r)
+	}
+	want := append(slices.Clone(idx.shape[:q-1]), x.shape[k:]...)
+	if !equalShape(upd.shape, want) {
+		return nil, fmt.Errorf("updates %v, expected %v (the indices' shape but the last, then the data's from dimension %d)", upd.shape, want, k)
+	}
+	red, err := attrString(n, "reduction", "none")
+	if err != nil {
+		return nil, err
+	}
+	typ := OpScatter
+	switch red {
+	case "none":
+	case "add":
+		typ = OpScatterAdd
+	default:
+		return nil, fmt.Errorf("reduction %q: %w (none and add are mapped)", red, ErrUnsupported)
+	}
+	if x.isConst && upd.isConst {
+		return nil, fmt.Errorf("constant data and updates: %w", ErrUnsupported)
+	}
+	indexing := "advanced"
+	if idx.isConst && boxIndices(idx, x.shape) {
+		indexing = "basic"
+	}
+	return imp.emit1(n, typ, []*value{x, idx, upd}, imp.newOut(n, 0, x.et, x.shape), numel(upd.shape),
+		"onnx_op", "ScatterND", "indexing", indexing)
+}
+
+// boxIndices reports whether constant ScatterND indices (shape [..., k])
+// list every point of a box, a contiguous range in each of the first k
+// dimensions of shape, in row-major order: what torch exports for
+// assignment to a basic slice (x[:, a:b] = v), as opposed to a tensor index
+// (x[:, idx] = v, index_put_). PyTorch differentiates the two differently
+// (sim's workspace model of scatter_backward).
+func boxIndices(idx *value, shape []int64) bool {
+	q := len(idx.shape)
+	k := int(idx.shape[q-1])
+	n := numel(idx.shape[:q-1])
+	if n == 0 || idx.ints == nil || int64(len(idx.ints)) != n*int64(k) {
+		return false
+	}
+	lo, hi := make([]int64, k), make([]int64, k)
+	for d := 0; d < k; d++ {
+		lo[d], hi[d] = idx.ints[d], idx.ints[d]
+	}
+	for p := int64(0); p < n; p++ {
+		for d := 0; d < k; d++ {
+			v := idx.ints[p*int64(k)+int64(d)]
+			if v < 0 {
+				v += shape[d]
+			}
+			lo[d], hi[d] = min(lo[d], v), max(hi[d], v)
+		}
+	}
+	box := int64(1)
+	for d := 0; d < k; d++ {
+		if lo[d] < 0 || hi[d] >= shape[d] {
+			return false
+		}
+		box *= hi[d] - lo[d] + 1
+	}
+	if box != n {
+		return false
+	}
+	// row-major enumeration of the box
+	c := slices.Clone(lo)
+	for p := int64(0); p < n; p++ {
+		for d := 0; d < k; d++ {
+			v := idx.ints[p*int64(k)+int64(d)]
+			if v < 0 {
+				v += shape[d]
+			}
+			if v != c[d] {
+				return false
+			}
+		}
+		for d := k - 1; d >= 0; d-- {
+			if c[d]++; c[d] <= hi[d] {
+				break
+			}
+			c[d] = lo[d]
+		}
+	}
+	return true
 }
 
 // elementsOperands reads the data, the indices (of the data's rank) and the

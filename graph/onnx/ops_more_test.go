@@ -205,6 +205,10 @@ func TestMoreOps(t *testing.T) {
 			vi("u", tensorType(f, "N", 8, 4, 2))}, intAttr("axis", 3)), OpScatter, graph.Shape{2, 8, 4, 4}, []int{1}},
 		{"ScatterElements add", oneOp("ScatterElements", []string{"i", "u"}, nil, []*ValueInfoProto{vi("i", tensorType(TensorProto_INT64, "N", 8, 4, 2)),
 			vi("u", tensorType(f, "N", 8, 4, 2))}, intAttr("axis", 3), strAttr("reduction", "add")), OpScatterAdd, graph.Shape{2, 8, 4, 4}, []int{1}},
+		{"ScatterND", oneOp("ScatterND", []string{"i", "u"}, nil, []*ValueInfoProto{vi("i", tensorType(TensorProto_INT64, "N", 8, 2)),
+			vi("u", tensorType(f, "N", 8, 4, 4))}), OpScatter, graph.Shape{2, 8, 4, 4}, []int{1}},
+		{"ScatterND add", oneOp("ScatterND", []string{"i", "u"}, nil, []*ValueInfoProto{vi("i", tensorType(TensorProto_INT64, "N", 8, 2)),
+			vi("u", tensorType(f, "N", 8, 4, 4))}, strAttr("reduction", "add")), OpScatterAdd, graph.Shape{2, 8, 4, 4}, []int{1}},
 		{"ReduceMax one axis", oneOp("ReduceMax", nil, nil, nil, intsAttr("axes", 1), intAttr("keepdims", 1)), OpMaxDim, graph.Shape{2, 1, 4, 4}, []int{-2}},
 		{"ReduceMax two axes", oneOp("ReduceMax", nil, nil, nil, intsAttr("axes", 2, 3), intAttr("keepdims", 1)), OpReduceMax, graph.Shape{2, 8, 1, 1}, []int{0, -1}},
 		{"Pad reflect", oneOp("Pad", []string{"p"}, map[string]*TensorProto{"p": ints64(0, 0, 1, 1, 0, 0, 1, 1)}, nil, strAttr("mode", "reflect")), OpPadReflect, graph.Shape{2, 8, 6, 6}, []int{0}},
@@ -304,6 +308,14 @@ func TestMoreOpsErrors(t *testing.T) {
 			[]*ValueInfoProto{vi("i", tensorType(TensorProto_INT64, "N", 8, 4, 2)), vi("u", tensorType(f, "N", 8, 4, 1))})},
 		{"scatter reduction", `reduction "mul"`, oneOp("ScatterElements", []string{"i", "u"}, nil,
 			[]*ValueInfoProto{vi("i", tensorType(TensorProto_INT64, "N", 8, 4, 2)), vi("u", tensorType(f, "N", 8, 4, 2))}, strAttr("reduction", "mul"))},
+		{"scatternd depth", "indices [2 8 5]: last dimension 5, expected 1..4 (the data's rank)", oneOp("ScatterND", []string{"i", "u"}, nil,
+			[]*ValueInfoProto{vi("i", tensorType(TensorProto_INT64, "N", 8, 5)), vi("u", tensorType(f, "N", 8))})},
+		{"scatternd updates", "updates [2 8 3], expected [2 8 4 4] (the indices' shape but the last, then the data's from dimension 2)", oneOp("ScatterND", []string{"i", "u"}, nil,
+			[]*ValueInfoProto{vi("i", tensorType(TensorProto_INT64, "N", 8, 2)), vi("u", tensorType(f, "N", 8, 3))})},
+		{"scatternd reduction", `reduction "mul"`, oneOp("ScatterND", []string{"i", "u"}, nil,
+			[]*ValueInfoProto{vi("i", tensorType(TensorProto_INT64, "N", 8, 2)), vi("u", tensorType(f, "N", 8, 4, 4))}, strAttr("reduction", "mul"))},
+		{"scatternd float indices", "have type FLOAT, expected int64", oneOp("ScatterND", []string{"i", "u"}, nil,
+			[]*ValueInfoProto{vi("i", tensorType(f, "N", 8, 2)), vi("u", tensorType(f, "N", 8, 4, 4))})},
 		{"topk k", "K is 9, expected 0..8 (the size of axis 1)", oneOp("TopK", []string{"k"}, map[string]*TensorProto{"k": ints64(9)}, nil, intAttr("axis", 1))},
 		{"topk dynamic k", "K \"k\" is not a constant", oneOp("TopK", []string{"k"}, nil, []*ValueInfoProto{vi("k", tensorType(TensorProto_INT64, 1))}, intAttr("axis", 1))},
 		{"trilu k dynamic", "k \"k\" is not a constant scalar", oneOp("Trilu", []string{"k"}, nil, []*ValueInfoProto{vi("k", tensorType(TensorProto_INT64))})},
@@ -401,4 +413,81 @@ func TestConvStridedInput(t *testing.T) {
 	with := sim.CPUWorkspace(g, convs[0], cpu)
 	delete(convs[0].Attrs, graph.AttrInputFormat)
 	assert.Equal(t, g.Tensors[convs[0].Inputs[0]].Bytes, with-sim.CPUWorkspace(g, convs[0], cpu), "the copy of the strided input")
+}
+
+// scatterNDModel assigns u [2, 3, 4, 4] to x*w at the (n, c) pairs listed
+// by the constant indices [2, 3, 2] (n in 0..1, c in cs), as torch exports
+// x[:, 2:5] = u (a box: basic indexing) or x[:, idx] = u.
+func scatterNDModel(cs [3]int64) []byte {
+	f := TensorProto_FLOAT
+	e := int32(TensorProto_INT64)
+	var v []int64
+	for n := int64(0); n < 2; n++ {
+		for _, c := range cs {
+			v = append(v, n, c)
+		}
+	}
+	nodes := []*NodeProto{
+		node("Mul", "/scale", []string{"x", "s.weight"}, []string{"xs"}),
+		constNode("/idx", &TensorProto{DataType: &e, Dims: []int64{2, 3, 2}, Int64Data: v}),
+		node("Mul", "/upd", []string{"u", "u"}, []string{"us"}),
+		node("ScatterND", "/ScatterND", []string{"xs", "/idx", "us"}, []string{"o"}),
+	}
+	return headed(17, nodes, "o", vi("x", tensorType(f, 2, 8, 4, 4)), vi("s.weight", tensorType(f, 1, 8, 1, 1)), vi("u", tensorType(f, 2, 3, 4, 4)))
+}
+
+// TestScatterNDIndexing: constant indices that list a box in row-major
+// order are a basic slice's assignment, others a tensor index's; the
+// simulator prices their backward differently (PyTorch's CopySlices clones
+// the whole gradient and runs an out-of-place index_put for a tensor
+// index: two temporaries of the data's size; for a slice one of the
+// updates' size).
+func TestScatterNDIndexing(t *testing.T) {
+	for _, c := range []struct {
+		cs       [3]int64
+		indexing string
+		ws       int64
+	}{
+		{[3]int64{2, 3, 4}, "basic", 2 * 3 * 4 * 4 * 4},
+		{[3]int64{0, 7, 3}, "advanced", 2 * (2 * 8 * 4 * 4 * 4)},
+		{[3]int64{2, 4, 3}, "advanced", 2 * (2 * 8 * 4 * 4 * 4)}, // a box, not in order
+	} {
+		g, err := Import(bytes.NewReader(scatterNDModel(c.cs)), Options{Batch: 2})
+		require.NoError(t, err)
+		ops := opsOfType(g, OpScatter)
+		require.Len(t, ops, 1)
+		assert.Equal(t, c.indexing, ops[0].Attrs["indexing"], c.cs)
+		bw := backwardOf(g, ops[0])
+		require.NotNil(t, bw)
+		m, err := sim.NewMachine(g, sim.Options{})
+		require.NoError(t, err)
+		assert.Equal(t, c.ws, m.OpWorkspace(bw.ID), c.cs)
+	}
+}
+
+// TestScatterElementsFolded: a ScatterElements of constants (torch's
+// export of index_fill computes its expanded shape so) is computed at
+// import: here the repeats of a Tile.
+func TestScatterElementsFolded(t *testing.T) {
+	f := TensorProto_FLOAT
+	nodes := []*NodeProto{
+		node("Mul", "/scale", []string{"x", "s.weight"}, []string{"xs"}),
+		constNode("/ones", ints64(1, 1, 1, 1)),
+		constNode("/at", ints64(3)),
+		constNode("/two", ints64(2)),
+		node("ScatterElements", "/ScatterElements", []string{"/ones", "/at", "/two"}, []string{"reps"}, intAttr("axis", 0)),
+		node("Tile", "/Tile", []string{"xs", "reps"}, []string{"o"}),
+	}
+	g, err := Import(bytes.NewReader(headed(17, nodes, "o", vi("x", tensorType(f, "N", 8, 4, 4)), vi("s.weight", tensorType(f, 1, 8, 1, 1)))), Options{Batch: 2})
+	require.NoError(t, err)
+	tile := opsOfType(g, OpTile)
+	require.Len(t, tile, 1)
+	assert.Equal(t, graph.Shape{2, 8, 4, 8}, g.Tensors[tile[0].Outputs[0]].Shape)
+	assert.Empty(t, opsOfType(g, OpScatter), "folded, not an op")
+
+	bad := append(nodes[:4:4], node("ScatterElements", "/ScatterElements", []string{"/ones", "/at", "/two"}, []string{"reps"}, intAttr("axis", 0)), nodes[5])
+	bad[2] = constNode("/at", ints64(7))
+	_, err = Import(bytes.NewReader(headed(17, bad, "o", vi("x", tensorType(f, "N", 8, 4, 4)), vi("s.weight", tensorType(f, 1, 8, 1, 1)))), Options{Batch: 2})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "index 7 at position 0: out of range for axis 0 of size 4")
 }

@@ -43,7 +43,7 @@ func init() {
 		"DepthToSpace": opDepthToSpace, "SpaceToDepth": opDepthToSpace, "CumSum": opCumSum,
 		"ReduceL1": opReduce, "ReduceL2": opReduce, "ReduceLogSumExp": opReduce,
 		"Sign": opUnary, "Celu": opUnary, "Einsum": opEinsum, "If": opIf, "Trilu": opTrilu,
-		"GatherElements": opGatherElements, "ScatterElements": opScatterElements, "Scatter": opScatterElements,
+		"GatherElements": opGatherElements, "ScatterElements": opScatterElements, "Scatter": opScatterElements, "ScatterND": opScatterND,
 		"TopK": opTopK,
 	}
 }
