@@ -45,29 +45,49 @@ func newDriver(g *graph.Graph, rt *Runtime) *graphDriver {
 }
 
 // graphOracle answers next-use queries from a graph's default schedule as
-// the driver runs it.
+// the driver runs it. The steps of the ops reading each graph tensor are
+// one flat array (CSR: start per tensor), and pos[t] is the index in it
+// of t's next use not yet passed.
 type graphOracle struct {
-	rec  *recorder
-	uses [][]int64 // per graph tensor: steps of the ops reading it
-	pos  []int32
+	rec   *recorder
+	start []int32
+	steps []int64
+	pos   []int32
 }
 
 func newGraphOracle(g *graph.Graph, rec *recorder) *graphOracle {
-	o := &graphOracle{rec: rec, uses: make([][]int64, len(g.Tensors)), pos: make([]int32, len(g.Tensors))}
+	d := g.Dense()
+	nt := d.NumTensors()
+	o := &graphOracle{rec: rec, start: make([]int32, nt+1), pos: make([]int32, nt)}
 	var nc int64
-	for i := range g.Tensors {
-		if g.Tensors[i].Producer == graph.NoOp {
+	for _, p := range d.Producer {
+		if p == graph.NoOp {
 			nc++
 		}
 	}
-	for i := range g.Ops {
-		for _, in := range g.Ops[i].Inputs {
-			u := o.uses[in]
-			if n := len(u); n == 0 || u[n-1] != nc+int64(i) {
-				o.uses[in] = append(u, nc+int64(i))
+	for i := 0; i < d.NumOps(); i++ {
+		ins := d.Inputs(graph.OpID(i))
+		for j, in := range ins {
+			if !dupIn(ins, j) {
+				o.start[in+1]++
 			}
 		}
 	}
+	for t := 0; t < nt; t++ {
+		o.start[t+1] += o.start[t]
+	}
+	o.steps = make([]int64, o.start[nt])
+	copy(o.pos, o.start[:nt])
+	for i := 0; i < d.NumOps(); i++ {
+		ins := d.Inputs(graph.OpID(i))
+		for j, in := range ins {
+			if !dupIn(ins, j) {
+				o.steps[o.pos[in]] = nc + int64(i)
+				o.pos[in]++
+			}
+		}
+	}
+	copy(o.pos, o.start[:nt])
 	return o
 }
 
@@ -78,16 +98,15 @@ func (o *graphOracle) NextUse(t TensorID, now int64) int64 {
 	if g == graph.NoTensor {
 		return math.MaxInt64
 	}
-	u := o.uses[g]
-	p := o.pos[g]
-	for int(p) < len(u) && u[p] < now {
+	p, end := o.pos[g], o.start[g+1]
+	for p < end && o.steps[p] < now {
 		p++
 	}
 	o.pos[g] = p
-	if int(p) == len(u) {
+	if p == end {
 		return math.MaxInt64
 	}
-	return u[p]
+	return o.steps[p]
 }
 
 // drive runs every op of g in order. cost gives each op's time in ns.
