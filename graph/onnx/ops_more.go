@@ -365,7 +365,34 @@ func opScatterElements(imp *importer, n *NodeProto, in []*value) ([]*value, erro
 	if red == "add" {
 		typ = OpScatterAdd
 	}
+	if err := imp.makeInStep(n, x); err != nil {
+		return nil, err
+	}
 	return imp.emit1(n, typ, []*value{x, idx, upd}, imp.newOut(n, 0, x.et, x.shape), numel(idx.shape), "dim", strconv.Itoa(axis))
+}
+
+// makeInStep gives a folded constant that a scatter writes into a producing
+// op (OpConstant) where the scatter runs, instead of the resident constant
+// tensorOf would make. Such data is a tensor the model makes in its
+// forward (torch.zeros_like(x).scatter(...), exported as a
+// ConstantOfShape the import folds), which PyTorch allocates in the step
+// and frees after its last reader; a module's buffer is an initializer,
+// not folded, and stays resident.
+func (imp *importer) makeInStep(n *NodeProto, v *value) error {
+	if v.kind != 0 || v.tensor != graph.NoTensor || v.lazy != nil {
+		return nil
+	}
+	dt := dtypeOf(v.et)
+	if dt == 0 {
+		return nil // tensorOf reports it
+	}
+	if _, err := graph.Shape(v.shape).Bytes(dt); err != nil {
+		return fmt.Errorf("data %q: %w", v.name, err)
+	}
+	ob := imp.b.Op(OpConstant, imp.opName(n)+".data").OutKind(v.name, graph.Activation, dt, v.shape...)
+	v.tensor = ob.Output(0)
+	ob.BytesAccessed(imp.b.Graph().Tensors[v.tensor].Bytes)
+	return nil
 }
 
 // foldScatterElements computes a ScatterElements of constants (data,
@@ -476,6 +503,9 @@ func opScatterND(imp *importer, n *NodeProto, in []*value) ([]*value, error) {
 	indexing := "advanced"
 	if idx.isConst && boxIndices(idx, x.shape) {
 		indexing = "basic"
+	}
+	if err := imp.makeInStep(n, x); err != nil {
+		return nil, err
 	}
 	return imp.emit1(n, typ, []*value{x, idx, upd}, imp.newOut(n, 0, x.et, x.shape), numel(upd.shape),
 		"onnx_op", "ScatterND", "indexing", indexing)

@@ -491,3 +491,32 @@ func TestScatterElementsFolded(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "index 7 at position 0: out of range for axis 0 of size 4")
 }
+
+// TestScatterDataMadeInStep: zeros the model makes in its forward
+// (torch.zeros_like(x).scatter(...): ConstantOfShape of x's shape, folded
+// by the import) are made where the scatter runs, as PyTorch allocates
+// them, not resident from the start.
+func TestScatterDataMadeInStep(t *testing.T) {
+	f := TensorProto_FLOAT
+	nodes := []*NodeProto{
+		node("Mul", "/scale", []string{"x", "s.weight"}, []string{"xs"}),
+		node("Shape", "/Shape", []string{"xs"}, []string{"shp"}),
+		node("ConstantOfShape", "/zeros", []string{"shp"}, []string{"z"}),
+		node("ScatterElements", "/ScatterElements", []string{"z", "i", "xs2"}, []string{"o"}, intAttr("axis", 3)),
+		node("Slice", "/xs2", []string{"xs", "/s0", "/s1", "/ax"}, []string{"xs2"}),
+	}
+	nodes = append(nodes[:3], constNode("/s0", ints64(0)), constNode("/s1", ints64(2)), constNode("/ax", ints64(3)), nodes[4], nodes[3])
+	g, err := Import(bytes.NewReader(headed(17, nodes, "o", vi("x", tensorType(f, "N", 8, 4, 4)), vi("s.weight", tensorType(f, 1, 8, 1, 1)),
+		vi("i", tensorType(TensorProto_INT64, "N", 8, 4, 2)))), Options{Batch: 2})
+	require.NoError(t, err)
+	sc := opsOfType(g, OpScatter)
+	require.Len(t, sc, 1)
+	z := &g.Tensors[sc[0].Inputs[0]]
+	assert.Equal(t, graph.Activation, z.Kind)
+	require.NotEqual(t, graph.NoOp, z.Producer)
+	assert.Equal(t, OpConstant, g.Ops[z.Producer].Type)
+	assert.Equal(t, graph.Forward, g.Ops[z.Producer].Phase)
+	for i := range g.Tensors {
+		assert.NotEqual(t, graph.Constant, g.Tensors[i].Kind, "no resident constant: %s", g.Tensors[i].Name)
+	}
+}

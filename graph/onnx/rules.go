@@ -63,6 +63,7 @@ const (
 	OpTrilu           = "trilu"                            // x -> its upper or lower triangle (attrs upper, k); see opTrilu
 	OpEinsum          = "einsum"                           // (a[, b]) -> contraction by attr equation; saves the other operand for each gradient
 	OpBCEWithLogits   = "binary_cross_entropy_with_logits" // (x, target) -> loss (attr reduction); saves both; see matchBCEWithLogits
+	OpConstant        = "constant"                         // () -> a folded constant the model makes in its forward (the data of a scatter); see makeInStep
 )
 
 // extraRules lists the gradient rules of the importer's own op types. (The

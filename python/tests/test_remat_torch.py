@@ -563,7 +563,7 @@ class LayerFidelityTest(unittest.TestCase):
         spec.loader.exec_module(lf)
         exact = ["conv1d", "pool1d", "maximum", "minimum_broadcast", "pow_tensor", "pow_constant_exponent", "std",
                  "std_biased", "layernorm_no_affine", "layernorm_no_bias", "batchnorm1d_rows", "batchnorm1d_sequence", "logsoftmax",
-                 "logsumexp", "norm", "normalize", "max_dim", "topk", "sort", "gather", "scatter_add", "tril", "bce_with_logits",
+                 "logsumexp", "norm", "normalize", "max_dim", "topk", "sort", "gather", "scatter", "scatter_add", "tril", "bce_with_logits",
                  "chunk_swiglu", "batched_matmul", "stack"]
         # within 0.5% on the ONNX route: the import runs ATen's
         # decomposition of cosine_similarity and saves the same tensors
