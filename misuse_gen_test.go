@@ -884,6 +884,7 @@ var misuseCases = []misuseCase{
 	{"graph.Dense.Outputs", "zero", false, func() error { _ = new(graph.Dense).Outputs((graph.OpID)(0)); return nil }},
 	{"graph.Dense.Outputs", "empty", false, func() error { _ = new(graph.Dense).Outputs((graph.OpID)(-1)); return nil }},
 	{"graph.Dense.Outputs", "foreign", false, func() error { _ = new(graph.Dense).Outputs((graph.OpID)(1 << 30)); return nil }},
+	{"graph.Dense.ReadOutsideForward", "zero", false, func() error { _ = new(graph.Dense).ReadOutsideForward(); return nil }},
 	{"graph.Differentiate", "zero", true, func() error {
 		_, err := graph.Differentiate((*graph.Graph)(nil), (graph.TensorID)(0), *new(graph.BackwardOptions))
 		return err

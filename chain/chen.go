@@ -249,10 +249,8 @@ func ChenPlan(g *graph.Graph, ch *StageChain, keptStages []int32, strategy strin
 // copies of the per-tensor and per-op facts its loops read, so that they
 // do not walk the graph's Tensor and Op structs.
 type chenGraph struct {
-	g    *graph.Graph
-	d    *graph.Dense     // g.Dense()
-	root []graph.TensorID // storage of each tensor
-	prod []graph.OpID     // producer of each tensor
+	g *graph.Graph
+	d *graph.Dense // g.Dense()
 	// readByBwd[r]: a non-forward op reads storage r
 	readByBwd []bool
 	// writes: the forward pass's in-place writes (last writer of each
@@ -262,21 +260,13 @@ type chenGraph struct {
 
 func newChenGraph(g *graph.Graph) *chenGraph {
 	d := g.Dense()
-	c := &chenGraph{g: g, d: d, root: d.Root, prod: d.Producer, readByBwd: make([]bool, d.NumTensors()), writes: graph.ForwardWrites(g)}
-	for i, ph := range d.Phase {
-		if ph == graph.Forward {
-			continue
-		}
-		for _, t := range d.Inputs(graph.OpID(i)) {
-			c.readByBwd[c.root[t]] = true
-		}
-	}
-	return c
+	return &chenGraph{g: g, d: d, readByBwd: d.ReadOutsideForward(), writes: graph.ForwardWrites(g)}
 }
 
 // chenPlan is ChenPlan on a checked chain.
 func chenPlan(c *chenGraph, ch *StageChain, keptStages []int32, strategy string) (*sim.Plan, int, error) {
-	g, d, root, prod, readByBwd, writes := c.g, c.d, c.root, c.prod, c.readByBwd, c.writes
+	g, d, readByBwd, writes := c.g, c.d, c.readByBwd, c.writes
+	root, prod := d.Root, d.Producer
 	L := len(ch.Stages)
 	seg := make([]int32, L)
 	kept := make([]bool, L)

@@ -1,23 +1,24 @@
 package dtr
 
-// posHeap holds the operations of a binary max-heap of storage IDs that
+// posHeap holds the operations of a binary max-heap of members E that
 // records each member's position (so a member can be removed): above
 // orders the heap, setPos records where x now is. The witness groups'
-// member heaps (fixedgroup.go) use one; init builds it.
-type posHeap struct {
-	above  func(a, b int32) bool
-	setPos func(x, i int32)
+// member heaps (fixedgroup.go: storage IDs) and the small-candidate heap
+// (small.go: storage IDs with their keys) use one each; init builds them.
+type posHeap[E any] struct {
+	above  func(a, b E) bool
+	setPos func(x E, i int32)
 }
 
 // push appends x to h and restores the order.
-func (p *posHeap) push(h []int32, x int32) []int32 {
+func (p *posHeap[E]) push(h []E, x E) []E {
 	h = append(h, x)
 	p.up(h, len(h)-1)
 	return h
 }
 
 // remove takes the member at position i out of h.
-func (p *posHeap) remove(h []int32, i int) []int32 {
+func (p *posHeap[E]) remove(h []E, i int) []E {
 	last := len(h) - 1
 	if i == last {
 		return h[:last]
@@ -29,7 +30,7 @@ func (p *posHeap) remove(h []int32, i int) []int32 {
 	return h
 }
 
-func (p *posHeap) up(h []int32, i int) {
+func (p *posHeap[E]) up(h []E, i int) {
 	x := h[i]
 	for i > 0 {
 		q := (i - 1) / 2
@@ -45,7 +46,7 @@ func (p *posHeap) up(h []int32, i int) {
 }
 
 // down sifts the member at i down and returns its final position.
-func (p *posHeap) down(h []int32, i int) int {
+func (p *posHeap[E]) down(h []E, i int) int {
 	n := len(h)
 	x := h[i]
 	for {

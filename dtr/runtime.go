@@ -216,7 +216,8 @@ type Runtime struct {
 	// small is a heap of the pool members below Config.EvicteeMinSize,
 	// largest first and, among equal sizes, first in pool order: the scan's
 	// fallback choice when no candidate passes the size filter (small.go).
-	small []smallEntry
+	small  []smallEntry
+	smallH posHeap[smallEntry]
 
 	// idx is the candidate index (nil: scan the pool).
 	idx *candIndex
@@ -351,8 +352,8 @@ type Runtime struct {
 	dirtyGroups []int32
 	grpm        []grpMember
 	ownGrp      []int32
-	grpH        posHeap // orders a group's members by need
-	grpHeld     int64   // members kept by their group's check (tests)
+	grpH        posHeap[int32] // orders a group's members by need
+	grpHeld     int64          // members kept by their group's check (tests)
 	// deadAt[x] == deadEpoch: a walk of releaseFixed found that freed
 	// storage x reaches no resident or referenced storage (see deadAfter);
 	// leave ends the epoch
@@ -449,10 +450,11 @@ func (r *Runtime) init(cfg Config, host Host) {
 	r.stats.Clock = 1
 	r.needCap = needWalk
 	r.deadEpoch = 1 // deadAt starts at 0: nothing dead
-	r.grpH = posHeap{
+	r.grpH = posHeap[int32]{
 		above:  func(a, b int32) bool { return r.grpm[a].need > r.grpm[b].need },
 		setPos: func(x, i int32) { r.grpm[x].pos = i },
 	}
+	r.smallH = posHeap[smallEntry]{above: smallBefore, setPos: func(x smallEntry, i int32) { r.storages[x.s].spos = i }}
 	r.incOn = incFor(&cfg)
 	if k := indexKind(&cfg); k != idxNone {
 		if r.idx != nil {

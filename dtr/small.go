@@ -18,7 +18,7 @@ type smallEntry struct {
 
 // smallBefore reports whether a comes before b in the fallback order:
 // larger, or as large and earlier in the pool.
-func smallBefore(a, b *smallEntry) bool {
+func smallBefore(a, b smallEntry) bool {
 	if a.size != b.size {
 		return a.size > b.size
 	}
@@ -28,63 +28,14 @@ func smallBefore(a, b *smallEntry) bool {
 // smallInsert adds pool member s (its seq set) to the small heap.
 func (r *Runtime) smallInsert(s int32) {
 	st := &r.storages[s]
-	r.small = append(r.small, smallEntry{size: st.size, seq: st.seq, s: s})
-	r.smallUp(len(r.small) - 1)
+	r.small = r.smallH.push(r.small, smallEntry{size: st.size, seq: st.seq, s: s})
 }
 
 // smallRemove takes s out of the small heap.
 func (r *Runtime) smallRemove(s int32) {
 	i := int(r.storages[s].spos)
 	r.storages[s].spos = -1
-	last := len(r.small) - 1
-	if i != last {
-		r.small[i] = r.small[last]
-		r.small = r.small[:last]
-		r.smallUp(r.smallDown(i))
-		return
-	}
-	r.small = r.small[:last]
-}
-
-func (r *Runtime) smallUp(i int) {
-	h := r.small
-	x := h[i]
-	for i > 0 {
-		q := (i - 1) / 2
-		if !smallBefore(&x, &h[q]) {
-			break
-		}
-		h[i] = h[q]
-		r.storages[h[i].s].spos = int32(i)
-		i = q
-	}
-	h[i] = x
-	r.storages[x.s].spos = int32(i)
-}
-
-// smallDown sifts the member at i down and returns its final position.
-func (r *Runtime) smallDown(i int) int {
-	h := r.small
-	n := len(h)
-	x := h[i]
-	for {
-		c := 2*i + 1
-		if c >= n {
-			break
-		}
-		if c+1 < n && smallBefore(&h[c+1], &h[c]) {
-			c++
-		}
-		if !smallBefore(&h[c], &x) {
-			break
-		}
-		h[i] = h[c]
-		r.storages[h[i].s].spos = int32(i)
-		i = c
-	}
-	h[i] = x
-	r.storages[x.s].spos = int32(i)
-	return i
+	r.small = r.smallH.remove(r.small, i)
 }
 
 // largestSmall returns the scan's fallback choice: the largest pool member

@@ -104,6 +104,26 @@ func (d *Dense) AliasCycle() TensorID {
 	return d.cycle
 }
 
+// ReadOutsideForward returns, per storage (indexed by its root tensor),
+// whether an op outside the forward pass (backward or update) reads it,
+// directly or through a view: what a planner that drops forward storages
+// must keep or remake for the backward. Entries of tensors that are views
+// are false. A new slice on every call.
+func (d *Dense) ReadOutsideForward() []bool {
+	read := make([]bool, d.NumTensors())
+	for i, ph := range d.Phase {
+		if ph == Forward {
+			continue
+		}
+		for _, t := range d.Inputs(OpID(i)) {
+			if t >= 0 && int(t) < len(read) {
+				read[d.Root[t]] = true
+			}
+		}
+	}
+	return read
+}
+
 // NumOps returns the number of ops the index covers.
 func (d *Dense) NumOps() int {
 	if d == nil {

@@ -72,6 +72,12 @@ func TestDenseMatchesGraph(t *testing.T) {
 	assert.Nil(t, d.Inputs(-1))
 	assert.Nil(t, d.Outputs(OpID(len(g.Ops))))
 	assert.Same(t, d, g.Dense(), "kept between calls")
+	read := d.ReadOutsideForward()
+	for i := range read {
+		// the backward op reads x and, through the view relu_ wrote, the
+		// conv's storage
+		assert.Equal(t, i == 0 || i == 2, read[i], "tensor %d", i)
+	}
 }
 
 // Validate drops the index, so that it shows the graph as changed.

@@ -429,29 +429,19 @@ func groupsOf(g *graph.Graph, cand []bool) [][]graph.OpID {
 type balance struct {
 	d      *graph.Dense
 	cand   []bool
-	root   []graph.TensorID
 	byBack []bool // per storage: some non-forward op reads it or a view of it
 }
 
 func newBalance(g *graph.Graph, cand []bool) *balance {
 	d := g.Dense()
-	b := &balance{d: d, cand: cand, root: d.Root, byBack: make([]bool, len(g.Tensors))}
-	for i, ph := range d.Phase {
-		if ph == graph.Forward {
-			continue
-		}
-		for _, t := range d.Inputs(graph.OpID(i)) {
-			b.byBack[b.root[t]] = true
-		}
-	}
-	return b
+	return &balance{d: d, cand: cand, byBack: d.ReadOutsideForward()}
 }
 
 func (b *balance) of(grp []graph.OpID) (saved, kept int64) {
-	d := b.d
+	d, root := b.d, b.d.Root
 	for _, o := range grp {
 		for _, t := range d.Outputs(o) {
-			if b.root[t] == t && b.byBack[t] {
+			if root[t] == t && b.byBack[t] {
 				saved += d.StorageBytes[t]
 			}
 		}
@@ -459,7 +449,7 @@ func (b *balance) of(grp []graph.OpID) (saved, kept int64) {
 			if p := d.Producer[t]; p == graph.NoOp || b.cand[p] || d.Kind[t].Persistent() {
 				continue
 			}
-			if r := b.root[t]; !b.byBack[r] {
+			if r := root[t]; !b.byBack[r] {
 				kept += d.StorageBytes[r]
 			}
 		}

@@ -149,12 +149,11 @@ func (s TensorState) String() string {
 
 // per-tensor flags
 const (
-	flPinned     uint8 = 1 << iota
-	flArena            // storage in the atomic-clean arena (policy 0)
-	flView             // has AliasOf
-	flAtomic           // memset-initialized output
-	flDonated          // freed by in-place reuse at its last reader; the plan's free is a no-op
-	flPersistent       // Kind.Persistent: pinned once computed (a copy of the graph's kind, read per output)
+	flPinned  uint8 = 1 << iota
+	flArena         // storage in the atomic-clean arena (policy 0)
+	flView          // has AliasOf
+	flAtomic        // memset-initialized output
+	flDonated       // freed by in-place reuse at its last reader; the plan's free is a no-op
 )
 
 const openEnd = int32(1<<31 - 1)
@@ -442,9 +441,6 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 		if r != graph.TensorID(i) {
 			m.flags[i] |= flView
 		}
-		if m.d.Kind[i].Persistent() {
-			m.flags[i] |= flPersistent
-		}
 	}
 	if err := checkViewOrder(g); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
@@ -469,7 +465,7 @@ func NewMachine(g *graph.Graph, opts Options) (*Machine, error) {
 		limit = DefaultConvWorkspaceLimit
 	}
 	var candBuf []ConvAlgo
-	convs := convMemo{d: m.d}
+	var convs convMemo
 	for i := range g.Ops {
 		op := &g.Ops[i]
 		t := m.cost.opTime(op, denseDType(m.d, graph.OpID(i)))
@@ -952,7 +948,7 @@ func (m *Machine) compute(op graph.OpID, next []Step) error {
 		}
 		m.state[out] = Resident
 		m.flags[out] &^= flDonated
-		if m.flags[out]&flPersistent != 0 {
+		if m.d.Kind[out].Persistent() {
 			m.flags[out] |= flPinned
 		}
 	}

@@ -32,18 +32,18 @@ func StaleReads(g *graph.Graph, p *Plan) []StaleRead {
 	if g == nil || p == nil {
 		return nil
 	}
-	nt, no := len(g.Tensors), len(g.Ops)
-	root := make([]graph.TensorID, nt)
+	d := g.Dense()
+	nt, no := d.NumTensors(), d.NumOps()
+	root := d.Root
 	writer := make([]graph.OpID, nt) // by storage: the op that last wrote it
-	for i := range root {
-		root[i] = g.StorageOf(graph.TensorID(i))
+	for i := range writer {
 		writer[i] = graph.NoOp
 	}
 	// first[k]: the last writer of input k's storage at the op's first run
 	// (inputs of op o at start[o]..start[o+1]).
 	start := make([]int32, no+1)
-	for i := range g.Ops {
-		start[i+1] = start[i] + int32(len(g.Ops[i].Inputs))
+	for i := 0; i < no; i++ {
+		start[i+1] = start[i] + int32(len(d.Inputs(graph.OpID(i))))
 	}
 	first := make([]graph.OpID, start[no])
 	ran := make([]bool, no)
@@ -52,8 +52,7 @@ func StaleReads(g *graph.Graph, p *Plan) []StaleRead {
 		if s.Kind != Compute || s.Op < 0 || int(s.Op) >= no {
 			continue
 		}
-		o := &g.Ops[s.Op]
-		for k, in := range o.Inputs {
+		for k, in := range d.Inputs(s.Op) {
 			if in < 0 || int(in) >= nt {
 				continue
 			}
@@ -65,8 +64,8 @@ func StaleReads(g *graph.Graph, p *Plan) []StaleRead {
 			}
 		}
 		ran[s.Op] = true
-		inPlace := o.Flags.Has(graph.InPlace)
-		for _, t := range o.Outputs {
+		inPlace := d.Flags[s.Op].Has(graph.InPlace)
+		for _, t := range d.Outputs(s.Op) {
 			if t < 0 || int(t) >= nt {
 				continue
 			}

@@ -212,9 +212,8 @@ func convAlgoCode(name string) uint8 {
 type convMemo struct {
 	at   []int32 // per op: 0 not seen, -1 not a convolution, else 1 + index in dims
 	dims []convShapes
-	// With d (g's dense index), isConvType is decided once per op type:
-	// kind[type] is 0 not yet, 1 not a convolution, 2 a gradient, 3 a
-	// forward convolution.
+	// kind decides isConvType once per op type of g's dense index: 0 not
+	// yet, 1 not a convolution, 2 a gradient, 3 a forward convolution.
 	d    *graph.Dense
 	kind []int8
 }
@@ -222,26 +221,22 @@ type convMemo struct {
 // of returns convDims(g, &g.Ops[i], false), remembered by forward op.
 func (c *convMemo) of(g *graph.Graph, i int) (convShapes, bool) {
 	op := &g.Ops[i]
-	var fwd, any bool
-	if c.d != nil {
-		if c.kind == nil {
-			c.kind = make([]int8, len(c.d.Types))
-		}
-		k := &c.kind[c.d.Type[i]]
-		if *k == 0 {
-			f, a := isConvType(op.Type)
-			*k = 1
-			if a {
-				*k = 2
-			}
-			if f {
-				*k = 3
-			}
-		}
-		fwd, any = *k == 3, *k >= 2
-	} else {
-		fwd, any = isConvType(op.Type)
+	if c.d == nil {
+		c.d = g.Dense()
+		c.kind = make([]int8, len(c.d.Types))
 	}
+	k := &c.kind[c.d.Type[i]]
+	if *k == 0 {
+		f, a := isConvType(op.Type)
+		*k = 1
+		if a {
+			*k = 2
+		}
+		if f {
+			*k = 3
+		}
+	}
+	fwd, any := *k == 3, *k >= 2
 	if !any {
 		return convShapes{}, false
 	}
