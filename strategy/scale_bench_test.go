@@ -94,8 +94,50 @@ func BenchmarkDTRIndexScale(b *testing.B) {
 					b.Fatalf("no evictions: %s %s", res.Status, res.Reason)
 				}
 				b.ReportMetric(float64(res.Stats.Evaluations)/float64(res.Sim.Evictions), "evals/eviction")
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(g.Ops)), "ns/graph-op")
 			})
 		}
+	}
+}
+
+// BenchmarkDTRScaleCurve plans strategy dtr (the CLI's options) on GPT at
+// batch 1, seq 128, budget 0.6, from about 10k to 100k ops, and reports
+// the time per graph op. Growth that comes from the algorithm shows as a
+// figure that keeps rising with the size; growth that comes from the
+// runtime's tables leaving the processor's caches shows as a rise that
+// stops once they no longer fit.
+//
+//	go test ./strategy -run XXX -bench DTRScaleCurve -benchtime 2x
+func BenchmarkDTRScaleCurve(b *testing.B) {
+	dtrS, err := Lookup("dtr")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, depth := range []int{142, 284, 568, 1000, 1428} {
+		o, s, err := OptionsFor(config.Defaults(), sim.Profile{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		g, err := models.Build("gpt", models.Options{Batch: 1, Seq: 128, Optimizer: "sgd", Depth: depth, InPlaceUpdate: s.Bool(config.InplaceUpdate)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if o, err = WithBudgetRatio(context.Background(), g, o, 0.6); err != nil {
+			b.Fatal(err)
+		}
+		b.Run("ops="+strconv.Itoa(len(g.Ops)), func(b *testing.B) {
+			var res Result
+			for i := 0; i < b.N; i++ {
+				if res, err = dtrS.Plan(context.Background(), g, o); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if res.Sim == nil || res.Sim.Evictions == 0 {
+				b.Fatalf("no evictions: %s %s", res.Status, res.Reason)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(g.Ops)), "ns/graph-op")
+			b.ReportMetric(float64(res.Sim.Evictions)/float64(len(g.Ops)), "evictions/graph-op")
+		})
 	}
 }
 
