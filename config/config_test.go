@@ -47,6 +47,7 @@ func TestRegistryConsistency(t *testing.T) {
 		int(RNGStateBytes):        TypeSize,
 		int(DTRHeuristic):         TypeEnum,
 		int(RecomputeForwardOnly): TypeBool,
+		int(DTRBudgetScope):       TypeEnum,
 	}
 	require.Len(t, keys, int(numKeys), "every registry entry has exactly one typed constant")
 	for i, typ := range keys {

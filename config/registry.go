@@ -204,6 +204,7 @@ const (
 	RNGStateBytes            SizeKey   = iota // REMAT_RNG_STATE_BYTES
 	DTRHeuristic             EnumKey   = iota // REMAT_DTR_HEURISTIC
 	RecomputeForwardOnly     BoolKey   = iota // REMAT_RECOMPUTE_FORWARD_ONLY
+	DTRBudgetScope           EnumKey   = iota // REMAT_DTR_BUDGET_SCOPE
 	numKeys                            = iota
 )
 
@@ -418,6 +419,15 @@ var registry = [numKeys]def{
 		desc: "Let the sublinear strategies (sublinear, sublinear-ga, sublinear-budget) recompute only forward ops, and only for the backward pass: a tensor stays until its last forward reader, and no backward op runs twice. " +
 			"MegEngine's pass (the default, false) duplicates any operator of the sequence, backward ones included, and may drop a tensor between two forward readers; " +
 			"in an eager PyTorch step the forward's Python references keep a tensor until its last forward use and autograd runs each backward node once, so remat_torch.apply cannot carry out such plans (the pytorch preset sets true).",
+	},
+	DTRBudgetScope: {
+		name: "dtr.budget_scope", env: "REMAT_DTR_BUDGET_SCOPE", flag: "dtr-budget-scope",
+		typ: TypeEnum, defaultFn: constDefault("all"), defaultDoc: "all",
+		choices: []Choice{{Name: "all"}, {Name: "saved", Aliases: []string{"saved-activations"}}},
+		desc: "What the dtr strategy's budget bounds on a training graph. all (the default, as in the DTR paper and MegEngine): every byte of the step; the runtime evicts whatever it can to stay under it. " +
+			"saved: only the saved activations (tensors a forward op makes and the backward or update reads, at least dtr.evictee_minimum_size bytes), as remat_torch.dtr's runtime does; " +
+			"inputs, parameters, optimizer state, gradients and the backward's working set are never evicted and come on top, so the peak passes the budget by them. " +
+			"Give remat_torch.dtr's budget_bytes as --budget with saved to predict that runtime.",
 	},
 }
 

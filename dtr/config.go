@@ -181,6 +181,22 @@ type Config struct {
 	// comparison with ties to the later candidate in pool order, a linear
 	// scan of the pool that stops at a zero score, no size filter.
 	Parity bool
+	// SavedOnly (runs on a training graph: RunOnMachine, Static) limits
+	// the budget to the saved activations, as remat_torch.dtr's runtime
+	// does: storages of at least EvicteeMinSize bytes that a forward op
+	// makes and a backward or update op reads. The rest (inputs,
+	// parameters, optimizer state, forward intermediates nothing saves,
+	// gradients, the backward pass's working set) is outside the budget
+	// (Output.Unbudgeted): never evicted, freed at its last use, not
+	// counted against Budget or Threshold, though the peak counts it.
+	// What a rematerialization recomputes is managed like the saved
+	// activations. As in remat_torch.dtr, the budget is checked after an
+	// op's first run, so its outputs can pass it until the runtime has
+	// evicted (a rematerialization still makes room first), and with
+	// nothing evictable the run goes over the budget instead of failing
+	// (the runtime's default, strict=False). DTR logs have no passes:
+	// Replay rejects it.
+	SavedOnly bool
 
 	// regionLimit (tests): the kept regions' entry limit (0: incMaxLive)
 	regionLimit int64
@@ -234,6 +250,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RematLimit < 0 {
 		return fmt.Errorf("dtr config: RematLimit %d: expected >= 0 ns (0 = none)", c.RematLimit)
+	}
+	if c.Parity && c.SavedOnly {
+		return fmt.Errorf("dtr config: Parity=true with SavedOnly=true: parity mode replays DTR logs, which budget every storage")
 	}
 	if c.Parity && (c.Swap || c.EvicteeMinSize != 0 || c.SqrtSampling || c.Banish || c.LazyLock || c.KeepForRemat || c.Heuristic > Size) {
 		return fmt.Errorf("dtr config: Parity=true with Swap=%v, EvicteeMinSize=%d, SqrtSampling=%v, Banish=%v, LazyLock=%v, KeepForRemat=%v, Heuristic=%s: parity mode expects drop only, no size filter, no sampling, no banishing, no lazy locking, no keeping for rematerialization and a reference heuristic",

@@ -52,9 +52,17 @@ type Oracle interface {
 // number of inputs n, of the op's earlier output AliasOf-n. A view is
 // resident exactly when its storage is: evicting the storage drops every
 // view of it, and rematerializing a view recomputes its storage first.
+//
+// Unbudgeted puts a new storage outside the budget (Config.SavedOnly: what a
+// runtime that manages only some tensors does not manage): its bytes count
+// in Stats.Memory and PeakMemory but not against Budget or Threshold, it is
+// never an eviction candidate, and its last release frees it. A
+// rematerialization that computes it again brings it under the budget, as a
+// runtime manages what it recomputes.
 type Output struct {
-	Bytes   int64
-	AliasOf int
+	Bytes      int64
+	AliasOf    int
+	Unbudgeted bool
 }
 
 // Errors the runtime returns; a run that returned one cannot continue. When
@@ -93,7 +101,14 @@ type Stats struct {
 	HeuristicEvals int64 `json:"heuristic_evals"`
 	Memory         int64 `json:"memory_bytes"`
 	PeakMemory     int64 `json:"peak_memory_bytes"`
-	Banished       int64 `json:"banished"`
+	// PeakBudgeted is the peak of the bytes the budget counts when some
+	// storages are outside it (Output.Unbudgeted); 0 when none are.
+	PeakBudgeted int64 `json:"peak_budgeted_bytes,omitempty"`
+	// OverBudget counts the times a soft limit (Threshold, or Budget with
+	// Config.SavedOnly) was passed with nothing left to evict, so the run
+	// went on over it.
+	OverBudget int64 `json:"over_budget,omitempty"`
+	Banished   int64 `json:"banished"`
 	// HostRetries counts evictions made because the host's allocator failed
 	// although the runtime's accounting fitted (ErrHostOutOfMemory).
 	HostRetries int64 `json:"host_retries"`
@@ -135,6 +150,9 @@ type storage struct {
 	// RNG state, impure): never dropped, only swapped.
 	fixed       bool
 	pendingFree bool // unrecomputable, released, kept resident for dependents
+	// unbud: outside the budget (Output.Unbudgeted) until a
+	// rematerialization computes it again
+	unbud bool
 	// witOff, witN (a storage kept by releaseFixed): the dependents its
 	// last walk or check found that keep it (witnesses, in the runtime's
 	// witArena; witN 0: none)
@@ -193,6 +211,7 @@ type op struct {
 	cost    int64
 	est     int64
 	total   int64
+	utotal  int64 // bytes of the outputs made outside the budget (Output.Unbudgeted)
 	args    []int32
 	results []int32
 	sizes   []int64
@@ -375,9 +394,13 @@ type Runtime struct {
 
 	limit int64 // effective limit for eviction (budget or threshold)
 	hard  bool  // limit is a hard budget
-	step  int64
-	stats Stats
-	dead  error
+	// unbud is the resident bytes of storages outside the budget
+	// (Output.Unbudgeted); unbudOn: some output was made so
+	unbud   int64
+	unbudOn bool
+	step    int64
+	stats   Stats
+	dead    error
 
 	// v1Baseline frees released storages even when pinned (simrd V1).
 	v1Baseline bool
@@ -441,7 +464,9 @@ func (r *Runtime) init(cfg Config, host Host) {
 	}
 	switch {
 	case cfg.Budget > 0 && (cfg.Threshold == 0 || cfg.Budget <= cfg.Threshold):
-		r.limit, r.hard = cfg.Budget, true
+		// SavedOnly goes over the budget when nothing is evictable, as
+		// remat_torch.dtr does by default (its strict=False)
+		r.limit, r.hard = cfg.Budget, !cfg.SavedOnly
 	case cfg.Threshold > 0:
 		r.limit = cfg.Threshold
 	default:
@@ -654,8 +679,11 @@ func (r *Runtime) checkTensor(what string, t TensorID) error {
 
 // Constant creates a pinned, zero-cost tensor of the given size (parameters,
 // inputs, constants).
-func (r *Runtime) Constant(bytes int64) (TensorID, error) {
-	_, out, err := r.Compute(nil, 0, []Output{{Bytes: bytes, AliasOf: -1}})
+func (r *Runtime) Constant(bytes int64) (TensorID, error) { return r.constant(bytes, false) }
+
+// constant is Constant, the storage outside the budget when unbudgeted.
+func (r *Runtime) constant(bytes int64, unbudgeted bool) (TensorID, error) {
+	_, out, err := r.Compute(nil, 0, []Output{{Bytes: bytes, AliasOf: -1, Unbudgeted: unbudgeted}})
 	if err != nil {
 		return -1, err
 	}
@@ -690,6 +718,9 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 		if o.AliasOf < 0 && o.Bytes < 0 {
 			return -1, nil, fmt.Errorf("dtr: compute output %d Bytes %d: expected >= 0", i, o.Bytes)
 		}
+		if o.AliasOf >= 0 && o.Unbudgeted {
+			return -1, nil, fmt.Errorf("dtr: compute output %d: Unbudgeted with AliasOf %d: expected Unbudgeted only on an output with a storage of its own (AliasOf -1)", i, o.AliasOf)
+		}
 	}
 	id := int32(len(r.ops))
 	o := op{cost: cost, args: r.alloc32(len(inputs)), results: r.alloc32(len(outs)), sizes: r.alloc64(len(outs))}
@@ -715,7 +746,11 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 		} else {
 			o.sizes[i] = out.Bytes
 			o.total += out.Bytes
-			st = r.newStorage(storage{size: out.Bytes, root: t, lastAccess: negInf, poolPos: -1, ecn: -1, ibucket: -1, ipos: -1, spos: -1})
+			st = r.newStorage(storage{size: out.Bytes, root: t, lastAccess: negInf, poolPos: -1, ecn: -1, ibucket: -1, ipos: -1, spos: -1, unbud: out.Unbudgeted})
+			if out.Unbudgeted {
+				o.utotal += out.Bytes
+				r.unbudOn = true
+			}
 		}
 		r.newTensor(tensor{op: id, index: int32(i), st: st, refExt: 1})
 	}
@@ -771,6 +806,12 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 	}
 	for _, t := range o.results {
 		r.touch(r.tensors[t].st, r.stats.Clock)
+	}
+	if r.cfg.SavedOnly && r.used() > r.limit {
+		if err := r.free(0); err != nil {
+			r.dead = err
+			return -1, nil, err
+		}
 	}
 	r.step++
 	if r.idx != nil && (r.idx.kind == idxAhead || r.idx.never) {
@@ -857,6 +898,13 @@ func (r *Runtime) Release(t TensorID) error {
 			s.pinned = false
 			s.refInt = 0
 		}
+		r.evict(tt.st, false)
+		r.stats.EagerFrees++
+		return nil
+	}
+	if s.refExt == 0 && s.material && s.unbud && !s.pinned && !s.fixed && s.refInt == 0 {
+		// outside the budget: what the runtime does not manage is freed
+		// by its owner, whatever depends on it
 		r.evict(tt.st, false)
 		r.stats.EagerFrees++
 		return nil
@@ -1706,7 +1754,7 @@ func (r *Runtime) compactPending() {
 
 func (r *Runtime) makeEvictable(s int32) {
 	st := &r.storages[s]
-	if st.poolPos >= 0 || (st.fixed && !r.cfg.Swap) {
+	if st.poolPos >= 0 || st.unbud || (st.fixed && !r.cfg.Swap) {
 		return
 	}
 	st.poolPos = int32(len(r.pool))
@@ -1793,6 +1841,9 @@ func (r *Runtime) evict(s int32, byHeuristic bool) {
 	r.setResidency(s, false, false)
 	st.kept, st.kexact = false, false
 	r.stats.Memory -= st.size
+	if st.unbud {
+		r.unbud -= st.size
+	}
 	r.makeUnevictable(s)
 	for _, t := range st.tensors {
 		r.tensors[t].defined = false
@@ -1901,7 +1952,7 @@ func liveNeg(v int64, l int32) int64 {
 // swapIn brings swapped storage s back.
 func (r *Runtime) swapIn(s int32) error {
 	st := &r.storages[s]
-	if r.stats.Memory+st.size > r.limit {
+	if r.used()+st.size > r.limit {
 		if err := r.free(st.size); err != nil {
 			return err
 		}
@@ -1956,23 +2007,27 @@ func (r *Runtime) swapOut(s int32) error {
 	return nil
 }
 
+// used returns the resident bytes the budget counts.
+func (r *Runtime) used() int64 { return r.stats.Memory - r.unbud }
+
 // free makes room for need more bytes.
 func (r *Runtime) free(need int64) error {
-	if r.stats.Memory+need > r.limit {
+	if r.used()+need > r.limit {
 		r.startBurst()
 	}
-	for r.stats.Memory+need > r.limit {
+	for r.used()+need > r.limit {
 		if !r.cfg.AutoDrop {
 			if r.hard {
-				return fmt.Errorf("dtr: %w: %d bytes in use + %d needed > budget %d (auto drop off)", sim.ErrOutOfMemory, r.stats.Memory, need, r.limit)
+				return fmt.Errorf("dtr: %w: %d bytes in use + %d needed > budget %d (auto drop off)", sim.ErrOutOfMemory, r.used(), need, r.limit)
 			}
 			return nil
 		}
 		s := r.choose()
 		if s < 0 {
 			if r.hard {
-				return fmt.Errorf("dtr: %w: %d bytes in use + %d needed > budget %d and nothing is evictable", sim.ErrOutOfMemory, r.stats.Memory, need, r.limit)
+				return fmt.Errorf("dtr: %w: %d bytes in use + %d needed > budget %d and nothing is evictable", sim.ErrOutOfMemory, r.used(), need, r.limit)
 			}
+			r.stats.OverBudget++
 			return nil // soft threshold: proceed past it
 		}
 		if err := r.evictOne(s); err != nil {
@@ -2182,8 +2237,14 @@ func (r *Runtime) materialize(t int32, remat bool) error {
 			return err
 		}
 	}
-	if r.stats.Memory+o.total > r.limit {
-		if err := r.free(o.total); err != nil {
+	need := o.total
+	if !remat {
+		need -= o.utotal // made outside the budget the first time
+	}
+	// SavedOnly checks an op's first run after it (Compute), as
+	// remat_torch.dtr checks when autograd saves a tensor
+	if (remat || !r.cfg.SavedOnly) && r.used()+need > r.limit {
+		if err := r.free(need); err != nil {
 			return err
 		}
 	}
@@ -2264,6 +2325,20 @@ func (r *Runtime) compute(t int32, remat bool) error {
 	}
 	for _, u := range r.scratch[base:mid] {
 		r.stats.Memory -= o.sizes[r.tensors[u].index]
+	}
+	if r.unbudOn {
+		for _, s := range r.scratch[rs:] {
+			if st := &r.storages[s]; st.unbud {
+				if remat {
+					st.unbud = false // recomputed: managed like the others
+				} else {
+					r.unbud += st.size
+				}
+			}
+		}
+		if b := r.used(); b > r.stats.PeakBudgeted {
+			r.stats.PeakBudgeted = b
+		}
 	}
 	if r.incOn {
 		if err := r.incComputed(r.scratch[rs:]); err != nil {

@@ -129,6 +129,10 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 		}
 	}
 	stale := overwrites(g, last)
+	var saved []bool // Config.SavedOnly: the storages under the budget
+	if rt.cfg.SavedOnly {
+		saved = savedStorages(dn, rt.cfg.EvicteeMinSize)
+	}
 	for i := range g.Tensors {
 		tt := &g.Tensors[i]
 		if tt.Producer != graph.NoOp {
@@ -136,7 +140,7 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 		}
 		d.rec.opMap = append(d.rec.opMap, graph.NoOp)
 		d.rec.tenMap = append(d.rec.tenMap, graph.TensorID(i))
-		id, err := rt.Constant(tt.StorageBytes())
+		id, err := rt.constant(tt.StorageBytes(), saved != nil)
 		if err != nil {
 			return d, fmt.Errorf("dtr static: tensor %d %q (%d bytes, no producer): %w", i, tt.Name, tt.StorageBytes(), err)
 		}
@@ -169,7 +173,7 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 		for k, out := range oOuts {
 			root := dn.Root[out]
 			if root == out {
-				outs = append(outs, Output{Bytes: dn.StorageBytes[out], AliasOf: -1})
+				outs = append(outs, Output{Bytes: dn.StorageBytes[out], AliasOf: -1, Unbudgeted: saved != nil && !saved[out]})
 				continue
 			}
 			t := &g.Tensors[out]
@@ -254,6 +258,22 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 		}
 	}
 	return d, nil
+}
+
+// savedStorages returns, per storage root, whether Config.SavedOnly puts it
+// under the budget: a forward op makes it, an op of the backward or update
+// pass reads it (directly or through a view), it is not persistent state,
+// and it has at least minSize bytes.
+func savedStorages(dn *graph.Dense, minSize int64) []bool {
+	saved := dn.ReadOutsideForward()
+	for t, ok := range saved {
+		if !ok {
+			continue
+		}
+		p := dn.Producer[t]
+		saved[t] = p != graph.NoOp && dn.Phase[p] == graph.Forward && !dn.Kind[t].Persistent() && dn.StorageBytes[t] >= minSize
+	}
+	return saved
 }
 
 // overwrites reports the ops whose outputs DTR must not evict because an

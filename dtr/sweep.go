@@ -171,6 +171,9 @@ func (rt *Runtime) replay(ctx context.Context, tr *dtrlog.Trace) error {
 	if err := checkTrace(tr); err != nil {
 		return err
 	}
+	if rt.cfg.SavedOnly {
+		return errors.New("dtr: SavedOnly=true on a DTR log: expected false (a log has no forward and backward passes to tell saved activations by)")
+	}
 	if len(rt.ops) == 0 {
 		// sized once (a recycled runtime has the capacity already)
 		if cap(rt.ops) < len(tr.Ops) {

@@ -40,6 +40,9 @@ type Row struct {
 	Swaps         int     `json:"swaps"`
 	FitsDevice    bool    `json:"fits_device"`
 	FitsBudget    bool    `json:"fits_budget"`
+	// SavedPeak (dtr with dtr.budget_scope saved) is the peak of the saved
+	// activations, the bytes the budget bounds.
+	SavedPeak int64 `json:"saved_peak,omitempty"`
 	// PlanningMs is the wall-clock time the strategy took to plan; it is
 	// left out of JSON and golden files because it is not deterministic.
 	PlanningMs float64 `json:"-"`
@@ -167,6 +170,9 @@ func RunStrategy(ctx context.Context, g *graph.Graph, o strategy.Options, s stra
 func RowOf(res strategy.Result) Row {
 	row := Row{Strategy: res.Strategy, Status: string(res.Status), Reason: res.Reason, Detail: res.Stats.Detail,
 		PlanningMs: float64(res.Stats.PlanningNs) / 1e6, Plan: res.Plan, FitsDevice: res.FitsDevice, FitsBudget: res.FitsBudget}
+	if res.SavedBudget {
+		row.SavedPeak = res.SavedPeak
+	}
 	if r := res.Sim; r != nil {
 		row.Result = r
 		row.PeakAllocated, row.PeakReserved, row.TimeNs = r.PeakAllocated, r.PeakReserved, r.TotalNs

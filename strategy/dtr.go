@@ -14,7 +14,7 @@ var dtrRuntime = Strategy{
 	Name: "dtr",
 	Doc:  "DTR runtime eviction within the budget (heuristic dtr.heuristic, by default lookahead: the op sequence is known)",
 	Reads: []string{"dtr.swap", "dtr.drop", "dtr.auto_drop", "dtr.eviction_threshold",
-		"dtr.evictee_minimum_size", "dtr.heuristic"},
+		"dtr.evictee_minimum_size", "dtr.heuristic", "dtr.budget_scope"},
 	Planner: planDTR,
 }
 
@@ -47,9 +47,10 @@ func planDTR(ctx context.Context, g *graph.Graph, o Options) (Result, error) {
 	// The runtime counts tensor bytes; the allocator counts its rounded
 	// blocks, which can sum to more. When that difference breaks the budget,
 	// run again with the runtime's budget lowered, by 0.5% of the budget and
-	// then twice as much each time.
+	// then twice as much each time. A budget of the saved activations alone
+	// (dtr.budget_scope saved) is not a bound on the peak.
 	want, step := cfg.Budget, cfg.Budget/200
-	for i := 0; i < 5 && err == nil && want > 0 && res.PeakAllocated > want; i++ {
+	for i := 0; i < 5 && err == nil && want > 0 && !cfg.SavedOnly && res.PeakAllocated > want; i++ {
 		cfg.Budget -= max(step, res.PeakAllocated-want)
 		step *= 2
 		if err = m.Reset(); err != nil {
@@ -58,15 +59,18 @@ func planDTR(ctx context.Context, g *graph.Graph, o Options) (Result, error) {
 		res, st, err = dtr.RunOnMachine(ctx, m, cfg)
 	}
 	stats := Stats{Detail: fmt.Sprintf("%d evictions, %d remats", st.Evictions, st.Remats), Evaluations: int(st.HeuristicEvals)}
+	if cfg.SavedOnly {
+		stats.Detail += fmt.Sprintf(", saved activations peak %d bytes", st.PeakBudgeted)
+	}
 	switch {
 	case errors.Is(err, dtr.ErrThrashing):
-		return Result{Sim: res, Status: StatusThrash, Reason: "rematerialization exceeded the limit", Stats: stats}, nil
+		return Result{Sim: res, Status: StatusThrash, Reason: "rematerialization exceeded the limit", Stats: stats, SavedBudget: cfg.SavedOnly, SavedPeak: st.PeakBudgeted}, nil
 	case errors.Is(err, sim.ErrOutOfMemory):
-		return Result{Sim: res, Status: StatusInfeasible, Reason: err.Error(), Stats: stats}, nil
+		return Result{Sim: res, Status: StatusInfeasible, Reason: err.Error(), Stats: stats, SavedBudget: cfg.SavedOnly, SavedPeak: st.PeakBudgeted}, nil
 	case err != nil:
 		return Result{Stats: stats}, err
 	}
-	out := Result{Sim: res, Stats: stats}
+	out := Result{Sim: res, Stats: stats, SavedBudget: cfg.SavedOnly, SavedPeak: st.PeakBudgeted, SavedOver: st.OverBudget}
 	if o.DTRPlan {
 		// The same run, recorded as a plan of compute, free and swap steps.
 		p, _, err := dtr.StaticPlan(ctx, g, cfg)

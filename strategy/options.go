@@ -235,6 +235,7 @@ func OptionsFrom(s *config.Settings) (Options, error) {
 		cfg.AutoDrop = s.Bool(config.DTRAutoDrop)
 	}
 	cfg.Threshold = s.Size(config.DTREvictionThreshold)
+	cfg.SavedOnly = s.Enum(config.DTRBudgetScope) == "saved"
 	o.DTR = cfg
 	o.DTREnabled = s.DTREnabled()
 	return o, nil

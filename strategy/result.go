@@ -34,6 +34,16 @@ type Result struct {
 	// the device and its allocated peak the budget.
 	FitsDevice bool
 	FitsBudget bool
+	// SavedBudget says the budget bounded only the saved activations (dtr
+	// with dtr.budget_scope saved), whose peak is SavedPeak. The budget is
+	// checked after each op, so SavedPeak can pass it by an op's outputs;
+	// FitsBudget says the run never found the saved activations over the
+	// budget with nothing left to evict (SavedOver counts the times it
+	// did, going on over it). The allocated peak adds the rest of the
+	// step's memory.
+	SavedBudget bool
+	SavedPeak   int64
+	SavedOver   int64
 	// Stats are the planner's search statistics.
 	Stats Stats
 }

@@ -243,7 +243,14 @@ func measureInto(g *graph.Graph, o Options, out Result) (Result, error) {
 	res := out.Sim
 	capacity := o.Capacity()
 	out.FitsDevice = !oom && (capacity <= 0 || res.PeakReserved <= capacity)
-	out.FitsBudget = out.FitsDevice && (o.Budget <= 0 || res.PeakAllocated <= o.Budget)
+	peak := res.PeakAllocated
+	withinBudget := peak <= o.Budget
+	if out.SavedBudget {
+		// the planner checked its budget of saved activations after each
+		// op, as the runtime it models does, and says when it went over
+		peak, withinBudget = out.SavedPeak, out.SavedOver == 0
+	}
+	out.FitsBudget = out.FitsDevice && (o.Budget <= 0 || withinBudget)
 	if out.Status == "" {
 		switch {
 		case !out.FitsDevice:
@@ -254,7 +261,10 @@ func measureInto(g *graph.Graph, o Options, out Result) (Result, error) {
 		case !out.FitsBudget:
 			out.Status = StatusInfeasible
 			if out.Reason == "" {
-				out.Reason = fmt.Sprintf("peak %d bytes exceeds the budget of %d", res.PeakAllocated, o.Budget)
+				out.Reason = fmt.Sprintf("peak %d bytes exceeds the budget of %d", peak, o.Budget)
+				if out.SavedBudget {
+					out.Reason = fmt.Sprintf("the saved activations passed the budget of %d bytes %d times with nothing left to evict (their peak: %d bytes)", o.Budget, out.SavedOver, peak)
+				}
 			}
 		default:
 			out.Status = StatusOK

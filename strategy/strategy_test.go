@@ -2,6 +2,7 @@ package strategy
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -224,6 +225,20 @@ func TestResidentAboveTheDevice(t *testing.T) {
 	}
 }
 
+// resnet18None builds resnet18 at batch 32 and plans strategy none on it
+// with the ideal allocator.
+func resnet18None(t *testing.T) (*graph.Graph, Result) {
+	t.Helper()
+	g, err := models.Build("resnet18", models.Options{Batch: 32})
+	require.NoError(t, err)
+	base, err := OptionsFrom(nil)
+	require.NoError(t, err)
+	base.Allocator = AllocIdeal
+	none, err := mustLookup(t, "none").Plan(context.Background(), g, base)
+	require.NoError(t, err)
+	return g, none
+}
+
 // TestDTRHeuristicSetting checks that dtr.heuristic names exactly dtr's
 // heuristics (every choice parses to one, every heuristic is a choice) and
 // that the dtr strategy evicts by the one it names: a runtime heuristic
@@ -244,13 +259,7 @@ func TestDTRHeuristicSetting(t *testing.T) {
 		assert.True(t, seen[h], "dtr.heuristic has no choice %s", h)
 	}
 
-	g, err := models.Build("resnet18", models.Options{Batch: 32})
-	require.NoError(t, err)
-	base, err := OptionsFrom(nil)
-	require.NoError(t, err)
-	base.Allocator = AllocIdeal
-	none, err := mustLookup(t, "none").Plan(context.Background(), g, base)
-	require.NoError(t, err)
+	g, none := resnet18None(t)
 	run := func(env map[string]string) Result {
 		res := planWithEnv(t, g, "dtr", env, none.Sim.PeakAllocated*7/10)
 		require.Equal(t, StatusOK, res.Status, "%v: %s", env, res.Reason)
@@ -262,6 +271,42 @@ func TestDTRHeuristicSetting(t *testing.T) {
 	assert.NotEqual(t, def.Sim.Recomputes, lru.Sim.Recomputes, "lru evicts differently from lookahead")
 	assert.LessOrEqual(t, lru.Sim.PeakAllocated, none.Sim.PeakAllocated*7/10)
 
-	_, _, err = config.Load(config.MapEnv{"REMAT_DTR_HEURISTIC": "belady-lru"})
+	_, _, err := config.Load(config.MapEnv{"REMAT_DTR_HEURISTIC": "belady-lru"})
 	require.ErrorContains(t, err, "REMAT_DTR_HEURISTIC")
+}
+
+// TestDTRBudgetScopeSaved: with dtr.budget_scope saved the budget bounds
+// the saved activations alone, checked after each op. On resnet18 a
+// quarter of the peak, which the default scope finds infeasible, fits: the
+// saved activations stay within it up to one op's outputs (their peak is
+// in the detail) and the rest of the step comes on top.
+func TestDTRBudgetScopeSaved(t *testing.T) {
+	g, none := resnet18None(t)
+	budget := none.Sim.PeakAllocated / 4
+	env := map[string]string{"REMAT_DTR_BUDGET_SCOPE": "saved", "REMAT_DTR_HEURISTIC": "dtr-eqclass", "MEGENGINE_DTR_EVICTEE_MINIMUM_SIZE": "0"}
+	saved := planWithEnv(t, g, "dtr", env, budget)
+	require.Equal(t, StatusOK, saved.Status, saved.Reason)
+	require.True(t, saved.SavedBudget)
+	require.True(t, saved.FitsBudget)
+	require.Positive(t, saved.SavedPeak)
+	var maxOut int64 // the most bytes one op makes
+	for _, op := range g.Ops {
+		var b int64
+		for _, out := range op.Outputs {
+			b += g.Tensors[out].StorageBytes()
+		}
+		maxOut = max(maxOut, b)
+	}
+	require.LessOrEqual(t, saved.SavedPeak, budget+maxOut, "within the budget up to one op's outputs")
+	require.Greater(t, saved.Sim.PeakAllocated, budget)
+	require.Less(t, saved.Sim.PeakAllocated, none.Sim.PeakAllocated)
+	require.Contains(t, saved.Stats.Detail, fmt.Sprintf("saved activations peak %d bytes", saved.SavedPeak))
+
+	delete(env, "REMAT_DTR_BUDGET_SCOPE")
+	all := planWithEnv(t, g, "dtr", env, budget)
+	require.NotEqual(t, StatusOK, all.Status)
+	require.False(t, all.SavedBudget)
+
+	_, _, err := config.Load(config.MapEnv{"REMAT_DTR_BUDGET_SCOPE": "activations"})
+	require.ErrorContains(t, err, "REMAT_DTR_BUDGET_SCOPE")
 }

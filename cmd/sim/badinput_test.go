@@ -149,6 +149,8 @@ func TestBadInputs(t *testing.T) {
 		{"sweep log time overflow", []string{"sweep", "--dtr-log", in["bigtime.log"], "--strategies", "dtr"}, "TIME"},
 		{"sweep log dtr-heuristic", []string{"sweep", "--dtr-log", in["nocall.log"], "--strategies", "dtr", "--dtr-heuristic", "lru"}, "--heuristic"},
 		{"sweep graph heuristic", with("sweep", "--strategies", "dtr", "--heuristic", "lru"), "--dtr-heuristic"},
+		{"sweep log dtr-budget-scope", []string{"sweep", "--dtr-log", in["nocall.log"], "--strategies", "dtr", "--dtr-budget-scope", "saved"}, "a log has no passes"},
+		{"report dtr-budget-scope", with("report", "--strategies", "dtr", "--dtr-budget-scope", "activations"), "activations"},
 		{"report dtr-heuristic", with("report", "--strategies", "dtr", "--dtr-heuristic", "bogus"), "bogus"},
 		{"maxbatch no model", []string{"maxbatch", "--graph", "testdata/chain4.json"}, "--model"},
 		{"maxbatch batch given", []string{"maxbatch", "--model", "chain", "--batch", "4"}, "--batch"},

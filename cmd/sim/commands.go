@@ -739,6 +739,9 @@ baseline compute, for each --heuristic; --parity follows the reference simulator
 		if c.in.dtrLog != "" && cmd.Flags().Changed("dtr-heuristic") {
 			return usagef("--dtr-heuristic sets the dtr strategy's heuristic on a training graph; a --dtr-log sweep takes --heuristic")
 		}
+		if c.in.dtrLog != "" && cmd.Flags().Changed("dtr-budget-scope") {
+			return usagef("--dtr-budget-scope sets what the dtr strategy's budget bounds on a training graph; a --dtr-log sweep budgets every storage (a log has no passes to tell saved activations by)")
+		}
 		if c.in.dtrLog == "" && cmd.Flags().Changed("heuristic") {
 			return usagef("--heuristic names the heuristics of a --dtr-log sweep; on a training graph give the dtr strategy's with --dtr-heuristic")
 		}

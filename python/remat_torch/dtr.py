@@ -30,8 +30,10 @@ activations under a byte budget at run time, as the DTR runtime does
 * When every saved use of a managed tensor is done (autograd released all
   its handles) the runtime drops it (a release, not an eviction).
 
-Heuristics (lowest score evicted; staleness = clock - last access + 1, the
-clock ticks once per forward op, pack, unpack and recompute; c = measured op
+Heuristics (lowest score evicted, ties to the storage made last; staleness
+= clock - last access + 1, the clock ticks once per forward op, pack,
+unpack and recompute, and an access is an op reading the tensor, a pack,
+an unpack or a recompute; c = measured op
 time, m = storage bytes): "dtr" h_DTR (c + c(e*)) / (m * staleness) with the
 exact evicted neighbourhood e*; "eq-class" the same with e* approximated by
 union-find equivalence classes (on eviction a tensor gets a new class merged
@@ -263,12 +265,15 @@ class Runtime(Runner):
 
     def _choose(self):
         best, best_score = None, None
-        for key in sorted(self.stids, key=lambda k: min(self.stids[k])):  # deterministic order: oldest tensor first
+        # deterministic order, oldest tensor first; ties go to the later
+        # storage, as in sim's DTR (and the reference simulator), so that
+        # sim --dtr-budget-scope saved predicts this runtime's choices
+        for key in sorted(self.stids, key=lambda k: min(self.stids[k])):
             tids = self.stids[key]
             if any(t in self.locks for t in tids) or any(self.producer.get(t, (None,))[0] not in self.st.recipes for t in tids):
                 continue
             sc = self._score(key, tids)
-            if best_score is None or sc < best_score:
+            if best_score is None or sc <= best_score:
                 best, best_score = key, sc
         return best
 
@@ -470,6 +475,9 @@ class Runtime(Runner):
         if not outs:
             return out
         k = len(self.ops)
+        for t in in_tids:
+            if t is not None and t in self.last:
+                self.last[t] = self.clock  # an access (staleness counts from it)
         tids = []
         for j, o in enumerate(outs):
             tid = len(self.producer)
@@ -662,15 +670,17 @@ def add_parser(sub):
 
 def compare(model, inputs, labels, sim, budget="0.5", heuristic="eq-class", min_size=0, runs=3, name="model",
             loss_fn=None, workdir=None):
-    """Trace one step of model, ask sim for the no-recompute and DTR
-    predictions at budget (sim report --graph --device cpu --allocator
-    ideal --strategies none,dtr --budget, with the runtime's heuristic as
-    --dtr-heuristic and min_size as --dtr-evictee-min-size), run the plain step and the
-    runtime-DTR step and measure them as remat_torch.measure does. The
-    runtime's budget_bytes is sim's budget in bytes minus the bytes resident
-    before the step (parameters, buffers, inputs, labels, optimizer state)
-    and minus the parameters' gradients (they accumulate during backward);
-    0 when those alone pass the budget.
+    """Trace one step of model, ask sim for the no-recompute prediction
+    and budget's bytes (sim report --graph --device cpu --allocator ideal
+    --strategies none --budget), run the plain step and the runtime-DTR step
+    and measure them as remat_torch.measure does. The runtime's budget_bytes
+    is sim's budget in bytes minus the bytes resident before the step
+    (parameters, buffers, inputs, labels, optimizer state) and minus the
+    parameters' gradients (they accumulate during backward); 0 when those
+    alone pass the budget. sim's DTR prediction is for that runtime: the
+    same budget_bytes as --budget with --dtr-budget-scope saved (the budget
+    bounds the saved activations alone), the runtime's heuristic as
+    --dtr-heuristic and min_size as --dtr-evictee-min-size.
     Returns a dict of the numbers."""
     import copy
     import json
@@ -696,12 +706,9 @@ def compare(model, inputs, labels, sim, budget="0.5", heuristic="eq-class", min_
         write_graph(trace(tm, inputs, labels, loss_fn=loss_fn, measure=True, name=name), gpath)
         del tm
         doc = json.loads(sim._run(["report", "--graph", gpath, "--device", "cpu", "--allocator", "ideal",
-                                   "--strategies", "none,dtr", "--budget", str(budget), "--dtr-evictee-min-size", str(min_size),
-                                   "--dtr-heuristic", out["heuristic"], "--format", "json"]))
+                                   "--strategies", "none", "--budget", str(budget), "--format", "json"]))
         out["budget_bytes_sim"] = doc.get("budget")
-        rows = {r["strategy"]: r for r in doc["rows"]}
-        out["sim_none"] = rows.get("none")
-        out["sim_dtr"] = rows.get("dtr")
+        out["sim_none"] = {r["strategy"]: r for r in doc["rows"]}.get("none")
 
         def fresh():
             m = copy.deepcopy(model)
@@ -727,6 +734,12 @@ def compare(model, inputs, labels, sim, budget="0.5", heuristic="eq-class", min_
         out["resident"] = resident
         out["grad_bytes"] = grads
         out["managed_budget"] = managed
+        if managed > 0:
+            doc = json.loads(sim._run(["report", "--graph", gpath, "--device", "cpu", "--allocator", "ideal",
+                                       "--strategies", "dtr", "--budget", "%dB" % managed, "--dtr-budget-scope", "saved",
+                                       "--dtr-evictee-min-size", str(min_size), "--dtr-heuristic", out["heuristic"],
+                                       "--format", "json"]))
+            out["sim_dtr"] = {r["strategy"]: r for r in doc["rows"]}.get("dtr")
         if managed <= 0:
             # Nothing left for activations: every saved tensor would be
             # evicted at once and each unpack recompute its whole prefix.
@@ -767,7 +780,8 @@ def format_compare(r):
     lines = []
     sd, sn = r.get("sim_dtr") or {}, r.get("sim_none") or {}
     lines.append("%s: budget %s = %s MiB (sim's bytes); runtime budget_bytes = that - %s MiB resident before the "
-                 "step - %s MiB of parameter gradients = %s MiB of saved activations; heuristic %s" % (
+                 "step - %s MiB of parameter gradients = %s MiB of saved activations, sim's dtr the same with "
+                 "--dtr-budget-scope saved; heuristic %s" % (
                      r["model"], r["budget_arg"], _mib(r["budget_bytes_sim"]), _mib(r["resident"]),
                      _mib(r["grad_bytes"]), _mib(r["managed_budget"]), r["heuristic"]))
     lines.append("%-24s %10s %10s %10s" % ("", "peak MiB", "step ms", "overhead"))
@@ -777,9 +791,10 @@ def format_compare(r):
         if sd.get("status") in ("ok", "infeasible", "thrash") and sd.get("time_ns"):
             ov = "%.2f" % (sd["time_ns"] / sn["time_ns"]) if sn.get("time_ns") else "-"
             note = "" if sd["status"] == "ok" else "  " + sd["status"] + ": " + (sd.get("reason") or "")[:100]
-            lines.append("%-24s %10s %10.1f %10s  %d recomputes, %d evictions%s" % (
+            saved = ", saved peak %s MiB" % _mib(sd["saved_peak"]) if sd.get("saved_peak") else ""
+            lines.append("%-24s %10s %10.1f %10s  %d recomputes, %d evictions%s%s" % (
                 "sim dtr (predicted)", _mib(sd["peak_allocated"]), sd["time_ns"] / 1e6, ov, sd.get("recomputes", 0),
-                sd.get("evictions", 0), note))
+                sd.get("evictions", 0), saved, note))
         else:
             lines.append("%-24s %10s %10s %10s  %s: %s" % ("sim dtr (predicted)", "-", "-", "-", sd.get("status"),
                                                         (sd.get("reason") or "")[:160]))
@@ -795,7 +810,8 @@ def format_compare(r):
                      r["meas_dtr_ns"] / r["meas_none_ns"], st["recomputes"], st["recompute_ns"] / 1e6, st["evictions"],
                      _mib(st["peak_bytes"]), st["over_budget"],
                      "ok" if r["grads"] and r["buffers"] else ("MISMATCH" if not r["grads"] else "bn MISMATCH")))
-    if sd.get("status") == "ok" and sd.get("peak_allocated"):
+    if sd.get("peak_allocated") and (sd.get("status") == "ok" or sd.get("saved_peak")):
+        # a run over its budget of saved activations still ran the whole step
         lines.append("measured dtr peak vs sim dtr prediction: %+.1f%%" % (
             100.0 * (r["meas_dtr_peak"] - sd["peak_allocated"]) / sd["peak_allocated"]))
     return "\n".join(lines)
