@@ -1981,6 +1981,9 @@ func (r *Runtime) swapIn(s int32) error {
 	if r.stats.Memory > r.stats.PeakMemory {
 		r.stats.PeakMemory = r.stats.Memory
 	}
+	if b := r.used(); r.unbudOn && b > r.stats.PeakBudgeted {
+		r.stats.PeakBudgeted = b
+	}
 	if st.refInt == 0 && !st.pinned {
 		r.makeEvictable(s)
 	}

@@ -2,6 +2,7 @@ package dtr
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -107,45 +108,52 @@ func TestSavedOnlyEvictsSavedActivations(t *testing.T) {
 			}
 			maxOut = max(maxOut, b)
 		}
-		cfg := DefaultConfig()
-		cfg.EvicteeMinSize, cfg.SavedOnly, cfg.Budget = 0, true, peak/2
-		p, st, err := StaticPlan(context.Background(), g, cfg)
-		require.NoError(t, err, c.name)
-		require.Positive(t, st.Evictions, c.name)
-		t.Logf("%s: budget %d, saved activations peak %d (%d without a budget), %d evictions, %d times over the budget", c.name, cfg.Budget, st.PeakBudgeted, peak, st.Evictions, st.OverBudget)
-		if st.OverBudget == 0 {
-			require.LessOrEqual(t, st.PeakBudgeted, cfg.Budget+maxOut, c.name)
-		} else {
-			require.Greater(t, st.PeakBudgeted, cfg.Budget, c.name)
-		}
-		// a free of a storage read again later is an eviction
-		dn := g.Dense()
-		runs := make([]int, len(g.Ops))
-		remade := make([]bool, len(g.Tensors))
-		freedAt := map[graph.TensorID]int{}
-		for k, s := range p.Steps {
-			switch s.Kind {
-			case sim.Compute:
-				runs[s.Op]++
-				for _, in := range dn.Inputs(s.Op) {
-					r := dn.Root[in]
-					if at, ok := freedAt[r]; ok {
-						require.True(t, saved[r] || remade[r], "%s: step %d: storage %d %q evicted at step %d is neither saved nor remade", c.name, k, r, g.Tensors[r].Name, at)
-						delete(freedAt, r)
-					}
-				}
-				if runs[s.Op] > 1 {
-					for _, out := range dn.Outputs(s.Op) {
-						remade[dn.Root[out]] = true
-					}
-				}
-			case sim.Free:
-				freedAt[dn.Root[s.Tensor]] = k
+		for _, swap := range []bool{false, true} {
+			name := fmt.Sprintf("%s swap=%v", c.name, swap)
+			cfg := DefaultConfig()
+			cfg.EvicteeMinSize, cfg.SavedOnly, cfg.Budget, cfg.Swap = 0, true, peak/2, swap
+			p, st, err := StaticPlan(context.Background(), g, cfg)
+			require.NoError(t, err, name)
+			require.Positive(t, st.Evictions+st.SwapOuts, name)
+			t.Logf("%s: budget %d, saved activations peak %d (%d without a budget), %d evictions, %d swap-outs, %d times over the budget", name, cfg.Budget, st.PeakBudgeted, peak, st.Evictions, st.SwapOuts, st.OverBudget)
+			if st.OverBudget == 0 {
+				require.LessOrEqual(t, st.PeakBudgeted, cfg.Budget+maxOut, name)
+			} else {
+				require.Greater(t, st.PeakBudgeted, cfg.Budget, name)
 			}
+			// a free of a storage read again later is an eviction
+			dn := g.Dense()
+			runs := make([]int, len(g.Ops))
+			remade := make([]bool, len(g.Tensors))
+			freedAt := map[graph.TensorID]int{}
+			for k, s := range p.Steps {
+				switch s.Kind {
+				case sim.Compute:
+					runs[s.Op]++
+					for _, in := range dn.Inputs(s.Op) {
+						r := dn.Root[in]
+						if at, ok := freedAt[r]; ok {
+							require.True(t, saved[r] || remade[r], "%s: step %d: storage %d %q evicted at step %d is neither saved nor remade", name, k, r, g.Tensors[r].Name, at)
+							delete(freedAt, r)
+						}
+					}
+					if runs[s.Op] > 1 {
+						for _, out := range dn.Outputs(s.Op) {
+							remade[dn.Root[out]] = true
+						}
+					}
+				case sim.Free, sim.SwapOut:
+					freedAt[dn.Root[s.Tensor]] = k
+				case sim.SwapIn:
+					r := dn.Root[s.Tensor]
+					require.True(t, saved[r] || remade[r], "%s: step %d: storage %d %q swapped is neither saved nor remade", name, k, r, g.Tensors[r].Name)
+					delete(freedAt, r)
+				}
+			}
+			res, err := sim.Simulate(g, p, sim.Options{})
+			require.NoError(t, err, name)
+			require.Greater(t, res.PeakAllocated, cfg.Budget, name)
 		}
-		res, err := sim.Simulate(g, p, sim.Options{})
-		require.NoError(t, err, c.name)
-		require.Greater(t, res.PeakAllocated, cfg.Budget, c.name)
 	}
 }
 
