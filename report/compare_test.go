@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/remat-dev/remat/config"
 	"github.com/remat-dev/remat/graph/models"
 	"github.com/remat-dev/remat/sim"
 	"github.com/remat-dev/remat/strategy"
@@ -97,4 +98,38 @@ func TestCompareNothingFits(t *testing.T) {
 	require.NoError(t, rep.Write(&sb, FormatTable))
 	assert.Contains(t, sb.String(), "no strategy fits; smallest peak: "+rep.Best+";")
 	assert.NotContains(t, sb.String(), "best: ")
+}
+
+// TestCompareSavedScope: with dtr.budget_scope saved the dtr row fits its
+// budget of saved activations though its allocated peak passes it, its
+// JSON row and its note give the saved activations' peak, and the
+// baseline is still judged on its whole peak.
+func TestCompareSavedScope(t *testing.T) {
+	g, err := models.Build("resnet18", models.Options{Batch: 4})
+	require.NoError(t, err)
+	s, _, err := config.Load(config.MapEnv{"REMAT_DTR_BUDGET_SCOPE": "saved", "REMAT_DTR_HEURISTIC": "dtr-eqclass"})
+	require.NoError(t, err)
+	o, err := strategy.OptionsFrom(s)
+	require.NoError(t, err)
+	o.Allocator = strategy.AllocIdeal
+	o.Budget = 40 << 20
+	sts, err := strategy.Resolve([]string{"dtr"})
+	require.NoError(t, err)
+	rep, err := Compare(context.Background(), g, o, sts, nil)
+	require.NoError(t, err)
+	require.Len(t, rep.Rows, 2)
+	none, dtr := rep.Rows[0], rep.Rows[1]
+	assert.False(t, none.FitsBudget)
+	assert.Zero(t, none.SavedPeak)
+	require.Equal(t, StatusOK, dtr.Status, dtr.Reason)
+	assert.True(t, dtr.FitsBudget)
+	assert.Greater(t, dtr.PeakAllocated, o.Budget)
+	require.Positive(t, dtr.SavedPeak)
+	assert.Less(t, dtr.SavedPeak, dtr.PeakAllocated)
+	var sb strings.Builder
+	require.NoError(t, rep.Write(&sb, FormatTable))
+	assert.Contains(t, sb.String(), "- dtr: the budget bounds the saved activations (dtr.budget_scope saved), checked after each op as remat_torch.dtr does: their peak is "+Bytes(dtr.SavedPeak).Human)
+	sb.Reset()
+	require.NoError(t, rep.Write(&sb, FormatJSON))
+	assert.Contains(t, sb.String(), `"saved_peak":`)
 }
