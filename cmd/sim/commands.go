@@ -487,11 +487,13 @@ func (a *app) reportCmd() *cobra.Command {
 prints, per strategy, the peak allocated and reserved memory, the change against no
 strategy, the step time and overhead, recomputes, evictions and swaps, and whether it fits
 the device and the budget. Below the table: the ten tensors that dominate the best
-strategy's peak.`,
+strategy's peak. With --dtr-budget-scope saved the dtr strategy's budget bounds the saved
+activations alone, as remat_torch.dtr's runtime does (docs/dtr.md).`,
 		Example: `  sim report --model resnet50 --batch 32 --device a100-40gb
   sim report --model gpt --batch 8 --budget 12GiB --strategies none,mirror-cost,sublinear-budget,dtr
   sim report --graph model.json --device v100-16gb --plot memory.svg --format markdown
-  sim report --model vgg19 --batch 128 --device v100-16gb --fail-over 16GB --pick optimal-chain`,
+  sim report --model vgg19 --batch 128 --device v100-16gb --fail-over 16GB --pick optimal-chain
+  sim report --model resnet18 --batch 16 --device cpu --allocator ideal --strategies dtr --budget 100MiB --dtr-budget-scope saved --dtr-heuristic dtr-eqclass`,
 		Args: cobra.NoArgs,
 	}
 	c.register(cmd, a.stderr, true, "")
