@@ -27,6 +27,11 @@ activations under a byte budget at run time, as the DTR runtime does
   running statistics written to a clone (updated once), an in-place op on a
   recomputed tensor rebuilds the version it wrote, a tensor modified in place
   since it was held is recomputed rather than returned.
+* Before a backward node runs, its saved tensors are made resident
+  together (the node's saved attributes are read, which calls unpack): the
+  resident ones are accessed and locked, then the evicted ones
+  rematerialized, as a runtime acquires an op's inputs; autograd then
+  unpacks them one at a time and finds them there.
 * When every saved use of a managed tensor is done (autograd released all
   its handles) the runtime drops it (a release, not an eviction).
 
@@ -171,6 +176,7 @@ class Runtime(Runner):
         self.locks = {}  # tid -> lock count
         self.frames = []  # lock sets of the recomputes running
         self.node_locked = []  # tids unpacked for the autograd node running
+        self.peek = None  # (node frame, evicted tids) while _acquire_node reads a node's saved tensors
         self.clock = 0
         self.zero = set()  # tids with no live handle left, to drop
         self.obytes = {}  # op -> bytes of its outputs in the forward
@@ -532,6 +538,14 @@ class Runtime(Runner):
         if st is not self.st or st.finished:
             raise RuntimeError("remat_torch.dtr: a saved tensor of an earlier step was unpacked (backward called "
                                "twice on one step? retain_graph is not supported by the DTR runtime)")
+        if self.peek is not None:
+            t = self._get(h.tid)
+            if t is None:
+                self.peek[1].append(h.tid)
+                return _PLACEHOLDER
+            self.last[h.tid] = self.clock
+            self._lock(h.tid, self.peek[0])
+            return t
         self.internal += 1
         try:
             self._reap()
@@ -564,7 +578,7 @@ class Runtime(Runner):
 
     # -- backward --
 
-    def _prehook(self, grad_outputs):
+    def _prehook(self, grad_outputs, node=None, saved=()):
         st = self.st
         if st is None or st.finished:
             return
@@ -575,6 +589,38 @@ class Runtime(Runner):
             self._unlock_all(f)
         self.node_locked = []
         self._reap()
+        if saved:
+            self._acquire_node(node, saved)
+
+    def _acquire_node(self, node, saved):
+        """Before a backward node runs, make its saved tensors resident as
+        a runtime does with an op's inputs: the resident ones are accessed
+        and locked first, then the evicted ones rematerialized (autograd
+        unpacks them one at a time, and rematerializing the first must not
+        evict the others). Reading a node's saved attributes calls unpack,
+        which in this pass only notes the evicted ones."""
+        frame = set()  # locked until the node has run
+        self.node_locked.append(frame)
+        self.peek = (frame, [])
+        try:
+            for name in saved:
+                getattr(node, name)
+        finally:
+            frame, missing = self.peek
+            self.peek = None
+        for tid in missing:
+            if self._get(tid) is None:
+                self._resolve(tid)
+                self.clock += 1
+            self._lock(tid, frame)
+
+    def _node_hook(self, node):
+        saved = _saved_names(node)
+
+        def hook(grad_outputs):
+            self._prehook(grad_outputs, node, saved)
+
+        return hook
 
     def _finish(self):
         st = self.st
@@ -605,8 +651,20 @@ class Runtime(Runner):
                 for n in graph_nodes(o.grad_fn):
                     if id(n) not in seen:
                         seen.add(id(n))
-                        st.handles.append(n.register_prehook(self._prehook))
+                        st.handles.append(n.register_prehook(self._node_hook(n)))
         return out
+
+
+_PLACEHOLDER = torch.empty(0)
+_SAVED_NAMES = {}  # autograd node type -> its saved tensor attributes
+
+
+def _saved_names(node):
+    names = _SAVED_NAMES.get(type(node))
+    if names is None:
+        names = _SAVED_NAMES[type(node)] = tuple(
+            "_saved_" + a[len("_raw_saved_"):] for a in dir(node) if a.startswith("_raw_saved_"))
+    return names
 
 
 def _skey(t):

@@ -172,6 +172,43 @@ class TestDTR(unittest.TestCase):
         with self.assertRaises(TypeError):
             dtr_fn("model", 100)
 
+    def test_node_saved_tensors_acquired_together(self):
+        """Before a backward node runs, all its saved tensors are resident
+        at once (the resident ones locked while the evicted ones are
+        rematerialized), also where rematerializing one (a max-pool's
+        input) would evict another (its indices, old for lru): the node
+        then unpacks nothing missing, and the gradients are the plain
+        step's."""
+        from remat_torch.dtr import Runtime
+
+        net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(8, 8, 3, padding=1),
+                            nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 4 * 4, 5))
+        x = torch.randn(4, 3, 16, 16)
+        y = torch.randint(0, 5, (4,))
+        checked, missing = [0], []
+        orig = Runtime._acquire_node
+
+        def spy(rt, node, saved):
+            orig(rt, node, saved)
+            rt.peek = (set(), [])
+            try:
+                for name in saved:
+                    getattr(node, name)
+            finally:
+                missing.extend(rt.peek[1])
+                rt.peek = None
+            checked[0] += 1
+
+        Runtime._acquire_node = spy
+        try:
+            m, d = self.step_both(net, x, y, 2 * ACT, heuristic="lru")
+        finally:
+            Runtime._acquire_node = orig
+        self.assertGreater(d.stats["recomputes"], 0)
+        self.assertGreater(checked[0], 0)
+        self.assertEqual(missing, [])
+        self.assert_same(net, m, "lru")
+
     def test_min_size_leaves_small_tensors(self):
         ref, x, y = self.cnn_case()
         m, d = self.step_both(ref, x, y, 0, min_size=10**9)
