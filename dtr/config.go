@@ -181,7 +181,7 @@ type Config struct {
 	// comparison with ties to the later candidate in pool order, a linear
 	// scan of the pool that stops at a zero score, no size filter.
 	Parity bool
-	// SavedOnly (runs on a training graph: RunOnMachine, Static) limits
+	// SavedOnly (runs on a training graph: RunOnMachine, StaticPlan) limits
 	// the budget to the saved activations, as remat_torch.dtr's runtime
 	// does: storages of at least EvicteeMinSize bytes that a forward op
 	// makes and a backward or update op reads. The rest (inputs,
