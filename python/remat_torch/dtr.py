@@ -715,7 +715,9 @@ def add_parser(sub):
     d.add_argument("--model", required=True, help="torchvision name, 'transformer', 'gpt', 'llama' (tools/export_onnx.py's) or module:callable")
     d.add_argument("--batch", type=int, default=4)
     d.add_argument("--image", type=int, default=64, help="image size of vision models (default 64)")
-    d.add_argument("--budget", default="0.5", help="sim's budget: a ratio of the baseline peak such as 0.5, or a size")
+    d.add_argument("--budget", default="0.5", help="the step's budget: a ratio of sim's baseline peak such as 0.5, or a size; "
+                   "the runtime gets what is left of it for saved activations, and sim predicts that runtime "
+                   "(--dtr-budget-scope saved)")
     d.add_argument("--heuristic", default="eq-class", help="runtime heuristic: " + ", ".join(HEURISTICS))
     d.add_argument("--min-size", type=int, default=0, help="saved tensors below this many bytes stay with autograd")
     d.add_argument("--runs", type=int, default=3, help="timed steps (fastest taken)")
