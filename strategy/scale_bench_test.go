@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/remat-dev/remat/config"
+	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/graph/models"
 	"github.com/remat-dev/remat/sim"
 )
@@ -84,20 +85,29 @@ func BenchmarkDTRIndexScale(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Run(c.model+"/ops="+strconv.Itoa(len(g.Ops)), func(b *testing.B) {
-				var res Result
-				for i := 0; i < b.N; i++ {
-					if res, err = dtrS.Plan(context.Background(), g, o); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if res.Sim == nil || res.Sim.Evictions == 0 {
-					b.Fatalf("no evictions: %s %s", res.Status, res.Reason)
-				}
+				res := benchPlanDTR(b, dtrS, g, o)
 				b.ReportMetric(float64(res.Stats.Evaluations)/float64(res.Sim.Evictions), "evals/eviction")
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(g.Ops)), "ns/graph-op")
 			})
 		}
 	}
+}
+
+// benchPlanDTR plans strategy s on g b.N times, requires the last run to
+// have evicted, reports the time per graph op and returns that run.
+func benchPlanDTR(b *testing.B, s Strategy, g *graph.Graph, o Options) Result {
+	b.Helper()
+	var res Result
+	var err error
+	for i := 0; i < b.N; i++ {
+		if res, err = s.Plan(context.Background(), g, o); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if res.Sim == nil || res.Sim.Evictions == 0 {
+		b.Fatalf("no evictions: %s %s", res.Status, res.Reason)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(g.Ops)), "ns/graph-op")
+	return res
 }
 
 // BenchmarkDTRScaleCurve plans strategy dtr (the CLI's options) on GPT at
@@ -126,16 +136,7 @@ func BenchmarkDTRScaleCurve(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Run("ops="+strconv.Itoa(len(g.Ops)), func(b *testing.B) {
-			var res Result
-			for i := 0; i < b.N; i++ {
-				if res, err = dtrS.Plan(context.Background(), g, o); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if res.Sim == nil || res.Sim.Evictions == 0 {
-				b.Fatalf("no evictions: %s %s", res.Status, res.Reason)
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(g.Ops)), "ns/graph-op")
+			res := benchPlanDTR(b, dtrS, g, o)
 			b.ReportMetric(float64(res.Sim.Evictions)/float64(len(g.Ops)), "evictions/graph-op")
 		})
 	}
