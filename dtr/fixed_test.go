@@ -151,6 +151,22 @@ func TestFixedWitnessesMatchWalk(t *testing.T) {
 	require.Greater(t, grouped, int64(1000))
 }
 
+// requireDirtySum checks that the summary of the dirty bits has a bit for
+// exactly the words of dirty that have one (retryPending visits only those).
+func requireDirtySum(t *testing.T, rt *Runtime) {
+	t.Helper()
+	require.Len(t, rt.dirtySum, (len(rt.dirty)+63)>>6)
+	for w := range rt.dirtySum {
+		var want uint64
+		for k := 0; k < 64 && w<<6|k < len(rt.dirty); k++ {
+			if rt.dirty[w<<6|k] != 0 {
+				want |= 1 << k
+			}
+		}
+		require.Equal(t, want, rt.dirtySum[w], "dirtySum word %d", w)
+	}
+}
+
 // TestDirtyRetriesMatchFullRetries: retryPending, which retries only the
 // pending storages whose witnesses changed or may no longer be reached,
 // gives the runs that retrying every pending storage after every op gives:
@@ -170,6 +186,7 @@ func TestDirtyRetriesMatchFullRetries(t *testing.T) {
 			rt.retryAll, rt.noDead = all, all
 			errs[i] = fixedProgram(rt, rand.New(rand.NewPCG(seed, 11)), 600)
 			st[i] = rt.Stats()
+			requireDirtySum(t, rt)
 		}
 		require.Equal(t, errs[1] == nil, errs[0] == nil, "seed %d", seed)
 		require.Equal(t, st[1], st[0], "seed %d", seed)

@@ -362,6 +362,7 @@ type Runtime struct {
 	watchHead  []int32
 	watchArena []watchEntry
 	dirty      []uint64
+	dirtySum   []uint64 // bit w: dirty[w] != 0
 	pendHoles  int
 	// witness groups (fixedgroup.go): groups, the retired ones' numbers,
 	// the ones whose owner changed, each storage's membership and the
@@ -539,6 +540,7 @@ func (r *Runtime) recycle(cfg Config, host Host) error {
 		ownGrp:     old.ownGrp[:0],
 		deadAt:     old.deadAt[:0],
 		dirty:      old.dirty[:0],
+		dirtySum:   old.dirtySum[:0],
 		slab32:     old.slab32[:0],
 		slab64:     old.slab64[:0],
 		slabT:      old.slabT[:0],
@@ -1544,17 +1546,47 @@ func (r *Runtime) keepPending(s int32) {
 		for len(r.dirty) < (len(r.pending)+63)>>6 {
 			r.dirty = append(r.dirty, 0)
 		}
+		for len(r.dirtySum) < (len(r.dirty)+63)>>6 {
+			r.dirtySum = append(r.dirtySum, 0)
+		}
 		r.stats.FixedKept++
 	}
 	if st.refInt != 0 || (st.witN == 0 && r.grpm[s].grp < 0) {
-		r.dirty[st.pendPos>>6] |= 1 << (st.pendPos & 63)
+		r.setDirty(int(st.pendPos))
 	}
 }
 
 // markDirty has pending storage s retried at the next retryPending.
 func (r *Runtime) markDirty(s int32) {
-	p := r.storages[s].pendPos
-	r.dirty[p>>6] |= 1 << (p & 63)
+	r.setDirty(int(r.storages[s].pendPos))
+}
+
+// setDirty and clearDirty set and clear pending position i's dirty bit,
+// and the bit of its word in dirtySum (set while the word has one).
+func (r *Runtime) setDirty(i int) {
+	r.dirty[i>>6] |= 1 << (i & 63)
+	r.dirtySum[i>>12] |= 1 << ((i >> 6) & 63)
+}
+
+func (r *Runtime) clearDirty(i int) {
+	if r.dirty[i>>6] &^= 1 << (i & 63); r.dirty[i>>6] == 0 {
+		r.dirtySum[i>>12] &^= 1 << ((i >> 6) & 63)
+	}
+}
+
+// nextDirtyWord returns the first word of dirty at or after w with a set
+// bit, or -1.
+func (r *Runtime) nextDirtyWord(w int) int {
+	for k := w >> 6; k < len(r.dirtySum); k++ {
+		m := r.dirtySum[k]
+		if k == w>>6 {
+			m &^= 1<<(w&63) - 1
+		}
+		if m != 0 {
+			return k<<6 | bits.TrailingZeros64(m)
+		}
+	}
+	return -1
 }
 
 // unpend takes s, no longer pending, off the pending list.
@@ -1562,7 +1594,7 @@ func (r *Runtime) unpend(s int32) {
 	st := &r.storages[s]
 	st.pendingFree = false
 	r.clearWitnesses(s)
-	r.dirty[st.pendPos>>6] &^= 1 << (st.pendPos & 63)
+	r.clearDirty(int(st.pendPos))
 	r.pending[st.pendPos] = -1
 	st.pendPos = -1
 	r.pendHoles++
@@ -1698,12 +1730,17 @@ func (r *Runtime) retryPending() {
 	if r.retryAll {
 		for i, s := range r.pending {
 			if s >= 0 {
-				r.dirty[i>>6] |= 1 << (i & 63)
+				r.setDirty(i)
 			}
 		}
 	}
-	r.processGroups()
-	for w := range r.dirty {
+	for w := 0; ; w++ {
+		// the words with a dirty bit, in order (dirtySum): a pass costs
+		// the dirty entries, not the pending list's length
+		r.processGroups()
+		if w = r.nextDirtyWord(w); w < 0 {
+			break
+		}
 		var done uint64 // the bits of this word passed already
 		for {
 			r.processGroups()
@@ -1713,7 +1750,7 @@ func (r *Runtime) retryPending() {
 			}
 			b := uint(bits.TrailingZeros64(word))
 			done |= 2<<b - 1
-			r.dirty[w] &^= 1 << b
+			r.clearDirty(w<<6 | int(b))
 			s := r.pending[w<<6|int(b)]
 			if s < 0 {
 				continue
@@ -1746,7 +1783,15 @@ func (r *Runtime) compactPending() {
 		j++
 	}
 	r.pending = r.pending[:j]
+	clear(r.dirty[(j+63)>>6:])
 	r.dirty = r.dirty[:(j+63)>>6]
+	r.dirtySum = r.dirtySum[:(len(r.dirty)+63)>>6]
+	clear(r.dirtySum)
+	for w, word := range r.dirty {
+		if word != 0 {
+			r.dirtySum[w>>6] |= 1 << (w & 63)
+		}
+	}
 	r.pendHoles = 0
 }
 

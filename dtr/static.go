@@ -236,7 +236,7 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 		if err != nil {
 			return d, fmt.Errorf("dtr static: op %d %q: %w", i, o.Name, err)
 		}
-		if !rerunnable(g, o) || stale[i] {
+		if !rerunnable(g, graph.OpID(i)) || stale[i] {
 			if err := rt.ForbidRemat(opID); err != nil {
 				return d, err
 			}
@@ -389,21 +389,26 @@ func writesStorage(g *graph.Graph, o *graph.Op, r graph.TensorID) bool {
 // (the in-place op's input is on that storage). Its first run is the
 // newest version of the storage; the older versions read by later ops are
 // recomputed in order along the same chain.
-func rerunnable(g *graph.Graph, o *graph.Op) bool {
-	if o.Recomputable() {
-		return true
-	}
-	if o.Flags.Has(graph.Impure) || !o.Flags.Has(graph.InPlace) {
+//
+// It reads the op's flags from the graph's dense index, and the op's struct
+// only for the attribute of a random op: at 100k ops the structs no longer
+// fit in the cache.
+func rerunnable(g *graph.Graph, op graph.OpID) bool {
+	d := g.Dense()
+	f := d.Flags[op]
+	if f.Has(graph.Impure) {
 		return false
 	}
-	if o.Flags.Has(graph.NonDeterministic) {
-		if v := o.Attrs[graph.AttrRNGSaved]; v != "1" && v != "true" {
+	if f.Has(graph.NonDeterministic) {
+		if v := g.Ops[op].Attrs[graph.AttrRNGSaved]; v != "1" && v != "true" {
 			return false
 		}
 	}
-	d := g.Dense()
+	if !f.Has(graph.InPlace) {
+		return true
+	}
 	wrote := false
-	for _, out := range o.Outputs {
+	for _, out := range d.Outputs(op) {
 		root := d.Root[out]
 		if root == out {
 			continue

@@ -98,10 +98,10 @@ func TestInPlaceNotRerunnable(t *testing.T) {
 	upd := b.Op("add_", "upd", w, x).Out("w2", graph.F32, 16).Alias(w).Flags(graph.InPlace)
 	g, err := b.Build()
 	require.NoError(t, err)
-	require.False(t, rerunnable(g, &g.Ops[drop.ID()]))
-	require.True(t, rerunnable(g, &g.Ops[relu.ID()]))
-	require.False(t, rerunnable(g, &g.Ops[upd.ID()]))
-	require.True(t, rerunnable(g, &g.Ops[0]))
+	require.False(t, rerunnable(g, drop.ID()))
+	require.True(t, rerunnable(g, relu.ID()))
+	require.False(t, rerunnable(g, upd.ID()))
+	require.True(t, rerunnable(g, 0))
 }
 
 // TestOutputViewOfEarlierOutput: Output.AliasOf past the inputs names an
