@@ -32,6 +32,18 @@ activations under a byte budget at run time, as the DTR runtime does
   resident ones are accessed and locked, then the evicted ones
   rematerialized, as a runtime acquires an op's inputs; autograd then
   unpacks them one at a time and finds them there.
+* A forward op that reads a storage a later op writes in place cannot be
+  rerun after the write (it would read what was written): its outputs on
+  other storages are never evicted from the write on, and one evicted
+  before it is rematerialized first (autograd's clone of the input of
+  nn.SiLU(inplace=True) or nn.Hardswish(inplace=True) is saved, and can be
+  evicted, before the activation runs).
+* A tensor read (or saved) after in-place writes to its storage is read at
+  that version: rematerialized by rerunning its producer it is at the
+  version it was made with, so the writes the forward made before the read
+  are replayed (by rematerializing the last writer's output, whose input is
+  the storage one write earlier). Swin Transformer's attention mask is
+  new_zeros filled through slices, then viewed.
 * When every saved use of a managed tensor is done (autograd released all
   its handles) the runtime drops it (a release, not an eviction).
 
@@ -180,6 +192,20 @@ class Runtime(Runner):
         self.clock = 0
         self.zero = set()  # tids with no live handle left, to drop
         self.obytes = {}  # op -> bytes of its outputs in the forward
+        # storage key -> the forward ops that read it since it was last
+        # written in place; okeys: op -> its outputs' storage keys; fixed:
+        # tids never evicted (_before_write)
+        self.readers = {}
+        self.okeys = {}
+        self.fixed = set()
+        # storage key -> the output of the last forward op that wrote it in
+        # place; needs: op -> (argument tid, version it read, that writer's
+        # output) for arguments read after a write; pack_req: tid -> the same
+        # for a saved tensor (_at_version)
+        self.last_write = {}
+        self.needs = {}
+        self.pack_req = {}
+        self.overlay = None
         # union-find for eq-class: tid -> node; node parent and value.
         self.ufnode, self.ufparent, self.ufvalue = {}, [], []
         ext = set()
@@ -226,7 +252,9 @@ class Runtime(Runner):
     def _get(self, tid):
         e = self.st.store.get(tid)
         if e is None:
-            return None
+            # the arguments of the forward op being dispatched are there
+            # even when the runtime does not hold them (_before_write)
+            return self.overlay.get(tid) if self.overlay else None
         t, v = e
         if t._version != v:
             self._drop(tid)  # modified in place since: stale
@@ -276,7 +304,8 @@ class Runtime(Runner):
         # sim --dtr-budget-scope saved predicts this runtime's choices
         for key in sorted(self.stids, key=lambda k: min(self.stids[k])):
             tids = self.stids[key]
-            if any(t in self.locks for t in tids) or any(self.producer.get(t, (None,))[0] not in self.st.recipes for t in tids):
+            if any(t in self.locks or t in self.fixed for t in tids) or any(
+                    self.producer.get(t, (None,))[0] not in self.st.recipes for t in tids):
                 continue
             sc = self._score(key, tids)
             if best_score is None or sc <= best_score:
@@ -397,6 +426,8 @@ class Runtime(Runner):
             # arguments resident).
             for tid in self._arg_tids(self.st.recipes[op]):
                 self._resolve(tid, depth)
+            for tid, ver, w in self.needs.get(op, ()):
+                self._at_version(tid, ver, w, depth)
             self._evict_to(self.budget - self.obytes.get(op, 0))
             self._rerun(op, depth)
             self.clock += 1
@@ -406,6 +437,21 @@ class Runtime(Runner):
             self._unlock_all(frame)
             if top:
                 self.stats["recompute_ns"] += time.perf_counter_ns() - t0
+
+    def _at_version(self, tid, ver, w, depth):
+        """Bring resident tensor tid to version ver, the one a forward op
+        read (or autograd saved): a storage rebuilt by rerunning its
+        producer is at the version it was made with, and the in-place
+        writes the forward made to it before that read are replayed by
+        rematerializing w, the output of the last of them (its input is the
+        storage at the version before, recursively). Swin Transformer's
+        attention mask is new_zeros filled through slices, then viewed:
+        rebuilt without the fills it was zeros."""
+        t = self._get(tid)
+        if t is None or t._version >= ver or w not in self.producer:
+            return
+        self._resolve(w, depth)
+        self.clock += 1
 
     def _rerun(self, op, depth):
         """Run op's recipe again and hold its outputs (apply.Runner's
@@ -474,6 +520,16 @@ class Runtime(Runner):
         if name in RANDOM_OPS:
             dev = self._device_of(flat_in)
             rng = (torch.get_rng_state(), torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None)
+        wkeys = self._write_keys(func, args, kwargs)
+        if wkeys:
+            self.overlay = {t: v for v, t in zip(flat_in, in_tids) if t is not None}
+            try:
+                self._before_write(wkeys)
+            finally:
+                self.overlay = None
+        # the version of each argument this op reads (a storage written in
+        # place since its tensor was made is read at a later version)
+        pre = [(t, v._version, _skey(v)[0]) for v, t in zip(flat_in, in_tids) if t is not None]
         t0 = time.perf_counter_ns()
         out = func(*args, **kwargs)
         dt = time.perf_counter_ns() - t0
@@ -501,10 +557,68 @@ class Runtime(Runner):
         for p in ins:
             self.children.setdefault(p, []).extend(tids)
         self._record(k, func, args, kwargs, flat_in, in_tids, spec, outs, rng)
+        self.okeys[k] = [_skey(o)[0] for o in outs]
+        in_keys = {key for _, _, key in pre} | {_skey(v)[0] for v in flat_in if isinstance(v, torch.Tensor)}
+        for key in self.okeys[k]:
+            if key not in in_keys:
+                # a new storage, maybe at the address of a freed one: no
+                # readers or writes yet
+                self.readers.pop(key, None)
+                self.last_write.pop(key, None)
+        for t, ver, key in pre:
+            w = self.last_write.get(key)
+            if w is not None and w != t:
+                self.needs.setdefault(k, []).append((t, ver, w))
+        if wkeys:
+            for t, key in zip(tids, self.okeys[k]):
+                if key in wkeys:
+                    self.last_write[key] = t
+        for key in in_keys:
+            self.readers.setdefault(key, []).append(k)
         self.clock += 1
         self.stats["forward_ops"] += 1
         self.stats["forward_ns"] += dt
         return out
+
+    @staticmethod
+    def _write_keys(func, args, kwargs):
+        """The storages func writes in place (its schema's written
+        arguments)."""
+        schema = func._schema
+        names = {a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write}
+        if not names:
+            return ()
+        keys = []
+        for i, a in enumerate(args):
+            if i < len(schema.arguments) and schema.arguments[i].name in names:
+                keys.extend(_skey(v)[0] for v in tree_flatten(a)[0] if isinstance(v, torch.Tensor))
+        for n, a in kwargs.items():
+            if n in names:
+                keys.extend(_skey(v)[0] for v in tree_flatten(a)[0] if isinstance(v, torch.Tensor))
+        return keys
+
+    def _before_write(self, wkeys):
+        """An op about to write a storage in place: the ops that read it
+        before cannot be rerun after the write (they would read what it
+        wrote). Their outputs on other storages are never evicted from now
+        on, and those already evicted are rematerialized first, while the
+        storage still holds what they read. autograd's clone of the input of
+        an in-place activation (nn.SiLU(inplace=True),
+        nn.Hardswish(inplace=True)) is such an output: autograd saves it,
+        and may see it evicted, before the activation runs. sim's DTR keeps
+        such outputs too (dtr's overwrites: ForbidRemat)."""
+        for key in wkeys:
+            for j in self.readers.pop(key, ()):
+                for (t, _, _, _), okey in zip(self.ops[j].outputs, self.okeys.get(j, ())):
+                    if okey == key or t in self.fixed:
+                        continue  # a view of the written storage: rebuilt with its writes
+                    self.fixed.add(t)
+                    if self.nhandles.get(t, 0) > 0 and self._get(t) is None:
+                        self.internal += 1
+                        try:
+                            self._resolve(t)
+                        finally:
+                            self.internal -= 1
 
     # -- saved tensors --
 
@@ -523,6 +637,9 @@ class Runtime(Runner):
             if self._get(tid) is None:
                 self._hold(tid, _detached(t))
                 self.stats["managed"] += 1
+            w = self.last_write.get(key)
+            if w is not None and w != tid:
+                self.pack_req[tid] = (t._version, w)
             self.last[tid] = self.clock
             self.clock += 1
             self.nhandles[tid] = self.nhandles.get(tid, 0) + 1
@@ -540,7 +657,8 @@ class Runtime(Runner):
                                "twice on one step? retain_graph is not supported by the DTR runtime)")
         if self.peek is not None:
             t = self._get(h.tid)
-            if t is None:
+            req = self.pack_req.get(h.tid)
+            if t is None or (req is not None and t._version < req[0]):
                 self.peek[1].append(h.tid)
                 return _PLACEHOLDER
             self.last[h.tid] = self.clock
@@ -550,6 +668,10 @@ class Runtime(Runner):
         try:
             self._reap()
             t = self._resolve(h.tid)
+            req = self.pack_req.get(h.tid)
+            if req is not None and t._version < req[0]:
+                self._at_version(h.tid, req[0], req[1], 0)
+                t = self._get(h.tid)
             self.clock += 1
             frame = set()
             self._lock(h.tid, frame)  # until the autograd node has run
@@ -604,7 +726,12 @@ class Runtime(Runner):
         self.peek = (frame, [])
         try:
             for name in saved:
-                getattr(node, name)
+                try:
+                    getattr(node, name)
+                except RuntimeError:
+                    # a saved value autograd cannot hand out here: the
+                    # node's own unpack will resolve it as before
+                    continue
         finally:
             frame, missing = self.peek
             self.peek = None
@@ -612,6 +739,9 @@ class Runtime(Runner):
             if self._get(tid) is None:
                 self._resolve(tid)
                 self.clock += 1
+            req = self.pack_req.get(tid)
+            if req is not None:
+                self._at_version(tid, req[0], req[1], 0)
             self._lock(tid, frame)
 
     def _node_hook(self, node):

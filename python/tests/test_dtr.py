@@ -172,6 +172,58 @@ class TestDTR(unittest.TestCase):
         with self.assertRaises(TypeError):
             dtr_fn("model", 100)
 
+    def test_gradients_match_inplace_activations(self):
+        """nn.SiLU(inplace=True) and nn.Hardswish(inplace=True) after batch
+        norm: autograd saves a clone of the activation's input, and may see
+        it evicted, before the activation overwrites that input. The
+        runtime rebuilds the clone before the write and keeps it: rebuilt
+        after the write it was the activation's output, and the gradients
+        were off by a factor of two or more."""
+        def block(act):
+            return nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), act)
+
+        for act in (nn.SiLU, nn.Hardswish):
+            for budget in (20_000, 80_000):
+                torch.manual_seed(0)
+                net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), block(act(inplace=True)), block(act(inplace=True)),
+                                    block(act(inplace=True)), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 5))
+                x = torch.randn(4, 3, 16, 16)
+                y = torch.randint(0, 5, (4,))
+                m, d = self.step_both(net, x, y, budget)
+                self.assertGreater(d.stats["recomputes"], 0)
+                self.assert_same(net, m, "%s budget %d" % (act.__name__, budget))
+
+    def test_gradients_match_storage_filled_in_place(self):
+        """A tensor made by new_zeros, filled through slices in place and
+        then read (Swin Transformer's attention mask): rematerialized by
+        rerunning new_zeros alone it was zeros; the runtime replays the
+        fills the forward made before the read."""
+        class Masked(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+                self.c2 = nn.Conv2d(8, 8, 3, padding=1)
+                self.head = nn.Linear(8, 5)
+
+            def forward(self, x):
+                h = torch.relu(self.c1(x))
+                mask = h.new_zeros((16, 16))
+                for i, (a, b) in enumerate(((0, 5), (5, 11), (11, 16))):
+                    mask[a:b, :] = i + 1
+                    mask[:, a:b] += i
+                h = torch.relu(self.c2(h * mask.view(1, 1, 16, 16)))
+                return self.head(h.mean((2, 3)))
+
+        torch.manual_seed(0)
+        net = Masked()
+        x = torch.randn(4, 3, 16, 16)
+        y = torch.randint(0, 5, (4,))
+        for budget in (ACT // 2, ACT, 2 * ACT):
+            m, d = self.step_both(net, x, y, budget, heuristic="lru")
+            self.assertGreater(d.stats["recomputes"], 0)
+            self.assert_same(net, m, "budget %d" % budget)
+            net.zero_grad(set_to_none=True)
+
     def test_node_saved_tensors_acquired_together(self):
         """Before a backward node runs, all its saved tensors are resident
         at once (the resident ones locked while the evicted ones are
