@@ -224,6 +224,24 @@ class TestDTR(unittest.TestCase):
             self.assert_same(net, m, "budget %d" % budget)
             net.zero_grad(set_to_none=True)
 
+    def test_gradients_match_torchvision(self):
+        """Two torchvision models with in-place activations, squeeze-excite
+        blocks, layer scale and stochastic depth, under budgets that make
+        the runtime evict and recompute: the gradients equal the plain
+        step's."""
+        try:
+            import torchvision
+        except ImportError:
+            self.skipTest("torchvision not installed")
+        for name, budget in (("mobilenet_v3_small", 2 << 20), ("convnext_tiny", 4 << 20)):
+            torch.manual_seed(0)
+            net = getattr(torchvision.models, name)(num_classes=5)
+            x = torch.randn(2, 3, 64, 64)
+            y = torch.randint(0, 5, (2,))
+            m, d = self.step_both(net, x, y, budget)
+            self.assertGreater(d.stats["recomputes"], 0, name)
+            self.assert_same(net, m, name)
+
     def test_node_saved_tensors_acquired_together(self):
         """Before a backward node runs, all its saved tensors are resident
         at once (the resident ones locked while the evicted ones are
