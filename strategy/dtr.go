@@ -62,15 +62,17 @@ func planDTR(ctx context.Context, g *graph.Graph, o Options) (Result, error) {
 	if cfg.SavedOnly {
 		stats.Detail += fmt.Sprintf(", saved activations peak %d bytes", st.PeakBudgeted)
 	}
+	out := Result{Sim: res, Stats: stats, SavedBudget: cfg.SavedOnly, SavedPeak: st.PeakBudgeted, SavedOver: st.OverBudget}
 	switch {
 	case errors.Is(err, dtr.ErrThrashing):
-		return Result{Sim: res, Status: StatusThrash, Reason: "rematerialization exceeded the limit", Stats: stats, SavedBudget: cfg.SavedOnly, SavedPeak: st.PeakBudgeted}, nil
+		out.Status, out.Reason = StatusThrash, "rematerialization exceeded the limit"
+		return out, nil
 	case errors.Is(err, sim.ErrOutOfMemory):
-		return Result{Sim: res, Status: StatusInfeasible, Reason: err.Error(), Stats: stats, SavedBudget: cfg.SavedOnly, SavedPeak: st.PeakBudgeted}, nil
+		out.Status, out.Reason = StatusInfeasible, err.Error()
+		return out, nil
 	case err != nil:
 		return Result{Stats: stats}, err
 	}
-	out := Result{Sim: res, Stats: stats, SavedBudget: cfg.SavedOnly, SavedPeak: st.PeakBudgeted, SavedOver: st.OverBudget}
 	if o.DTRPlan {
 		// The same run, recorded as a plan of compute, free and swap steps.
 		p, _, err := dtr.StaticPlan(ctx, g, cfg)

@@ -139,6 +139,11 @@ class _Handle:
         self.tid, self.step = tid, step
 
 
+def written_arg_names(schema):
+    """The names of the arguments an op's schema marks as written in place."""
+    return {a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write}
+
+
 class _Recipe:
     __slots__ = ("func", "args", "kwargs", "rng", "writes", "writes_only")
 
@@ -473,7 +478,7 @@ class Runner:
         writes, flat_args = [], []
         # Map schema arguments to flattened positions: positional args first,
         # then kwargs, each tensor or list of tensors.
-        written_names = {a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write}
+        written_names = written_arg_names(schema)
         out_ids = {id(o) for o in outs}
         idx = 0
         writes_only = set()

@@ -79,7 +79,7 @@ import weakref
 import torch
 from torch.utils._pytree import tree_flatten
 
-from .apply import RANDOM_OPS, Applied, Runner, _detached, _Mode, _Ref
+from .apply import RANDOM_OPS, Applied, Runner, _detached, _Mode, _Ref, written_arg_names
 
 HEURISTICS = ("dtr", "eq-class", "local", "msps", "lru", "size")
 _ALIASES = {
@@ -157,6 +157,7 @@ class Runtime(Runner):
         self.min_size = min_size
         self.strict = bool(strict)
         self.mode = _Mode(self)
+        self.saved_names = {}  # autograd node type -> its saved tensor attributes (_saved_names)
         self.internal = 0
         self.st = None
         self.device = torch.device("cpu")
@@ -438,6 +439,14 @@ class Runtime(Runner):
             if top:
                 self.stats["recompute_ns"] += time.perf_counter_ns() - t0
 
+    def _saved_version(self, tid):
+        """Bring resident saved tensor tid to the version autograd saved
+        (_at_version) and return it."""
+        req = self.pack_req.get(tid)
+        if req is not None:
+            self._at_version(tid, req[0], req[1], 0)
+        return self._get(tid)
+
     def _at_version(self, tid, ver, w, depth):
         """Bring resident tensor tid to version ver, the one a forward op
         read (or autograd saved): a storage rebuilt by rerunning its
@@ -549,16 +558,17 @@ class Runtime(Runner):
             self.last[tid] = self.clock
             st.ids[id(o)] = (weakref.ref(o), tid)
         self.ops.append(_OpRec([(t, None, None, None) for t in tids]))
-        self.obytes[k] = sum(_skey(o)[1] for o in {_skey(o)[0]: o for o in outs}.values()
-                             if _skey(o)[0] not in self.external)
+        oskeys = [_skey(o) for o in outs]
+        self.obytes[k] = sum(dict((key, nb) for key, nb in oskeys if key not in self.external).values())
         ins = sorted({t for t in in_tids if t is not None})
         for t in tids:
             self.parents[t] = ins
         for p in ins:
             self.children.setdefault(p, []).extend(tids)
         self._record(k, func, args, kwargs, flat_in, in_tids, spec, outs, rng)
-        self.okeys[k] = [_skey(o)[0] for o in outs]
-        in_keys = {key for _, _, key in pre} | {_skey(v)[0] for v in flat_in if isinstance(v, torch.Tensor)}
+        self.okeys[k] = [key for key, _ in oskeys]
+        in_keys = {key for _, _, key in pre} | {_skey(v)[0] for v, t in zip(flat_in, in_tids)
+                                               if t is None and isinstance(v, torch.Tensor)}
         for key in self.okeys[k]:
             if key not in in_keys:
                 # a new storage, maybe at the address of a freed one: no
@@ -585,7 +595,7 @@ class Runtime(Runner):
         """The storages func writes in place (its schema's written
         arguments)."""
         schema = func._schema
-        names = {a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write}
+        names = written_arg_names(schema)
         if not names:
             return ()
         keys = []
@@ -660,18 +670,15 @@ class Runtime(Runner):
             req = self.pack_req.get(h.tid)
             if t is None or (req is not None and t._version < req[0]):
                 self.peek[1].append(h.tid)
-                return _PLACEHOLDER
+                return torch.empty(0)
             self.last[h.tid] = self.clock
             self._lock(h.tid, self.peek[0])
             return t
         self.internal += 1
         try:
             self._reap()
-            t = self._resolve(h.tid)
-            req = self.pack_req.get(h.tid)
-            if req is not None and t._version < req[0]:
-                self._at_version(h.tid, req[0], req[1], 0)
-                t = self._get(h.tid)
+            self._resolve(h.tid)
+            t = self._saved_version(h.tid)
             self.clock += 1
             frame = set()
             self._lock(h.tid, frame)  # until the autograd node has run
@@ -739,13 +746,11 @@ class Runtime(Runner):
             if self._get(tid) is None:
                 self._resolve(tid)
                 self.clock += 1
-            req = self.pack_req.get(tid)
-            if req is not None:
-                self._at_version(tid, req[0], req[1], 0)
+            self._saved_version(tid)
             self._lock(tid, frame)
 
     def _node_hook(self, node):
-        saved = _saved_names(node)
+        saved = _saved_names(node, self.saved_names)
 
         def hook(grad_outputs):
             self._prehook(grad_outputs, node, saved)
@@ -785,14 +790,11 @@ class Runtime(Runner):
         return out
 
 
-_PLACEHOLDER = torch.empty(0)
-_SAVED_NAMES = {}  # autograd node type -> its saved tensor attributes
-
-
-def _saved_names(node):
-    names = _SAVED_NAMES.get(type(node))
+def _saved_names(node, cache):
+    """node's saved tensor attributes (cache: node type -> names)."""
+    names = cache.get(type(node))
     if names is None:
-        names = _SAVED_NAMES[type(node)] = tuple(
+        names = cache[type(node)] = tuple(
             "_saved_" + a[len("_raw_saved_"):] for a in dir(node) if a.startswith("_raw_saved_"))
     return names
 
