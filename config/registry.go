@@ -425,7 +425,7 @@ var registry = [numKeys]def{
 		typ: TypeEnum, defaultFn: constDefault("all"), defaultDoc: "all",
 		choices: []Choice{{Name: "all"}, {Name: "saved", Aliases: []string{"saved-activations"}}},
 		desc: "What the dtr strategy's budget bounds on a training graph. all (the default, as in the DTR paper and MegEngine): every byte of the step; the runtime evicts whatever it can to stay under it. " +
-			"saved: only the saved activations (tensors a forward op makes and the backward or update reads, at least dtr.evictee_minimum_size bytes), as remat_torch.dtr's runtime does; " +
+			"saved: only the saved activations (tensors a forward op makes and the backward or update reads, at least dtr.evictee_minimum_size bytes), each from the op that saves it on, as remat_torch.dtr's runtime does; " +
 			"inputs, parameters, optimizer state, gradients and the backward's working set are never evicted and come on top, so the peak passes the budget by them. " +
 			"Give remat_torch.dtr's budget_bytes as --budget with saved to predict that runtime.",
 	},

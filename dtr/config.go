@@ -190,12 +190,17 @@ type Config struct {
 	// (Output.Unbudgeted): never evicted, freed at its last use, not
 	// counted against Budget or Threshold, though the peak counts it.
 	// What a rematerialization recomputes is managed like the saved
-	// activations. As in remat_torch.dtr, the budget is checked after an
-	// op's first run, so its outputs can pass it until the runtime has
-	// evicted (a rematerialization still makes room first), and with
-	// nothing evictable the run goes over the budget instead of failing
-	// (the runtime's default, strict=False). DTR logs have no passes:
-	// Replay rejects it.
+	// activations. As in remat_torch.dtr, a saved activation comes under
+	// the budget when autograd saves it, after the first forward op whose
+	// backward op reads it has run (StaticPlan saves an op's inputs, then
+	// its outputs), and the budget is checked after each save (a
+	// rematerialization still makes room first); with nothing evictable
+	// the run goes over the budget instead of failing (the runtime's
+	// default, strict=False). A rematerialization acquires its op's
+	// arguments one at a time, each accessed once resident, and its
+	// outputs are accessed when it has run, as in the runtime (otherwise
+	// every argument is accessed when the rematerialization starts, as in
+	// the reference). DTR logs have no passes: Replay rejects it.
 	SavedOnly bool
 
 	// regionLimit (tests): the kept regions' entry limit (0: incMaxLive)

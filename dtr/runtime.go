@@ -2268,22 +2268,84 @@ func (r *Runtime) acquireLazy(args []int32) error {
 	return nil
 }
 
+// pack brings storage t, made outside the budget (Output.Unbudgeted),
+// under it, as remat_torch.dtr does when autograd saves a tensor
+// (Config.SavedOnly), then makes room if the saved activations pass the
+// budget. A resident one counts against the budget from here on and
+// becomes a candidate.
+func (r *Runtime) pack(t TensorID) error {
+	if r.dead != nil {
+		return r.dead
+	}
+	s := r.tensors[t].st
+	st := &r.storages[s]
+	if !st.unbud {
+		return nil
+	}
+	st.unbud = false
+	if !st.material {
+		return nil
+	}
+	r.unbud -= st.size
+	if b := r.used(); b > r.stats.PeakBudgeted {
+		r.stats.PeakBudgeted = b
+	}
+	if st.refInt == 0 && !st.pinned {
+		r.makeEvictable(s)
+	}
+	if r.used() > r.limit {
+		if err := r.free(0); err != nil {
+			r.dead = err
+			return err
+		}
+	}
+	return nil
+}
+
+// acquireTouched marks every argument accessed at the current clock, then
+// acquires them (acquire or acquireLazy): the reference's order, in which an
+// op's arguments are accessed when its rematerialization starts, before
+// their own missing ancestors are rebuilt.
+func (r *Runtime) acquireTouched(args []int32) error {
+	clock := r.stats.Clock
+	for _, p := range args {
+		r.touch(r.tensors[p].st, clock)
+	}
+	if r.cfg.LazyLock {
+		return r.acquireLazy(args)
+	}
+	return r.acquire(args)
+}
+
+// acquireInOrder (Config.SavedOnly) acquires the arguments one at a time,
+// in order, as remat_torch.dtr's runtime resolves them: an evicted one is
+// rebuilt, then each is marked accessed at the clock of that moment (after
+// its own rebuild) and locked. A later argument is not locked while an
+// earlier one is rebuilt, and is rebuilt in turn if that evicted it.
+func (r *Runtime) acquireInOrder(args []int32) error {
+	for _, p := range args {
+		if !r.avail(p) {
+			if err := r.ensure(p); err != nil {
+				return err
+			}
+		}
+		s := r.tensors[p].st
+		r.touch(s, r.stats.Clock)
+		r.lock(s)
+	}
+	return nil
+}
+
 // materialize computes tensor t (remat: a recomputation).
 func (r *Runtime) materialize(t int32, remat bool) error {
 	tt := &r.tensors[t]
 	o := &r.ops[tt.op]
-	clock := r.stats.Clock
-	for _, p := range o.args {
-		r.touch(r.tensors[p].st, clock)
-	}
-	if r.cfg.LazyLock {
-		if err := r.acquireLazy(o.args); err != nil {
+	if remat && r.cfg.SavedOnly {
+		if err := r.acquireInOrder(o.args); err != nil {
 			return err
 		}
-	} else {
-		if err := r.acquire(o.args); err != nil {
-			return err
-		}
+	} else if err := r.acquireTouched(o.args); err != nil {
+		return err
 	}
 	need := o.total
 	if !remat {
@@ -2303,6 +2365,12 @@ func (r *Runtime) materialize(t int32, remat bool) error {
 		}
 		if err := r.retryHost(err); err != nil {
 			return err
+		}
+	}
+	if remat && r.cfg.SavedOnly {
+		// remat_torch.dtr holds a rebuilt op's outputs as accessed now
+		for _, u := range o.results {
+			r.touch(r.tensors[u].st, r.stats.Clock)
 		}
 	}
 	for _, p := range o.args {

@@ -29,14 +29,23 @@ var savedCases = []struct {
 // savedOracle computes, from the graph alone, which storages Config.SavedOnly
 // budgets (made by a forward op, read by a backward or update op, not
 // persistent) and the peak of their resident bytes in the default schedule
-// without evictions: an op's new storages count from its run, a storage
-// goes after the last op reading it or a view of it, and one nobody reads
-// stays.
+// without evictions: a storage counts from the op that saves it, the
+// earliest forward op whose backward op reads it (or its producer when no
+// backward op names its forward op, or when that is the producer), and goes
+// after the last op reading it or a view of it; one nobody reads stays.
 func savedOracle(g *graph.Graph) (saved []bool, peak int64) {
+	saved, _, peak = savedPackOracle(g)
+	return saved, peak
+}
+
+// savedPackOracle is savedOracle, with the op that saves each saved
+// storage (at; -1 for the others).
+func savedPackOracle(g *graph.Graph) (saved []bool, at []int, peak int64) {
 	saved = make([]bool, len(g.Tensors))
 	last := make([]int, len(g.Tensors))
+	at = make([]int, len(g.Tensors))
 	for i := range last {
-		last[i] = -1
+		last[i], at[i] = -1, -1
 	}
 	for i, op := range g.Ops {
 		for _, in := range op.Inputs {
@@ -45,6 +54,9 @@ func savedOracle(g *graph.Graph) (saved []bool, peak int64) {
 			if op.Phase != graph.Forward {
 				saved[r] = true
 			}
+			if op.Phase == graph.Backward && op.Forward != graph.NoOp && g.Ops[op.Forward].Phase == graph.Forward && (at[r] < 0 || int(op.Forward) < at[r]) {
+				at[r] = int(op.Forward)
+			}
 		}
 	}
 	for r := range saved {
@@ -52,12 +64,17 @@ func savedOracle(g *graph.Graph) (saved []bool, peak int64) {
 		if saved[r] && (t.Producer == graph.NoOp || g.Ops[t.Producer].Phase != graph.Forward || t.Kind.Persistent() || g.StorageOf(graph.TensorID(r)) != graph.TensorID(r)) {
 			saved[r] = false
 		}
+		if saved[r] {
+			at[r] = max(at[r], int(t.Producer))
+		} else {
+			at[r] = -1
+		}
 	}
 	var live int64
-	for i, op := range g.Ops {
-		for _, out := range op.Outputs {
-			if saved[out] {
-				live += g.Tensors[out].StorageBytes()
+	for i := range g.Ops {
+		for r := range saved {
+			if saved[r] && at[r] == i {
+				live += g.Tensors[r].StorageBytes()
 			}
 		}
 		peak = max(peak, live)
@@ -67,7 +84,21 @@ func savedOracle(g *graph.Graph) (saved []bool, peak int64) {
 			}
 		}
 	}
-	return saved, peak
+	return saved, at, peak
+}
+
+// readLater reports whether a compute step of steps reads storage r.
+func readLater(steps []sim.Step, dn *graph.Dense, r graph.TensorID) bool {
+	for _, s := range steps {
+		if s.Kind == sim.Compute {
+			for _, in := range dn.Inputs(s.Op) {
+				if dn.Root[in] == r {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // TestSavedOnlyAccounting: without a budget, the peak of the bytes
@@ -88,16 +119,17 @@ func TestSavedOnlyAccounting(t *testing.T) {
 	}
 }
 
-// TestSavedOnlyEvictsSavedActivations: under a budget of half the saved
-// activations' peak the run evicts, only saved activations (or storages a
-// rematerialization made again), keeps their bytes within the budget plus
-// one op's outputs (the check follows an op's first run), and its plan
-// replays on the simulator with every other byte on top of the budget.
+// TestSavedOnlyEvictsSavedActivations: under a budget of a half and a fifth
+// of the saved activations' peak the run evicts, only saved activations (or
+// storages a rematerialization made again), none before the op that saves
+// it has run, keeps their bytes within the budget plus one op's outputs
+// (the check follows an op's first run), and its plan replays on the
+// simulator with every other byte on top of the budget.
 func TestSavedOnlyEvictsSavedActivations(t *testing.T) {
 	for _, c := range savedCases {
 		g, err := models.Build(c.name, c.o)
 		require.NoError(t, err)
-		saved, peak := savedOracle(g)
+		saved, at, peak := savedPackOracle(g)
 		var maxOut int64 // the most saved bytes one op makes
 		for _, op := range g.Ops {
 			var b int64
@@ -108,10 +140,14 @@ func TestSavedOnlyEvictsSavedActivations(t *testing.T) {
 			}
 			maxOut = max(maxOut, b)
 		}
-		for _, swap := range []bool{false, true} {
-			name := fmt.Sprintf("%s swap=%v", c.name, swap)
+		for _, run := range []struct {
+			div  int64
+			swap bool
+		}{{2, false}, {2, true}, {5, false}, {5, true}} {
+			swap := run.swap
+			name := fmt.Sprintf("%s budget=peak/%d swap=%v", c.name, run.div, swap)
 			cfg := DefaultConfig()
-			cfg.EvicteeMinSize, cfg.SavedOnly, cfg.Budget, cfg.Swap = 0, true, peak/2, swap
+			cfg.EvicteeMinSize, cfg.SavedOnly, cfg.Budget, cfg.Swap = 0, true, peak/run.div, swap
 			p, st, err := StaticPlan(context.Background(), g, cfg)
 			require.NoError(t, err, name)
 			require.Positive(t, st.Evictions+st.SwapOuts, name)
@@ -143,7 +179,13 @@ func TestSavedOnlyEvictsSavedActivations(t *testing.T) {
 						}
 					}
 				case sim.Free, sim.SwapOut:
-					freedAt[dn.Root[s.Tensor]] = k
+					r := dn.Root[s.Tensor]
+					freedAt[r] = k
+					// remat_torch.dtr manages a storage once autograd
+					// saves it: nothing evicts it before that op has run
+					if s.Kind == sim.SwapOut || (saved[r] && !remade[r] && readLater(p.Steps[k+1:], dn, r)) {
+						require.True(t, at[r] >= 0 && runs[at[r]] > 0, "%s: step %d: storage %d %q evicted before op %d saves it", name, k, r, g.Tensors[r].Name, at[r])
+					}
 				case sim.SwapIn:
 					r := dn.Root[s.Tensor]
 					require.True(t, saved[r] || remade[r], "%s: step %d: storage %d %q swapped is neither saved nor remade", name, k, r, g.Tensors[r].Name)

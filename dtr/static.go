@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sort"
 
 	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/sim"
@@ -130,8 +131,11 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 	}
 	stale := overwrites(g, last)
 	var saved []bool // Config.SavedOnly: the storages under the budget
+	var packStart []int32
+	var packed []graph.TensorID
 	if rt.cfg.SavedOnly {
 		saved = savedStorages(dn, rt.cfg.EvicteeMinSize)
+		_, packStart, packed = packOps(dn, saved)
 	}
 	for i := range g.Tensors {
 		tt := &g.Tensors[i]
@@ -173,7 +177,9 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 		for k, out := range oOuts {
 			root := dn.Root[out]
 			if root == out {
-				outs = append(outs, Output{Bytes: dn.StorageBytes[out], AliasOf: -1, Unbudgeted: saved != nil && !saved[out]})
+				// under SavedOnly every storage starts outside the budget;
+				// the saved ones come under it when their op has run
+				outs = append(outs, Output{Bytes: dn.StorageBytes[out], AliasOf: -1, Unbudgeted: saved != nil})
 				continue
 			}
 			t := &g.Tensors[out]
@@ -236,16 +242,28 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 		if err != nil {
 			return d, fmt.Errorf("dtr static: op %d %q: %w", i, o.Name, err)
 		}
+		for j, out := range oOuts {
+			d.toRT[out] = res[j]
+		}
 		if !rerunnable(g, graph.OpID(i)) || stale[i] {
 			if err := rt.ForbidRemat(opID); err != nil {
 				return d, err
 			}
 		}
 		for j, out := range oOuts {
-			d.toRT[out] = res[j]
 			if dn.Kind[out].Persistent() {
 				if err := rt.Pin(res[j]); err != nil {
 					return d, fmt.Errorf("dtr static: op %d %q: pin persistent output %q: %w", i, o.Name, g.Tensors[out].Name, err)
+				}
+			}
+		}
+		if packStart != nil {
+			// autograd saves the op's tensors after it has run, one at a
+			// time, and remat_torch.dtr checks the budget after each (here
+			// once the runtime knows which outputs it cannot rerun)
+			for _, r := range packed[packStart[i]:packStart[i+1]] {
+				if err := rt.pack(d.toRT[r]); err != nil {
+					return d, fmt.Errorf("dtr static: op %d %q: save tensor %d %q: %w", i, o.Name, r, g.Tensors[r].Name, err)
 				}
 			}
 		}
@@ -258,6 +276,92 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 		}
 	}
 	return d, nil
+}
+
+// packOps returns, for the saved storages (savedStorages), the forward op
+// at which remat_torch.dtr's runtime starts to manage each: the first
+// forward op whose backward op reads it, for autograd saves a tensor (the
+// pack) when the op that saves it runs, not when the tensor is made. A
+// max-pool's output that only the next convolution saves is managed from
+// that convolution on; before it, it is the forward's own, outside the
+// budget. A storage that no backward op linked to a forward op reads is
+// managed from its producer on. packAt[r] is the op for root r (-1: not
+// saved); packed[packStart[i]:packStart[i+1]] lists the storages op i
+// brings under the budget, those it reads first, then those it makes.
+func packOps(dn *graph.Dense, saved []bool) (packAt, packStart []int32, packed []graph.TensorID) {
+	nt, no := dn.NumTensors(), dn.NumOps()
+	packAt = make([]int32, nt)
+	for r := range packAt {
+		packAt[r] = -1
+		if saved[r] {
+			packAt[r] = int32(dn.Producer[r])
+		}
+	}
+	first := make([]int32, nt) // earliest forward op linked to a backward reader
+	for r := range first {
+		first[r] = -1
+	}
+	for i := 0; i < no; i++ {
+		if dn.Phase[i] != graph.Backward {
+			continue
+		}
+		f := dn.Forward[i]
+		if f == graph.NoOp || f < 0 || int(f) >= no || dn.Phase[f] != graph.Forward {
+			continue
+		}
+		for _, t := range dn.Inputs(graph.OpID(i)) {
+			if r := dn.Root[t]; saved[r] && (first[r] < 0 || int32(f) < first[r]) {
+				first[r] = int32(f)
+			}
+		}
+	}
+	for r, f := range first {
+		// a forward op cannot save what is made after it
+		if f >= 0 && f > packAt[r] {
+			packAt[r] = f
+		}
+	}
+	// each op's list: the storages it reads, in argument order, then those
+	// it makes, then any other (autograd's clone of the input of an
+	// in-place activation is saved when the activation runs)
+	rank := make([]int32, nt)
+	for r := range rank {
+		rank[r] = math.MaxInt32
+	}
+	for i := 0; i < no; i++ {
+		if dn.Phase[i] != graph.Forward {
+			continue
+		}
+		k := int32(0)
+		for _, ts := range [2][]graph.TensorID{dn.Inputs(graph.OpID(i)), dn.Outputs(graph.OpID(i))} {
+			for _, t := range ts {
+				if r := dn.Root[t]; packAt[r] == int32(i) && rank[r] == math.MaxInt32 {
+					rank[r] = k
+				}
+				k++
+			}
+		}
+	}
+	for r, f := range packAt {
+		if f >= 0 {
+			packed = append(packed, graph.TensorID(r))
+		}
+	}
+	sort.SliceStable(packed, func(a, b int) bool {
+		ra, rb := packed[a], packed[b]
+		if packAt[ra] != packAt[rb] {
+			return packAt[ra] < packAt[rb]
+		}
+		return rank[ra] < rank[rb]
+	})
+	packStart = make([]int32, no+1)
+	for _, r := range packed {
+		packStart[packAt[r]+1]++
+	}
+	for i := 0; i < no; i++ {
+		packStart[i+1] += packStart[i]
+	}
+	return packAt, packStart, packed
 }
 
 // savedStorages returns, per storage root, whether Config.SavedOnly puts it

@@ -128,7 +128,7 @@ func TestCompareSavedScope(t *testing.T) {
 	assert.Less(t, dtr.SavedPeak, dtr.PeakAllocated)
 	var sb strings.Builder
 	require.NoError(t, rep.Write(&sb, FormatTable))
-	assert.Contains(t, sb.String(), "- dtr: the budget bounds the saved activations (dtr.budget_scope saved), checked after each op as remat_torch.dtr does: their peak is "+Bytes(dtr.SavedPeak).Human)
+	assert.Contains(t, sb.String(), "- dtr: the budget bounds the saved activations (dtr.budget_scope saved), checked after each save as remat_torch.dtr does: their peak is "+Bytes(dtr.SavedPeak).Human)
 	sb.Reset()
 	require.NoError(t, rep.Write(&sb, FormatJSON))
 	assert.Contains(t, sb.String(), `"saved_peak":`)

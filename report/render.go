@@ -67,7 +67,7 @@ func (r *Report) Write(w io.Writer, f Format) error {
 		if row.Status != StatusOK && row.Reason != "" {
 			notes += fmt.Sprintf("- %s: %s: %s\n", row.Strategy, row.Status, row.Reason)
 		} else if row.SavedPeak > 0 {
-			notes += fmt.Sprintf("- %s: the budget bounds the saved activations (dtr.budget_scope saved), checked after each op as remat_torch.dtr does: their peak is %s, the peak allocated adds the rest of the step\n", row.Strategy, Bytes(row.SavedPeak).Human)
+			notes += fmt.Sprintf("- %s: the budget bounds the saved activations (dtr.budget_scope saved), checked after each save as remat_torch.dtr does: their peak is %s, the peak allocated adds the rest of the step\n", row.Strategy, Bytes(row.SavedPeak).Human)
 		}
 	}
 	if notes != "" {

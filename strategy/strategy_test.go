@@ -276,7 +276,7 @@ func TestDTRHeuristicSetting(t *testing.T) {
 }
 
 // TestDTRBudgetScopeSaved: with dtr.budget_scope saved the budget bounds
-// the saved activations alone, checked after each op. On resnet18 a
+// the saved activations alone, checked after each save. On resnet18 a
 // quarter of the peak, which the default scope finds infeasible, fits: the
 // saved activations stay within it up to one op's outputs (their peak is
 // in the detail) and the rest of the step comes on top.
