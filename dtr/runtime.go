@@ -2351,8 +2351,8 @@ func (r *Runtime) materialize(t int32, remat bool) error {
 	if !remat {
 		need -= o.utotal // made outside the budget the first time
 	}
-	// SavedOnly checks an op's first run after it (Compute), as
-	// remat_torch.dtr checks when autograd saves a tensor
+	// SavedOnly does not check before an op's first run: remat_torch.dtr
+	// checks when autograd saves a tensor (pack, after the op)
 	if (remat || !r.cfg.SavedOnly) && r.used()+need > r.limit {
 		if err := r.free(need); err != nil {
 			return err

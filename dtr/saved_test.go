@@ -33,14 +33,8 @@ var savedCases = []struct {
 // earliest forward op whose backward op reads it (or its producer when no
 // backward op names its forward op, or when that is the producer), and goes
 // after the last op reading it or a view of it; one nobody reads stays.
-func savedOracle(g *graph.Graph) (saved []bool, peak int64) {
-	saved, _, peak = savedPackOracle(g)
-	return saved, peak
-}
-
-// savedPackOracle is savedOracle, with the op that saves each saved
-// storage (at; -1 for the others).
-func savedPackOracle(g *graph.Graph) (saved []bool, at []int, peak int64) {
+// at[r] is the op that saves storage r (-1 for the others).
+func savedOracle(g *graph.Graph) (saved []bool, at []int, peak int64) {
 	saved = make([]bool, len(g.Tensors))
 	last := make([]int, len(g.Tensors))
 	at = make([]int, len(g.Tensors))
@@ -108,7 +102,7 @@ func TestSavedOnlyAccounting(t *testing.T) {
 	for _, c := range savedCases {
 		g, err := models.Build(c.name, c.o)
 		require.NoError(t, err)
-		_, want := savedOracle(g)
+		_, _, want := savedOracle(g)
 		require.Positive(t, want, c.name)
 		cfg := DefaultConfig()
 		cfg.EvicteeMinSize, cfg.SavedOnly = 0, true
@@ -129,7 +123,7 @@ func TestSavedOnlyEvictsSavedActivations(t *testing.T) {
 	for _, c := range savedCases {
 		g, err := models.Build(c.name, c.o)
 		require.NoError(t, err)
-		saved, at, peak := savedPackOracle(g)
+		saved, at, peak := savedOracle(g)
 		var maxOut int64 // the most saved bytes one op makes
 		for _, op := range g.Ops {
 			var b int64

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sort"
 
 	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/sim"
@@ -135,7 +134,7 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 	var packed []graph.TensorID
 	if rt.cfg.SavedOnly {
 		saved = savedStorages(dn, rt.cfg.EvicteeMinSize)
-		_, packStart, packed = packOps(dn, saved)
+		packStart, packed = packOps(dn, saved)
 	}
 	for i := range g.Tensors {
 		tt := &g.Tensors[i]
@@ -285,21 +284,15 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 // max-pool's output that only the next convolution saves is managed from
 // that convolution on; before it, it is the forward's own, outside the
 // budget. A storage that no backward op linked to a forward op reads is
-// managed from its producer on. packAt[r] is the op for root r (-1: not
-// saved); packed[packStart[i]:packStart[i+1]] lists the storages op i
-// brings under the budget, those it reads first, then those it makes.
-func packOps(dn *graph.Dense, saved []bool) (packAt, packStart []int32, packed []graph.TensorID) {
+// managed from its producer on. packed[packStart[i]:packStart[i+1]] lists
+// the storages op i brings under the budget: those it reads, in argument
+// order, then those it makes, then any other (autograd's clone of the
+// input of an in-place activation is saved when the activation runs).
+func packOps(dn *graph.Dense, saved []bool) (packStart []int32, packed []graph.TensorID) {
 	nt, no := dn.NumTensors(), dn.NumOps()
-	packAt = make([]int32, nt)
-	for r := range packAt {
-		packAt[r] = -1
-		if saved[r] {
-			packAt[r] = int32(dn.Producer[r])
-		}
-	}
-	first := make([]int32, nt) // earliest forward op linked to a backward reader
-	for r := range first {
-		first[r] = -1
+	at := make([]int32, nt) // the saving op (-1: not saved)
+	for r := range at {
+		at[r] = -1
 	}
 	for i := 0; i < no; i++ {
 		if dn.Phase[i] != graph.Backward {
@@ -310,58 +303,46 @@ func packOps(dn *graph.Dense, saved []bool) (packAt, packStart []int32, packed [
 			continue
 		}
 		for _, t := range dn.Inputs(graph.OpID(i)) {
-			if r := dn.Root[t]; saved[r] && (first[r] < 0 || int32(f) < first[r]) {
-				first[r] = int32(f)
+			if r := dn.Root[t]; saved[r] && (at[r] < 0 || int32(f) < at[r]) {
+				at[r] = int32(f)
 			}
 		}
 	}
-	for r, f := range first {
-		// a forward op cannot save what is made after it
-		if f >= 0 && f > packAt[r] {
-			packAt[r] = f
-		}
-	}
-	// each op's list: the storages it reads, in argument order, then those
-	// it makes, then any other (autograd's clone of the input of an
-	// in-place activation is saved when the activation runs)
-	rank := make([]int32, nt)
-	for r := range rank {
-		rank[r] = math.MaxInt32
-	}
-	for i := 0; i < no; i++ {
-		if dn.Phase[i] != graph.Forward {
-			continue
-		}
-		k := int32(0)
-		for _, ts := range [2][]graph.TensorID{dn.Inputs(graph.OpID(i)), dn.Outputs(graph.OpID(i))} {
-			for _, t := range ts {
-				if r := dn.Root[t]; packAt[r] == int32(i) && rank[r] == math.MaxInt32 {
-					rank[r] = k
-				}
-				k++
-			}
-		}
-	}
-	for r, f := range packAt {
-		if f >= 0 {
-			packed = append(packed, graph.TensorID(r))
-		}
-	}
-	sort.SliceStable(packed, func(a, b int) bool {
-		ra, rb := packed[a], packed[b]
-		if packAt[ra] != packAt[rb] {
-			return packAt[ra] < packAt[rb]
-		}
-		return rank[ra] < rank[rb]
-	})
 	packStart = make([]int32, no+1)
-	for _, r := range packed {
-		packStart[packAt[r]+1]++
+	for r := range at {
+		if saved[r] {
+			// a forward op cannot save what is made after it
+			at[r] = max(at[r], int32(dn.Producer[r]))
+			packStart[at[r]+1]++
+		}
 	}
 	for i := 0; i < no; i++ {
 		packStart[i+1] += packStart[i]
 	}
-	return packAt, packStart, packed
+	packed = make([]graph.TensorID, packStart[no])
+	fill := append([]int32(nil), packStart[:no]...)
+	listed := make([]bool, nt)
+	for i := 0; i < no; i++ {
+		if dn.Phase[i] != graph.Forward {
+			continue
+		}
+		for _, ts := range [2][]graph.TensorID{dn.Inputs(graph.OpID(i)), dn.Outputs(graph.OpID(i))} {
+			for _, t := range ts {
+				if r := dn.Root[t]; at[r] == int32(i) && !listed[r] {
+					listed[r] = true
+					packed[fill[i]] = r
+					fill[i]++
+				}
+			}
+		}
+	}
+	for r, f := range at {
+		if f >= 0 && !listed[r] {
+			packed[fill[f]] = graph.TensorID(r)
+			fill[f]++
+		}
+	}
+	return packStart, packed
 }
 
 // savedStorages returns, per storage root, whether Config.SavedOnly puts it
