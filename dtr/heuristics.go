@@ -219,6 +219,9 @@ func (r *Runtime) progNextUse(s int32) int64 {
 	if r.oracle == nil {
 		return best
 	}
+	if r.soracle != nil {
+		return r.soracle.NextUseStorage(TensorID(r.storages[s].root), r.step)
+	}
 	for _, t := range r.storages[s].tensors {
 		if n := r.oracle.NextUse(TensorID(t), r.step); n < best {
 			best = n

@@ -47,6 +47,15 @@ type Oracle interface {
 	NextUse(t TensorID, now int64) int64
 }
 
+// storageOracle is an Oracle that also answers for a whole storage: the
+// first step at or after now that reads any tensor on the storage whose
+// root is root. That is the least NextUse over the storage's tensors, but
+// one query however many views the storage has (an LSTM's sequence tensor
+// has one per time step, and the lookahead keys ask on every re-key).
+type storageOracle interface {
+	NextUseStorage(root TensorID, now int64) int64
+}
+
 // Output describes one output of an op: its size, or AliasOf >= 0 to make it
 // a view (0 bytes) of the storage of that input or, for AliasOf >= the
 // number of inputs n, of the op's earlier output AliasOf-n. A view is
@@ -223,7 +232,9 @@ type Runtime struct {
 	host   Host
 	adj    AdjacencyHost
 	oracle Oracle
-	rng    *rand.Rand
+	// soracle: oracle's storage queries, when it answers them
+	soracle storageOracle
+	rng     *rand.Rand
 
 	ops      []op
 	tensors  []tensor
@@ -625,6 +636,7 @@ func (r *Runtime) newTensor(t tensor) {
 // SetOracle sets the next-use oracle used by the Lookahead heuristic.
 func (r *Runtime) SetOracle(o Oracle) {
 	r.oracle = o
+	r.soracle, _ = o.(storageOracle)
 	r.nnOn = r.keeps()
 	clear(r.nn)
 }

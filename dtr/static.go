@@ -48,11 +48,20 @@ func newDriver(g *graph.Graph, rt *Runtime) *graphDriver {
 // the driver runs it. The steps of the ops reading each graph tensor are
 // one flat array (CSR: start per tensor), and pos[t] is the index in it
 // of t's next use not yet passed.
+//
+// The same for storages: rsteps[rstart[r]:rstart[r+1]] are the steps of
+// the ops that read a tensor whose root is r (once per op), and rpos[r]
+// the next one not yet passed.
 type graphOracle struct {
 	rec   *recorder
+	root  []graph.TensorID // the graph's storage roots (Dense.Root)
 	start []int32
 	steps []int64
 	pos   []int32
+
+	rstart []int32
+	rsteps []int64
+	rpos   []int32
 }
 
 func newGraphOracle(g *graph.Graph, rec *recorder) *graphOracle {
@@ -88,7 +97,77 @@ func newGraphOracle(g *graph.Graph, rec *recorder) *graphOracle {
 		}
 	}
 	copy(o.pos, o.start[:nt])
+	o.storageUses(d, nc)
 	return o
+}
+
+// storageUses builds the per-root lists (see graphOracle). An op that
+// reads several tensors of one storage counts once; an op whose output
+// views a storage none of its inputs is on reads that storage too (the
+// driver passes the root as an extra input to create the view).
+func (o *graphOracle) storageUses(d *graph.Dense, nc int64) {
+	nt := d.NumTensors()
+	o.root = d.Root
+	o.rstart = make([]int32, nt+1)
+	o.rpos = make([]int32, nt)
+	seen := make([]int32, nt) // op index + 1 of the last op that counted r
+	each := func(i int, f func(r graph.TensorID)) {
+		mark := int32(i + 1)
+		for _, in := range d.Inputs(graph.OpID(i)) {
+			if r := d.Root[in]; seen[r] != mark {
+				seen[r] = mark
+				f(r)
+			}
+		}
+		for _, out := range d.Outputs(graph.OpID(i)) {
+			if r := d.Root[out]; r != out && d.Producer[r] != graph.OpID(i) && seen[r] != mark {
+				seen[r] = mark
+				f(r)
+			}
+		}
+	}
+	for i := 0; i < d.NumOps(); i++ {
+		each(i, func(r graph.TensorID) { o.rstart[r+1]++ })
+	}
+	for t := 0; t < nt; t++ {
+		o.rstart[t+1] += o.rstart[t]
+	}
+	o.rsteps = make([]int64, o.rstart[nt])
+	copy(o.rpos, o.rstart[:nt])
+	clear(seen)
+	for i := 0; i < d.NumOps(); i++ {
+		step := nc + int64(i)
+		each(i, func(r graph.TensorID) {
+			o.rsteps[o.rpos[r]] = step
+			o.rpos[r]++
+		})
+	}
+	copy(o.rpos, o.rstart[:nt])
+}
+
+// NextUseStorage implements storageOracle: the first step at or after now
+// that reads the storage whose root is root.
+func (o *graphOracle) NextUseStorage(root TensorID, now int64) int64 {
+	g := o.rec.tensor(int32(root))
+	if g == graph.NoTensor {
+		return math.MaxInt64
+	}
+	r := o.root[g]
+	return nextStep(o.rsteps, &o.rpos[r], o.rstart[r+1], now)
+}
+
+// nextStep returns the first of steps[*pos:end] at or after now (MaxInt64:
+// none) and moves *pos to it.
+func nextStep(steps []int64, pos *int32, end int32, now int64) int64 {
+	p := *pos
+	for p < end && steps[p] < now {
+		p++
+	}
+	*pos = p
+	if p == end {
+		return math.MaxInt64
+	}
+	return steps[p]
 }
 
 // NextUse implements Oracle (now must not decrease between calls for a
@@ -98,15 +177,7 @@ func (o *graphOracle) NextUse(t TensorID, now int64) int64 {
 	if g == graph.NoTensor {
 		return math.MaxInt64
 	}
-	p, end := o.pos[g], o.start[g+1]
-	for p < end && o.steps[p] < now {
-		p++
-	}
-	o.pos[g] = p
-	if p == end {
-		return math.MaxInt64
-	}
-	return o.steps[p]
+	return nextStep(o.steps, &o.pos[g], o.start[g+1], now)
 }
 
 // drive runs every op of g in order. cost gives each op's time in ns.
