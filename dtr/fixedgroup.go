@@ -45,34 +45,34 @@ type grpMember struct {
 const groupWalkCap = 256
 
 // keepOn records wit, the witnesses that keep pending storage s (only the
-// referenced evicted one when keep): the newest is shared through its
-// group, the others are private.
-func (r *Runtime) keepOn(s int32, wit []int32, keep bool) {
-	if len(wit) == 0 {
-		r.setWitnesses(s, wit)
+// referenced evicted one when it has one), in place of those it had.
+func (r *Runtime) keepOn(s int32, wit []int32) {
+	r.clearWitnesses(s)
+	r.keepMore(s, wit)
+}
+
+// keepMore adds found, witnesses that keep pending storage s besides those
+// it has: the newest is shared through the group it owns, with s's need
+// what the private ones lack, and the others join the private ones.
+func (r *Runtime) keepMore(s int32, found []int32) {
+	if len(found) == 0 {
 		return
 	}
 	o := 0
-	for i, x := range wit {
-		if x > wit[o] {
+	for i, x := range found {
+		if x > found[o] {
 			o = i
 		}
 	}
-	y := wit[o]
-	wit[o] = wit[len(wit)-1]
-	wit = wit[:len(wit)-1]
-	need := r.storages[s].size
-	if !keep {
-		for _, x := range wit {
-			need -= r.storages[x].size
-		}
-	}
-	r.setWitnesses(s, wit)
+	y := found[o]
+	found[o] = found[len(found)-1]
+	r.addWitnesses(s, found[:len(found)-1])
 	g := r.ownGrp[y]
 	if g < 0 {
 		g = r.newGroup(y)
 	}
-	r.grpInsert(g, s, need)
+	st := &r.storages[s]
+	r.grpInsert(g, s, st.size-st.witBytes)
 }
 
 // newGroup returns a new group owned by y, watching y.
@@ -97,6 +97,7 @@ func (r *Runtime) newGroup(y int32) int32 {
 func (r *Runtime) watchGroup(g int32) {
 	gr := &r.groups[g]
 	gr.gen++
+	r.watchRoom(1)
 	r.watchArena = append(r.watchArena, watchEntry{x: gr.owner, s: -2 - g, gen: gr.gen, next: r.watchHead[gr.owner]})
 	r.watchHead[gr.owner] = int32(len(r.watchArena) - 1)
 }
@@ -141,19 +142,13 @@ func (r *Runtime) grpRemove(s int32) {
 }
 
 // grpDetach takes pending storage s out of its group for a retry of its
-// own, adding the group's owner to its private witnesses (it is still
-// reached from s: a change on the way would have cleared s's witnesses).
+// own, listing the group's owner on its chg list, for its next check to
+// take again (it is still reached from s: a change on the way would have
+// cleared s's witnesses).
 func (r *Runtime) grpDetach(s int32) {
 	y := r.groups[r.grpm[s].grp].owner
 	r.grpRemove(s)
-	st := &r.storages[s]
-	base := len(r.scratch)
-	if st.witN > 0 {
-		r.scratch = append(r.scratch, r.witArena[st.witOff:st.witOff+st.witN]...)
-	}
-	r.scratch = append(r.scratch, y)
-	r.setWitnesses(s, r.scratch[base:])
-	r.scratch = r.scratch[:base]
+	r.chgPush(s, y)
 }
 
 // grpPopDirty retries member s on its own.

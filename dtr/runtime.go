@@ -162,10 +162,17 @@ type storage struct {
 	// unbud: outside the budget (Output.Unbudgeted) until a
 	// rematerialization computes it again
 	unbud bool
-	// witOff, witN (a storage kept by releaseFixed): the dependents its
-	// last walk or check found that keep it (witnesses, in the runtime's
-	// witArena; witN 0: none)
-	witOff, witN int32
+	// witN, witBytes (a storage kept by releaseFixed): how many of the
+	// dependents its walks found keep it (its private witnesses, each with
+	// s on its watch list) and their bytes. chg (1 + the head of a list in
+	// the runtime's chgArena; 0: none) lists the storages reached from s
+	// that its next check takes again: the witnesses that left the set
+	// when their state was about to change (notify), its detached group's
+	// owner, and the freed storages its last walk queued but did not
+	// expand (keepFrontier)
+	witN     int32
+	chg      int32
+	witBytes int64
 	// witGen numbers the storage's witness sets (watch entries of older
 	// ones are stale); pendPos is its index in the runtime's pending list
 	// while pendingFree
@@ -272,6 +279,9 @@ type Runtime struct {
 	fixedMismatch int64
 	// retryAll (tests) makes retryPending retry every pending storage.
 	retryAll bool
+	// arenaMin (tests: 0 is arenaMinDefault) is the length below which the
+	// watch and chg arenas are never compacted.
+	arenaMin int
 
 	// evalBest: the best score of the choice in progress (+Inf: none);
 	// evaluate may stop summing a numerator that puts a candidate above it
@@ -358,23 +368,27 @@ type Runtime struct {
 	fragMode bool
 
 	pending []int32 // storages kept by releaseFixed
-	// witArena holds the witnesses of the storages kept by releaseFixed
-	// (witLive: how many entries are current). trav[x]: a walk of
+	// chgArena holds the pending storages' chg lists (chgLive: the entries
+	// still listed). trav[x]: a walk of
 	// releaseFixed (or a check of witnesses) went through x since x last
 	// stopped being traversable; current witnesses may be reached through
 	// the storages marked so, and only through them (see leave)
-	witArena []int32
-	witLive  int
+	chgArena []chgEntry
+	chgLive  int
 	trav     []bool
 	// watchHead[x] heads the list (in watchArena) of the pending storages
-	// that x is a witness of; dirty has a bit per pending list position:
-	// retry it at the next retryPending. pendHoles counts the pending
-	// list's removed entries (-1).
-	watchHead  []int32
-	watchArena []watchEntry
-	dirty      []uint64
-	dirtySum   []uint64 // bit w: dirty[w] != 0
-	pendHoles  int
+	// that x is a witness of, and of the groups it owns; the arena is
+	// compacted to its current entries (into watchSpare) when it reaches
+	// watchCompact. dirty has a bit per pending list position: retry it
+	// at the next retryPending. pendHoles counts the pending list's
+	// removed entries (-1).
+	watchHead    []int32
+	watchArena   []watchEntry
+	watchSpare   []watchEntry
+	watchCompact int
+	dirty        []uint64
+	dirtySum     []uint64 // bit w: dirty[w] != 0
+	pendHoles    int
 	// witness groups (fixedgroup.go): groups, the retired ones' numbers,
 	// the ones whose owner changed, each storage's membership and the
 	// group each storage owns (-1: none)
@@ -542,7 +556,8 @@ func (r *Runtime) recycle(cfg Config, host Host) error {
 		stack:      old.stack[:0],
 		scratch:    old.scratch[:0],
 		pending:    old.pending[:0],
-		witArena:   old.witArena[:0],
+		chgArena:   old.chgArena[:0],
+		watchSpare: old.watchSpare[:0],
 		trav:       old.trav[:0],
 		watchHead:  old.watchHead[:0],
 		watchArena: old.watchArena[:0],
@@ -1380,10 +1395,10 @@ func (r *Runtime) fix(s int32) {
 //
 // The decision depends only on the set of storages the walk reaches, so a
 // storage kept remembers the dependents that kept it (its witnesses: the
-// resident ones reached, or the referenced evicted one) and a retry first
-// checks them (witnessesHold): a long backward pass keeps a storage for
-// hundreds of ops whose retries would otherwise each walk the whole chain
-// of freed gradients to the current one.
+// resident ones reached, or the referenced evicted one) and where its walk
+// stopped, and a retry first checks them (witnessesHold): a long backward
+// pass keeps a storage for hundreds of ops whose retries would otherwise
+// each walk the whole chain of freed gradients to the current one.
 func (r *Runtime) releaseFixed(s int32) bool {
 	st := &r.storages[s]
 	if r.grpm[s].grp >= 0 {
@@ -1409,7 +1424,9 @@ func (r *Runtime) releaseFixed(s int32) bool {
 	r.fixedRun(&w)
 	base := w.base
 	if w.decided() {
-		r.keepOn(s, r.scratch[base:], w.keep)
+		r.pend(s)
+		r.keepOn(s, r.scratch[base:])
+		r.keepFrontier(s, &w)
 		r.scratch = r.scratch[:base]
 		r.keepPending(s)
 		return false
@@ -1457,6 +1474,10 @@ type fixedWalk struct {
 	head  int
 	bytes int64
 	keep  bool
+	// of: 1 + the pending storage whose witnesses are checked (their
+	// bytes are counted already: a walk that reaches one passes it over);
+	// 0 for a walk from the storage
+	of int32
 }
 
 // decided reports whether what the walk found keeps the storage.
@@ -1471,6 +1492,9 @@ func (r *Runtime) fixedReach(w *fixedWalk, x int32) bool {
 	switch {
 	case xs.pinned || xs.fixed:
 	case xs.material || xs.swapped:
+		if w.of != 0 && r.isWitness(x, w.of-1) {
+			break
+		}
 		r.scratch = append(r.scratch, x)
 		w.bytes += xs.size
 	case xs.refExt > 0:
@@ -1538,7 +1562,7 @@ func (r *Runtime) leave(x int32) {
 	}
 	r.trav[x] = false
 	r.upStack = r.clearUp(x, r.trav, r.upStack, func(p int32) {
-		if ps := &r.storages[p]; ps.pendingFree && (ps.witN != 0 || r.grpm[p].grp >= 0) {
+		if ps := &r.storages[p]; ps.pendingFree && (ps.witN != 0 || ps.chg != 0 || r.grpm[p].grp >= 0) {
 			r.clearWitnesses(p)
 			r.markDirty(p)
 		}
@@ -1550,8 +1574,16 @@ func (r *Runtime) leave(x int32) {
 // go through, marks it dirty: notify, leave), it is retried at the next
 // retryPending.
 func (r *Runtime) keepPending(s int32) {
+	r.pend(s)
 	st := &r.storages[s]
-	if !st.pendingFree {
+	if st.refInt != 0 || (st.witN == 0 && r.grpm[s].grp < 0) {
+		r.setDirty(int(st.pendPos))
+	}
+}
+
+// pend puts s on the pending list (chg lists are kept only there).
+func (r *Runtime) pend(s int32) {
+	if st := &r.storages[s]; !st.pendingFree {
 		st.pendingFree = true
 		st.pendPos = int32(len(r.pending))
 		r.pending = append(r.pending, s)
@@ -1562,9 +1594,6 @@ func (r *Runtime) keepPending(s int32) {
 			r.dirtySum = append(r.dirtySum, 0)
 		}
 		r.stats.FixedKept++
-	}
-	if st.refInt != 0 || (st.witN == 0 && r.grpm[s].grp < 0) {
-		r.setDirty(int(st.pendPos))
 	}
 }
 
@@ -1613,14 +1642,20 @@ func (r *Runtime) unpend(s int32) {
 }
 
 // watchEntry lists pending storage s (its witness set gen) on the watch
-// list of its witness x.
+// list of its witness x; s < 0 lists group -2-s (its generation gen) on
+// the list of its owner x.
 type watchEntry struct {
 	x, s, next int32
 	gen        uint32
 }
 
-// notify marks dirty the pending storages whose current witnesses include
-// x, whose state is about to change, and empties x's watch list.
+// chgEntry lists x on the chg list of a pending storage (next: 1 + the
+// index of the next entry; 0 ends the list).
+type chgEntry struct{ x, next int32 }
+
+// notify takes x, whose state is about to change, out of the witness sets
+// that hold it (witLost), marks dirty the groups it owns, and empties its
+// watch list.
 func (r *Runtime) notify(x int32) {
 	for e := r.watchHead[x]; e >= 0; e = r.watchArena[e].next {
 		we := &r.watchArena[e]
@@ -1629,100 +1664,231 @@ func (r *Runtime) notify(x int32) {
 			continue
 		}
 		if st := &r.storages[we.s]; st.pendingFree && st.witGen == we.gen {
-			r.markDirty(we.s)
+			r.witLost(we.s, x)
 		}
 	}
 	r.watchHead[x] = -1
 }
 
-// clearWitnesses forgets the witnesses of s.
+// witLost moves witness x of pending storage s to s's chg list. The other
+// witnesses still keep s if their bytes exceed its size and s is in no
+// group (a group's hold counted on them: the member's need); else s is
+// marked dirty, and its retry checks the chg list.
+func (r *Runtime) witLost(s, x int32) {
+	st := &r.storages[s]
+	st.witN--
+	st.witBytes -= r.storages[x].size
+	r.chgPush(s, x)
+	if st.witBytes <= st.size || r.grpm[s].grp >= 0 {
+		r.markDirty(s)
+	}
+}
+
+// chgPush lists x on pending storage s's chg list. The arena is compacted
+// when most of it is dropped lists.
+func (r *Runtime) chgPush(s, x int32) {
+	if n := len(r.chgArena); n >= r.arenaFloor() && n >= 4*r.chgLive {
+		r.compactChg()
+	}
+	st := &r.storages[s]
+	r.chgArena = append(r.chgArena, chgEntry{x: x, next: st.chg})
+	st.chg = int32(len(r.chgArena))
+	r.chgLive++
+}
+
+// chgDrop empties s's chg list.
+func (r *Runtime) chgDrop(s int32) {
+	st := &r.storages[s]
+	for e := st.chg; e != 0; e = r.chgArena[e-1].next {
+		r.chgLive--
+	}
+	st.chg = 0
+	if r.chgLive == 0 {
+		r.chgArena = r.chgArena[:0]
+	}
+}
+
+// compactChg copies the chg lists of the pending storages, in order, to a
+// new arena.
+func (r *Runtime) compactChg() {
+	arena := make([]chgEntry, 0, 2*r.chgLive+64)
+	for _, p := range r.pending {
+		if p < 0 || r.storages[p].chg == 0 {
+			continue
+		}
+		ps := &r.storages[p]
+		start := int32(len(arena))
+		for e := ps.chg; e != 0; e = r.chgArena[e-1].next {
+			arena = append(arena, chgEntry{x: r.chgArena[e-1].x, next: int32(len(arena)) + 2})
+		}
+		arena[len(arena)-1].next = 0
+		ps.chg = start + 1
+	}
+	r.chgArena = arena
+}
+
+// clearWitnesses forgets the witnesses of s: its set (its watch entries go
+// stale), its chg list and its group.
 func (r *Runtime) clearWitnesses(s int32) {
 	st := &r.storages[s]
-	r.witLive -= int(st.witN)
-	st.witN = 0
+	st.witN, st.witBytes = 0, 0
+	st.witGen++
+	if st.chg != 0 {
+		r.chgDrop(s)
+	}
 	if r.grpm[s].grp >= 0 {
 		r.grpRemove(s)
 	}
 }
 
-// setWitnesses records w as the witnesses that keep s. The arena is
-// compacted when most of it is stale.
+// setWitnesses records w as the private witnesses that keep s.
 func (r *Runtime) setWitnesses(s int32, w []int32) {
 	r.clearWitnesses(s)
-	st := &r.storages[s]
-	if len(r.witArena) > 4096 && len(r.witArena) > 4*(r.witLive+len(w)) {
-		// compact both arenas to the current witness sets
-		for _, e := range r.watchArena {
-			r.watchHead[e.x] = -1
-		}
-		r.watchArena = r.watchArena[:0]
-		arena := make([]int32, 0, 2*(r.witLive+len(w)))
-		for _, p := range r.pending {
-			if p < 0 || p == s {
-				continue
-			}
-			ps := &r.storages[p]
-			if ps.witN == 0 {
-				continue
-			}
-			off := int32(len(arena))
-			arena = append(arena, r.witArena[ps.witOff:ps.witOff+ps.witN]...)
-			ps.witOff = off
-			r.watch(p, arena[off:])
-		}
-		for g := range r.groups {
-			if r.groups[g].live {
-				r.watchGroup(int32(g))
-			}
-		}
-		r.witArena = arena
-	}
-	st.witOff = int32(len(r.witArena))
-	r.witArena = append(r.witArena, w...)
-	st.witN = int32(len(w))
-	st.witGen++
-	r.witLive += len(w)
-	r.watch(s, w)
+	r.addWitnesses(s, w)
 }
 
-// watch puts s (its current witness set) on the watch lists of w.
-func (r *Runtime) watch(s int32, w []int32) {
-	gen := r.storages[s].witGen
+// addWitnesses adds w, none of them a witness of s already, to the private
+// witnesses of s: s goes on the watch list of each.
+func (r *Runtime) addWitnesses(s int32, w []int32) {
+	r.watchRoom(len(w))
+	st := &r.storages[s]
 	for _, x := range w {
-		r.watchArena = append(r.watchArena, watchEntry{x: x, s: s, next: r.watchHead[x], gen: gen})
+		r.watchArena = append(r.watchArena, watchEntry{x: x, s: s, next: r.watchHead[x], gen: st.witGen})
 		r.watchHead[x] = int32(len(r.watchArena) - 1)
+		st.witBytes += r.storages[x].size
 	}
+	st.witN += int32(len(w))
+}
+
+// watchRoom makes room for n more watch entries: once the arena has reached
+// watchCompact, it is copied to watchSpare keeping only the current
+// entries (of current witness sets and of live groups), each list in its
+// order, and the next compaction waits until it has grown four times as
+// large.
+func (r *Runtime) watchRoom(n int) {
+	if len(r.watchArena)+n < max(r.arenaFloor(), r.watchCompact) {
+		return
+	}
+	old, nw := r.watchArena, r.watchSpare[:0]
+	for _, e := range old {
+		h := r.watchHead[e.x]
+		if h < 0 {
+			continue // empty, or copied already (-2 - the new head)
+		}
+		head, tail := int32(-1), int32(-1)
+		for i := h; i >= 0; i = old[i].next {
+			we := old[i]
+			if !r.watchCurrent(we) {
+				continue
+			}
+			we.next = -1
+			nw = append(nw, we)
+			k := int32(len(nw) - 1)
+			if tail < 0 {
+				head = k
+			} else {
+				nw[tail].next = k
+			}
+			tail = k
+		}
+		r.watchHead[e.x] = -2 - head
+	}
+	for _, e := range nw {
+		if h := r.watchHead[e.x]; h <= -2 {
+			r.watchHead[e.x] = -2 - h
+		}
+	}
+	r.watchArena, r.watchSpare = nw, old[:0]
+	r.watchCompact = 4 * (len(nw) + n)
+}
+
+// arenaMinDefault is the length below which the watch and chg arenas are
+// never compacted (Runtime.arenaMin).
+const arenaMinDefault = 4096
+
+func (r *Runtime) arenaFloor() int {
+	if r.arenaMin > 0 {
+		return r.arenaMin
+	}
+	return arenaMinDefault
+}
+
+// watchCurrent reports whether watch entry we is current: of a pending
+// storage's current witness set, or of a live group's current generation.
+func (r *Runtime) watchCurrent(we watchEntry) bool {
+	if we.s < 0 {
+		gr := &r.groups[-2-we.s]
+		return gr.live && gr.gen == we.gen
+	}
+	st := &r.storages[we.s]
+	return st.pendingFree && st.witGen == we.gen
+}
+
+// keepFrontier lists on pending storage s's chg list the storages walk w
+// (decided: s is kept) queued and did not expand: a later check of s goes
+// on from them when the witnesses found no longer keep s, instead of
+// walking again from s through the storages w went through.
+func (r *Runtime) keepFrontier(s int32, w *fixedWalk) {
+	for _, x := range w.queue[w.head:] {
+		r.chgPush(s, x)
+	}
+}
+
+// isWitness reports whether x is a private witness of pending storage s.
+func (r *Runtime) isWitness(x, s int32) bool {
+	gen := r.storages[s].witGen
+	for e := r.watchHead[x]; e >= 0; e = r.watchArena[e].next {
+		if we := &r.watchArena[e]; we.s == s && we.gen == gen {
+			return true
+		}
+	}
+	return false
 }
 
 // witnessesHold reports whether pending storage s is still kept, judged
 // from its witnesses without walking from s again. While s has witnesses
 // (leave drops them when a storage their walk went through stops being
 // traversable), every witness is still reached from s, by the walk's path
-// or through witnesses that have become traversable since. A witness still
-// resident (not pinned or unrecomputable) counts its bytes, one still
-// referenced and evicted keeps s; one now traversable is walked on from,
-// for new witnesses, until they keep s. If they do not, or s has none, the
-// caller walks from s: only that walk frees s.
+// or through witnesses that have become traversable since. The private
+// witnesses whose state has not changed since they were found count their
+// bytes (witBytes); those that changed since (the chg list, with a
+// detached group's owner) are taken again: one resident counts its bytes,
+// one referenced and evicted keeps s, one now traversable is walked on
+// from, for new witnesses (the current ones passed over), until they keep
+// s. A check costs the witnesses that changed, not the whole set. If they
+// do not keep s, or s has none, the caller walks from s: only that walk
+// frees s.
 func (r *Runtime) witnessesHold(s int32) bool {
 	st := &r.storages[s]
-	if st.witN == 0 {
+	if st.witN == 0 && st.chg == 0 {
 		return false
 	}
 	g := r.newMark()
 	r.walk[s].mark = g
-	w := fixedWalk{size: st.size, base: len(r.scratch), queue: r.stack[:0]}
-	for _, x := range r.witArena[st.witOff : st.witOff+st.witN] {
-		r.walk[x].mark = g
-		if r.fixedReach(&w, x); w.keep {
+	w := fixedWalk{size: st.size, base: len(r.scratch), queue: r.stack[:0], bytes: st.witBytes, of: s + 1}
+	for {
+		// one entry at a time, each walked on from before the next: the
+		// entries left when s is found kept stay listed
+		r.fixedRun(&w)
+		if w.decided() || st.chg == 0 {
 			break
 		}
+		e := &r.chgArena[st.chg-1]
+		st.chg = e.next
+		r.chgLive--
+		if x := e.x; r.walk[x].mark != g {
+			r.walk[x].mark = g
+			r.fixedReach(&w, x)
+		}
 	}
-	r.fixedRun(&w)
 	held := w.decided()
 	if held {
-		// a retry comes after a change to a witness, whose watch list
-		// that emptied: register the witnesses again
-		r.keepOn(s, r.scratch[w.base:], w.keep)
+		if w.keep {
+			r.keepOn(s, r.scratch[w.base:])
+		} else {
+			r.keepMore(s, r.scratch[w.base:])
+		}
+		r.keepFrontier(s, &w)
 	}
 	r.scratch = r.scratch[:w.base]
 	return held
