@@ -77,14 +77,7 @@ func (r *Runtime) keepMore(s int32, found []int32) {
 
 // newGroup returns a new group owned by y, watching y.
 func (r *Runtime) newGroup(y int32) int32 {
-	var g int32
-	if n := len(r.freeGroups); n > 0 {
-		g = r.freeGroups[n-1]
-		r.freeGroups = r.freeGroups[:n-1]
-	} else {
-		r.groups = append(r.groups, fixedGroup{})
-		g = int32(len(r.groups) - 1)
-	}
+	g := takeSlot(&r.groups, &r.freeGroups)
 	gr := &r.groups[g]
 	gr.owner, gr.heap, gr.live, gr.dirty = y, gr.heap[:0], true, false
 	r.ownGrp[y] = g

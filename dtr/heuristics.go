@@ -114,8 +114,31 @@ func (r *Runtime) staleness(s int32) int64 {
 // evicted neighbours of s. It leaves s, that sum and the sum of the
 // classes' floors (value less slack, see ufSlack) in eqOf, eqSum and
 // eqFloor for the candidate index's keys (eqKeyPart), and with reg
-// registers s with each class (regAdd).
+// registers s with each class (regAdd). A storage of high degree keeps
+// the counts of its neighbours' classes instead of scanning them (eqcache.go).
 func (r *Runtime) eqNeighbours(s int32, reg bool) int64 {
+	if ci := r.storages[s].eqc; ci != 0 {
+		if r.eqRef {
+			sum, floor, _ := r.eqScan(s, false)
+			r.eqCached(s, &r.eqCaches[ci-1], false)
+			r.eqChecks++
+			if sum != r.eqSum || floor != r.eqFloor {
+				r.eqMismatch++
+			}
+		}
+		return r.eqCached(s, &r.eqCaches[ci-1], reg)
+	}
+	sum, floor, deg := r.eqScan(s, reg)
+	if deg >= r.eqCacheFloor() && r.usesEqClass() {
+		r.eqCacheBuild(s)
+	}
+	r.eqOf, r.eqSum, r.eqFloor = s, sum, floor
+	return sum
+}
+
+// eqScan is eqNeighbours by a scan of the neighbours of s (deg: how many
+// it listed).
+func (r *Runtime) eqScan(s int32, reg bool) (sum, floor int64, deg int) {
 	r.markGen++
 	if r.markGen == 0 {
 		for i := range r.ufMark {
@@ -124,9 +147,9 @@ func (r *Runtime) eqNeighbours(s int32, reg bool) int64 {
 		r.markGen = 1
 	}
 	g := r.markGen
-	var sum, floor int64
 	for _, d := range [2]int{parsList, kidsList} {
 		for ns, c := r.neighbours(s, d); ; ns, c = r.chunk(c) {
+			deg += len(ns)
 			for _, n := range ns {
 				if !r.walk[n].evicted {
 					continue
@@ -150,8 +173,7 @@ func (r *Runtime) eqNeighbours(s int32, reg bool) int64 {
 			}
 		}
 	}
-	r.eqOf, r.eqSum, r.eqFloor = s, sum, floor
-	return sum
+	return sum, floor, deg
 }
 
 // region sums the costs of the evicted storages reachable from s through

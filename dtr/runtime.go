@@ -173,6 +173,9 @@ type storage struct {
 	witN     int32
 	chg      int32
 	witBytes int64
+	// eqc: 1 + the index of its neighbour-class counts in the runtime's
+	// eqCaches (0: none; eqcache.go)
+	eqc int32
 	// witGen numbers the storage's witness sets (watch entries of older
 	// ones are stale); pendPos is its index in the runtime's pending list
 	// while pendingFree
@@ -311,6 +314,19 @@ type Runtime struct {
 	ufNeg   int64
 	ufMark  []uint32
 	markGen uint32
+	// neighbour-class counts of the storages of high degree (eqcache.go):
+	// the counts, the free slots, a buffer, the stamp of the last change;
+	// eqMin (tests: 0 is eqCacheMin) the degree from which a storage keeps
+	// counts; with eqRef (tests) every query is compared with a scan
+	// (eqChecks; disagreements in eqMismatch)
+	eqCaches   []eqCache
+	eqFree     []int32
+	eqScratch  []int32
+	eqStamp    uint32
+	eqMin      int
+	eqRef      bool
+	eqChecks   int64
+	eqMismatch int64
 	// eqOf, eqSum, eqFloor: the last eqNeighbours call's storage, sum
 	// and floor sum
 	eqOf    int32
@@ -544,6 +560,8 @@ func (r *Runtime) recycle(cfg Config, host Host) error {
 		ufSlack:    old.ufSlack[:0],
 		ufLive:     old.ufLive[:0],
 		ufMark:     old.ufMark[:0],
+		eqFree:     old.eqFree[:0],
+		eqScratch:  old.eqScratch[:0],
 		walk:       old.walk[:0],
 		edges:      old.edges[:0],
 		needStamp:  old.needStamp,
@@ -619,6 +637,9 @@ func (r *Runtime) newStorage(s storage) int32 {
 // out (keeping its walk node's evicted flag in step).
 func (r *Runtime) setResidency(s int32, material, swapped bool) {
 	st := &r.storages[s]
+	if (material || swapped) && st.ecn >= 0 && r.walk[s].evicted {
+		r.eqNeighbourChange(s, -1)
+	}
 	if (material || swapped) && r.traversable(s) {
 		r.leave(s)
 	}
@@ -785,16 +806,12 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 	}
 	o.est += o.total
 	r.ops = append(r.ops, o)
-	// register the tensors on their storages (unique op costs)
+	// register the tensors on their storages (unique op costs). An earlier
+	// output of this op on the same storage was appended in this loop, so
+	// it would be the storage's last tensor.
 	for _, t := range o.results {
 		s := &r.storages[r.tensors[t].st]
-		seen := false
-		for _, u := range s.tensors {
-			if r.tensors[u].op == id {
-				seen = true
-				break
-			}
-		}
+		seen := len(s.tensors) > 0 && r.tensors[s.tensors[len(s.tensors)-1]].op == id
 		s.tensors = append(s.tensors, t)
 		if s.refExt == 0 && len(s.tensors) > 1 {
 			if r.traversable(r.tensors[t].st) {
@@ -2102,6 +2119,7 @@ func (r *Runtime) evict(s int32, byHeuristic bool) {
 				}
 			}
 		}
+		r.eqNeighbourChange(s, 1)
 	}
 }
 

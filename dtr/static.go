@@ -74,10 +74,13 @@ func newGraphOracle(g *graph.Graph, rec *recorder) *graphOracle {
 			nc++
 		}
 	}
+	// seen[t]: 1 + the last op that counted t (an input listed twice
+	// counts once)
+	seen := make([]int32, nt)
 	for i := 0; i < d.NumOps(); i++ {
-		ins := d.Inputs(graph.OpID(i))
-		for j, in := range ins {
-			if !dupIn(ins, j) {
+		for _, in := range d.Inputs(graph.OpID(i)) {
+			if seen[in] != int32(i+1) {
+				seen[in] = int32(i + 1)
 				o.start[in+1]++
 			}
 		}
@@ -87,10 +90,11 @@ func newGraphOracle(g *graph.Graph, rec *recorder) *graphOracle {
 	}
 	o.steps = make([]int64, o.start[nt])
 	copy(o.pos, o.start[:nt])
+	clear(seen)
 	for i := 0; i < d.NumOps(); i++ {
-		ins := d.Inputs(graph.OpID(i))
-		for j, in := range ins {
-			if !dupIn(ins, j) {
+		for _, in := range d.Inputs(graph.OpID(i)) {
+			if seen[in] != int32(i+1) {
+				seen[in] = int32(i + 1)
 				o.steps[o.pos[in]] = nc + int64(i)
 				o.pos[in]++
 			}
@@ -337,8 +341,9 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 				}
 			}
 		}
-		for j, in := range oIns {
-			if last[in] == int32(i) && !dupIn(oIns, j) && dn.Producer[in] != graph.NoOp {
+		for _, in := range oIns {
+			if last[in] == int32(i) && dn.Producer[in] != graph.NoOp {
+				last[in] = -1 // released: an input listed twice once
 				if err := rt.Release(d.toRT[in]); err != nil {
 					return d, err
 				}
@@ -575,15 +580,6 @@ func rerunnable(g *graph.Graph, op graph.OpID) bool {
 		wrote = true
 	}
 	return wrote
-}
-
-func dupIn(ins []graph.TensorID, j int) bool {
-	for _, u := range ins[:j] {
-		if u == ins[j] {
-			return true
-		}
-	}
-	return false
 }
 
 // StaticPlan runs DTR once on g's default schedule (op times from TimeNs, or 1 ns

@@ -74,6 +74,9 @@ func (r *Runtime) link(p, c int32) {
 	if p == c {
 		return
 	}
+	if r.storages[p].eqc != 0 || r.storages[c].eqc != 0 {
+		r.eqLinked(p, c)
+	}
 	r.addEdge(p, kidsList, c)
 	r.addEdge(c, parsList, p)
 }
