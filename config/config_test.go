@@ -48,6 +48,7 @@ func TestRegistryConsistency(t *testing.T) {
 		int(DTRHeuristic):         TypeEnum,
 		int(RecomputeForwardOnly): TypeBool,
 		int(DTRBudgetScope):       TypeEnum,
+		int(DTRRematLimit):        TypeFloat,
 	}
 	require.Len(t, keys, int(numKeys), "every registry entry has exactly one typed constant")
 	for i, typ := range keys {

@@ -205,6 +205,7 @@ const (
 	DTRHeuristic             EnumKey   = iota // REMAT_DTR_HEURISTIC
 	RecomputeForwardOnly     BoolKey   = iota // REMAT_RECOMPUTE_FORWARD_ONLY
 	DTRBudgetScope           EnumKey   = iota // REMAT_DTR_BUDGET_SCOPE
+	DTRRematLimit            FloatKey  = iota // REMAT_DTR_REMAT_LIMIT
 	numKeys                            = iota
 )
 
@@ -428,6 +429,12 @@ var registry = [numKeys]def{
 			"saved: only the saved activations (tensors a forward op makes and the backward or update reads, at least dtr.evictee_minimum_size bytes), each from the op that saves it on, as remat_torch.dtr's runtime does; " +
 			"inputs, parameters, optimizer state, gradients and the backward's working set are never evicted and come on top, so the peak passes the budget by them. " +
 			"Give remat_torch.dtr's budget_bytes as --budget with saved to predict that runtime.",
+	},
+	DTRRematLimit: {
+		name: "dtr.remat_limit", env: "REMAT_DTR_REMAT_LIMIT", flag: "dtr-remat-limit",
+		typ: TypeFloat, defaultFn: constDefault("1"), defaultDoc: "1", fmin: 0, fmax: 1000,
+		desc: "Stop a run of the dtr strategy as thrash once what it recomputes takes more than this many times the step's compute without recomputation (1, the default: the step would take more than twice as long, the DTR paper's and sim sweep's thrashing bound); 0 means no limit. " +
+			"Past the bound the evictor keeps recomputing what it has just evicted, and a run's time and memory grow with the recomputes rather than with the graph.",
 	},
 }
 

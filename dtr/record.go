@@ -7,10 +7,12 @@ import (
 
 // recorder logs what the runtime did as plan steps, for Static.
 type recorder struct {
-	top    bool
-	opMap  []graph.OpID     // runtime op -> graph op (NoOp for constants)
-	tenMap []graph.TensorID // runtime tensor -> graph tensor
-	steps  []sim.Step
+	top bool
+	// noSteps: keep no steps (a run on a Machine, which measures itself)
+	noSteps bool
+	opMap   []graph.OpID     // runtime op -> graph op (NoOp for constants)
+	tenMap  []graph.TensorID // runtime tensor -> graph tensor
+	steps   []sim.Step
 }
 
 func (r *recorder) tensor(t int32) graph.TensorID {
@@ -21,22 +23,22 @@ func (r *recorder) tensor(t int32) graph.TensorID {
 }
 
 func (r *recorder) free(t int32) {
-	if g := r.tensor(t); g != graph.NoTensor {
+	if g := r.tensor(t); g != graph.NoTensor && !r.noSteps {
 		r.steps = append(r.steps, sim.FreeStep(g))
 	}
 }
 func (r *recorder) swapIn(t int32) {
-	if g := r.tensor(t); g != graph.NoTensor {
+	if g := r.tensor(t); g != graph.NoTensor && !r.noSteps {
 		r.steps = append(r.steps, sim.SwapInStep(g))
 	}
 }
 func (r *recorder) swapOut(t int32) {
-	if g := r.tensor(t); g != graph.NoTensor {
+	if g := r.tensor(t); g != graph.NoTensor && !r.noSteps {
 		r.steps = append(r.steps, sim.SwapOutStep(g))
 	}
 }
 func (r *recorder) compute(op int32) {
-	if int(op) < len(r.opMap) && r.opMap[op] != graph.NoOp {
+	if int(op) < len(r.opMap) && r.opMap[op] != graph.NoOp && !r.noSteps {
 		r.steps = append(r.steps, sim.ComputeStep(r.opMap[op]))
 	}
 }

@@ -156,6 +156,7 @@ func RunOnMachine(ctx context.Context, m *sim.Machine, cfg Config) (*sim.Result,
 	g := m.Graph()
 	// drive fills the recorder's maps as it goes; the host reads them.
 	h.d = newDriver(g, rt)
+	h.d.rec.noSteps = true
 	_, err = drive(ctx, h.d, m.OpTime)
 	if err != nil {
 		return m.Result(), rt.Stats(), fmt.Errorf("dtr on machine: %w", err)

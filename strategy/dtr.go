@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/remat-dev/remat/dtr"
 	"github.com/remat-dev/remat/graph"
@@ -14,7 +15,7 @@ var dtrRuntime = Strategy{
 	Name: "dtr",
 	Doc:  "DTR runtime eviction within the budget (heuristic dtr.heuristic, by default lookahead: the op sequence is known)",
 	Reads: []string{"dtr.swap", "dtr.drop", "dtr.auto_drop", "dtr.eviction_threshold",
-		"dtr.evictee_minimum_size", "dtr.heuristic", "dtr.budget_scope"},
+		"dtr.evictee_minimum_size", "dtr.heuristic", "dtr.budget_scope", "dtr.remat_limit"},
 	Planner: planDTR,
 }
 
@@ -43,6 +44,13 @@ func planDTR(ctx context.Context, g *graph.Graph, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if o.DTRRematLimit > 0 {
+		var base int64 // the step's compute without recomputation
+		for i := range g.Ops {
+			base += m.OpTime(graph.OpID(i))
+		}
+		cfg.RematLimit = max(int64(min(float64(base)*o.DTRRematLimit, math.MaxInt64/2)), 1)
+	}
 	res, st, err := dtr.RunOnMachine(ctx, m, cfg)
 	// The runtime counts tensor bytes; the allocator counts its rounded
 	// blocks, which can sum to more. When that difference breaks the budget,
@@ -65,7 +73,7 @@ func planDTR(ctx context.Context, g *graph.Graph, o Options) (Result, error) {
 	out := Result{Sim: res, Stats: stats, SavedBudget: cfg.SavedOnly, SavedPeak: st.PeakBudgeted, SavedOver: st.OverBudget}
 	switch {
 	case errors.Is(err, dtr.ErrThrashing):
-		out.Status, out.Reason = StatusThrash, "rematerialization exceeded the limit"
+		out.Status, out.Reason = StatusThrash, fmt.Sprintf("recomputation passed dtr.remat_limit (%g x the step's compute)", o.DTRRematLimit)
 		return out, nil
 	case errors.Is(err, sim.ErrOutOfMemory):
 		out.Status, out.Reason = StatusInfeasible, err.Error()

@@ -78,6 +78,10 @@ type Options struct {
 	Search sublinear.SearchOptions
 	// DTR is the runtime evictor's configuration (budget set per run).
 	DTR dtr.Config
+	// DTRRematLimit (dtr.remat_limit) stops the dtr strategy's run as
+	// thrash once its recomputation passes this many times the step's
+	// compute (0: no limit).
+	DTRRematLimit float64
 	// Slots is optimal-chain's memory discretization (0:
 	// chain.OptimalDefaultSlots); it also bounds the chain depth its DP
 	// affords before grouping stages (chain.OptimalMaxStages).
@@ -237,6 +241,7 @@ func OptionsFrom(s *config.Settings) (Options, error) {
 	cfg.Threshold = s.Size(config.DTREvictionThreshold)
 	cfg.SavedOnly = s.Enum(config.DTRBudgetScope) == "saved"
 	o.DTR = cfg
+	o.DTRRematLimit = s.Float(config.DTRRematLimit)
 	o.DTREnabled = s.DTREnabled()
 	return o, nil
 }
@@ -252,6 +257,9 @@ func (o *Options) validate() error {
 	}
 	if o.Budget < 0 {
 		return fmt.Errorf("budget %d bytes: expected >= 0", o.Budget)
+	}
+	if o.DTRRematLimit < 0 || math.IsNaN(o.DTRRematLimit) || math.IsInf(o.DTRRematLimit, 0) {
+		return fmt.Errorf("DTRRematLimit %v: expected a finite number >= 0 (0: no limit)", o.DTRRematLimit)
 	}
 	if o.Settings == nil {
 		return fmt.Errorf("options: no settings snapshot: build options with strategy.OptionsFrom")

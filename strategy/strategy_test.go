@@ -310,3 +310,32 @@ func TestDTRBudgetScopeSaved(t *testing.T) {
 	_, _, err := config.Load(config.MapEnv{"REMAT_DTR_BUDGET_SCOPE": "activations"})
 	require.ErrorContains(t, err, "REMAT_DTR_BUDGET_SCOPE")
 }
+
+// TestDTRRematLimit: dtr.remat_limit stops a dtr run as thrash once its
+// recomputation passes that many times the step's compute. On a 200-layer
+// chain at 3% of its peak DTR fits with about twice the step's compute
+// recomputed: thrash under the default bound of 1, the run itself with no
+// bound (0) or a bound above what it recomputes, and a bad value is an
+// error that names the variable.
+func TestDTRRematLimit(t *testing.T) {
+	g, err := models.Build("chain", models.Options{Depth: 200})
+	require.NoError(t, err)
+	base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
+	require.NoError(t, err)
+	budget := base.PeakAllocated * 3 / 100
+	free := planWithEnv(t, g, "dtr", map[string]string{"REMAT_DTR_REMAT_LIMIT": "0"}, budget)
+	require.Equal(t, StatusOK, free.Status, free.Reason)
+	ratio := float64(free.Sim.RecomputeNs) / float64(free.Sim.ComputeNs)
+	require.Greater(t, ratio, 1.0, "the run recomputes more than the step's compute")
+
+	def := planWithEnv(t, g, "dtr", nil, budget)
+	assert.Equal(t, StatusThrash, def.Status)
+	assert.Contains(t, def.Reason, "dtr.remat_limit")
+
+	above := planWithEnv(t, g, "dtr", map[string]string{"REMAT_DTR_REMAT_LIMIT": fmt.Sprint(ratio + 0.5)}, budget)
+	require.Equal(t, StatusOK, above.Status, above.Reason)
+	assert.Equal(t, free.Sim, above.Sim)
+
+	_, _, err = config.Load(config.MapEnv{"REMAT_DTR_REMAT_LIMIT": "-1"})
+	require.ErrorContains(t, err, "REMAT_DTR_REMAT_LIMIT")
+}
