@@ -432,9 +432,9 @@ var registry = [numKeys]def{
 	},
 	DTRRematLimit: {
 		name: "dtr.remat_limit", env: "REMAT_DTR_REMAT_LIMIT", flag: "dtr-remat-limit",
-		typ: TypeFloat, defaultFn: constDefault("1"), defaultDoc: "1", fmin: 0, fmax: 1000,
-		desc: "Stop a run of the dtr strategy as thrash once what it recomputes takes more than this many times the step's compute without recomputation (1, the default: the step would take more than twice as long, the DTR paper's and sim sweep's thrashing bound); 0 means no limit. " +
-			"Past the bound the evictor keeps recomputing what it has just evicted, and a run's time and memory grow with the recomputes rather than with the graph.",
+		typ: TypeFloat, defaultFn: constDefault("3"), defaultDoc: "3", fmin: 0, fmax: 1000,
+		desc: "Stop a run of the dtr strategy as thrash once what it recomputes takes more than this many times the step's compute without recomputation (3, the default: the step would take more than four times as long); 0 means no limit. " +
+			"1 is the bound sim sweep and the DTR paper call thrashing. Past the bound the evictor mostly recomputes what it has just evicted, and a run's time and memory grow with the recomputes rather than with the graph.",
 	},
 }
 
