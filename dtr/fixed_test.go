@@ -162,7 +162,7 @@ func fixedProgram(rt *Runtime, rng *rand.Rand, n int) error {
 
 // TestFixedWitnessesMatchWalk: every time a storage kept by releaseFixed
 // stays kept on its witnesses alone, the plain walk keeps it too. On random
-// programs with unrecomputable ops, and on GPT (dropouts without saved RNG
+// programs with unrecomputable ops (some swapping), and on GPT (dropouts without saved RNG
 // state) under DTR at several budgets.
 func TestFixedWitnessesMatchWalk(t *testing.T) {
 	var checks, kept, grouped int64
@@ -170,6 +170,9 @@ func TestFixedWitnessesMatchWalk(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.EvicteeMinSize = 0
 		cfg.Budget = 60_000 + int64(seed%8)*15_000
+		if seed%4 == 3 {
+			eqMode(&cfg, "swap") // unrecomputable storages may be swapped out
+		}
 		rt, err := New(cfg, nil)
 		require.NoError(t, err)
 		rt.fixedRef = rt.fixedKeeps
