@@ -84,8 +84,17 @@ func (r *Runtime) eqCacheDrop(s int32) {
 // eqCompact resolves ec's nodes to their classes and merges the entries of
 // one class, dropping those with no count left.
 func (r *Runtime) eqCompact(ec *eqCache) {
+	sorted := true // by class, one entry per class, none empty
 	for i := range ec.ents {
-		ec.ents[i].node = r.ufFind(ec.ents[i].node)
+		e := &ec.ents[i]
+		e.node = r.ufFind(e.node)
+		if e.n == 0 || (i > 0 && e.node <= ec.ents[i-1].node) {
+			sorted = false
+		}
+	}
+	if sorted {
+		ec.norm = len(ec.ents)
+		return
 	}
 	slices.SortFunc(ec.ents, func(a, b eqEntry) int { return int(a.node - b.node) })
 	j := 0
