@@ -45,8 +45,8 @@ func (r *Runtime) eqCounted(n int32) bool {
 	return r.walk[n].evicted && r.storages[n].ecn >= 0
 }
 
-// eqCacheBuild gives storage s (degree deg) neighbour-class counts from
-// a scan of its neighbours, each counted once.
+// eqCacheBuild gives storage s neighbour-class counts from a scan of its
+// neighbours, each counted once.
 func (r *Runtime) eqCacheBuild(s int32) {
 	ns := r.eqScratch[:0]
 	for _, d := range [2]int{parsList, kidsList} {

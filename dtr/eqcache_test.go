@@ -29,7 +29,7 @@ func TestEqCacheMatchesScan(t *testing.T) {
 				cfg.Heuristic = h
 				cfg.EvicteeMinSize = 0
 				cfg.Budget = 60_000 + int64(seed%8)*15_000
-				eqMode(&cfg, mode)
+				evictMode(&cfg, mode)
 				rt, err := New(cfg, nil)
 				require.NoError(t, err)
 				rt.eqMin, rt.eqRef = 2, true
@@ -44,7 +44,7 @@ func TestEqCacheMatchesScan(t *testing.T) {
 			for _, mode := range []string{"drop", "swap"} {
 				rt, _, err := zooUnderDTR(t, m.name, m.o, m.ratio, func(cfg *Config, _ *sim.Result) {
 					cfg.Heuristic, cfg.KeepForRemat = h, true
-					eqMode(cfg, mode)
+					evictMode(cfg, mode)
 				}, func(rt *Runtime) { rt.eqMin, rt.eqRef = 2, true })
 				name := fmt.Sprintf("%s %s %s", h, m.name, mode)
 				if err != nil {
@@ -59,9 +59,9 @@ func TestEqCacheMatchesScan(t *testing.T) {
 	require.Greater(t, checks, int64(10_000))
 }
 
-// eqMode sets cfg to evict by mode: drop (the default), swap (to a host
+// evictMode sets cfg to evict by mode: drop (the default), swap (to a host
 // of 100 bytes per ns) or banish.
-func eqMode(cfg *Config, mode string) {
+func evictMode(cfg *Config, mode string) {
 	switch mode {
 	case "swap":
 		cfg.Swap, cfg.HostBandwidth = true, 100
@@ -93,7 +93,7 @@ func TestEqCacheSameRuns(t *testing.T) {
 				for i, min := range []int{2, 1 << 30} {
 					rt, r, _ := zooUnderDTR(t, m.name, m.o, m.ratio, func(cfg *Config, _ *sim.Result) {
 						cfg.Heuristic, cfg.KeepForRemat = h, true
-						eqMode(cfg, mode)
+						evictMode(cfg, mode)
 					}, func(rt *Runtime) { rt.eqMin = min })
 					st[i], res[i] = rt.Stats(), r
 				}

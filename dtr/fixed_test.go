@@ -171,7 +171,7 @@ func TestFixedWitnessesMatchWalk(t *testing.T) {
 		cfg.EvicteeMinSize = 0
 		cfg.Budget = 60_000 + int64(seed%8)*15_000
 		if seed%4 == 3 {
-			eqMode(&cfg, "swap") // unrecomputable storages may be swapped out
+			evictMode(&cfg, "swap") // unrecomputable storages may be swapped out
 		}
 		rt, err := New(cfg, nil)
 		require.NoError(t, err)

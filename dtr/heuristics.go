@@ -151,14 +151,10 @@ func (r *Runtime) eqScan(s int32, reg bool) (sum, floor int64, deg int) {
 		for ns, c := r.neighbours(s, d); ; ns, c = r.chunk(c) {
 			deg += len(ns)
 			for _, n := range ns {
-				if !r.walk[n].evicted {
+				if !r.eqCounted(n) {
 					continue
 				}
-				e := r.storages[n].ecn
-				if e < 0 {
-					continue
-				}
-				root := r.ufFind(e)
+				root := r.ufFind(r.storages[n].ecn)
 				if r.ufMark[root] != g {
 					r.ufMark[root] = g
 					sum += r.ufValue[root]

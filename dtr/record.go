@@ -23,22 +23,22 @@ func (r *recorder) tensor(t int32) graph.TensorID {
 }
 
 func (r *recorder) free(t int32) {
-	if g := r.tensor(t); g != graph.NoTensor && !r.noSteps {
+	if g := r.tensor(t); !r.noSteps && g != graph.NoTensor {
 		r.steps = append(r.steps, sim.FreeStep(g))
 	}
 }
 func (r *recorder) swapIn(t int32) {
-	if g := r.tensor(t); g != graph.NoTensor && !r.noSteps {
+	if g := r.tensor(t); !r.noSteps && g != graph.NoTensor {
 		r.steps = append(r.steps, sim.SwapInStep(g))
 	}
 }
 func (r *recorder) swapOut(t int32) {
-	if g := r.tensor(t); g != graph.NoTensor && !r.noSteps {
+	if g := r.tensor(t); !r.noSteps && g != graph.NoTensor {
 		r.steps = append(r.steps, sim.SwapOutStep(g))
 	}
 }
 func (r *recorder) compute(op int32) {
-	if int(op) < len(r.opMap) && r.opMap[op] != graph.NoOp && !r.noSteps {
+	if !r.noSteps && int(op) < len(r.opMap) && r.opMap[op] != graph.NoOp {
 		r.steps = append(r.steps, sim.ComputeStep(r.opMap[op]))
 	}
 }

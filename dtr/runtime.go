@@ -1758,12 +1758,6 @@ func (r *Runtime) clearWitnesses(s int32) {
 	}
 }
 
-// setWitnesses records w as the private witnesses that keep s.
-func (r *Runtime) setWitnesses(s int32, w []int32) {
-	r.clearWitnesses(s)
-	r.addWitnesses(s, w)
-}
-
 // addWitnesses adds w, none of them a witness of s already, to the private
 // witnesses of s: s goes on the watch list of each.
 func (r *Runtime) addWitnesses(s int32, w []int32) {

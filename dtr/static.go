@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/sim"
@@ -50,8 +51,8 @@ func newDriver(g *graph.Graph, rt *Runtime) *graphDriver {
 // of t's next use not yet passed.
 //
 // The same for storages: rsteps[rstart[r]:rstart[r+1]] are the steps of
-// the ops that read a tensor whose root is r (once per op), and rpos[r]
-// the next one not yet passed.
+// the ops that read a tensor whose root is r (once per op, see
+// newGraphOracle), and rpos[r] the next one not yet passed.
 type graphOracle struct {
 	rec   *recorder
 	root  []graph.TensorID // the graph's storage roots (Dense.Root)
@@ -67,56 +68,27 @@ type graphOracle struct {
 func newGraphOracle(g *graph.Graph, rec *recorder) *graphOracle {
 	d := g.Dense()
 	nt := d.NumTensors()
-	o := &graphOracle{rec: rec, start: make([]int32, nt+1), pos: make([]int32, nt)}
 	var nc int64
 	for _, p := range d.Producer {
 		if p == graph.NoOp {
 			nc++
 		}
 	}
-	// seen[t]: 1 + the last op that counted t (an input listed twice
-	// counts once)
+	// seen[t]: the mark of the last op that listed t (a key an op uses
+	// twice counts once)
 	seen := make([]int32, nt)
-	for i := 0; i < d.NumOps(); i++ {
+	inputs := func(i int, mark int32, f func(k graph.TensorID)) {
 		for _, in := range d.Inputs(graph.OpID(i)) {
-			if seen[in] != int32(i+1) {
-				seen[in] = int32(i + 1)
-				o.start[in+1]++
+			if seen[in] != mark {
+				seen[in] = mark
+				f(in)
 			}
 		}
 	}
-	for t := 0; t < nt; t++ {
-		o.start[t+1] += o.start[t]
-	}
-	o.steps = make([]int64, o.start[nt])
-	copy(o.pos, o.start[:nt])
-	clear(seen)
-	for i := 0; i < d.NumOps(); i++ {
-		for _, in := range d.Inputs(graph.OpID(i)) {
-			if seen[in] != int32(i+1) {
-				seen[in] = int32(i + 1)
-				o.steps[o.pos[in]] = nc + int64(i)
-				o.pos[in]++
-			}
-		}
-	}
-	copy(o.pos, o.start[:nt])
-	o.storageUses(d, nc)
-	return o
-}
-
-// storageUses builds the per-root lists (see graphOracle). An op that
-// reads several tensors of one storage counts once; an op whose output
-// views a storage none of its inputs is on reads that storage too (the
-// driver passes the root as an extra input to create the view).
-func (o *graphOracle) storageUses(d *graph.Dense, nc int64) {
-	nt := d.NumTensors()
-	o.root = d.Root
-	o.rstart = make([]int32, nt+1)
-	o.rpos = make([]int32, nt)
-	seen := make([]int32, nt) // op index + 1 of the last op that counted r
-	each := func(i int, f func(r graph.TensorID)) {
-		mark := int32(i + 1)
+	// an op whose output views a storage none of its inputs is on reads
+	// that storage too (the driver passes the root as an extra input to
+	// create the view)
+	roots := func(i int, mark int32, f func(k graph.TensorID)) {
 		for _, in := range d.Inputs(graph.OpID(i)) {
 			if r := d.Root[in]; seen[r] != mark {
 				seen[r] = mark
@@ -130,23 +102,39 @@ func (o *graphOracle) storageUses(d *graph.Dense, nc int64) {
 			}
 		}
 	}
-	for i := 0; i < d.NumOps(); i++ {
-		each(i, func(r graph.TensorID) { o.rstart[r+1]++ })
+	o := &graphOracle{rec: rec, root: d.Root}
+	o.start, o.steps = opSteps(nt, d.NumOps(), nc, 0, inputs)
+	o.rstart, o.rsteps = opSteps(nt, d.NumOps(), nc, 2*int32(d.NumOps()), roots)
+	o.pos, o.rpos = slices.Clone(o.start[:nt]), slices.Clone(o.rstart[:nt])
+	return o
+}
+
+// opSteps lists, for each of n keys, the steps (nc + the op's index) of the
+// ops that use it, in op order, as a CSR (start per key, n+1 long). each(i,
+// mark, f) calls f once for each key op i uses, telling repeats apart by
+// mark, which is distinct for every call: base + 1.. for the first pass
+// over the ops, base + ops + 1.. for the second.
+func opSteps(n, ops int, nc int64, base int32, each func(i int, mark int32, f func(k graph.TensorID))) (start []int32, steps []int64) {
+	start = make([]int32, n+1)
+	count := func(k graph.TensorID) { start[k+1]++ }
+	for i := 0; i < ops; i++ {
+		each(i, base+int32(i)+1, count)
 	}
-	for t := 0; t < nt; t++ {
-		o.rstart[t+1] += o.rstart[t]
+	for k := 0; k < n; k++ {
+		start[k+1] += start[k]
 	}
-	o.rsteps = make([]int64, o.rstart[nt])
-	copy(o.rpos, o.rstart[:nt])
-	clear(seen)
-	for i := 0; i < d.NumOps(); i++ {
-		step := nc + int64(i)
-		each(i, func(r graph.TensorID) {
-			o.rsteps[o.rpos[r]] = step
-			o.rpos[r]++
-		})
+	steps = make([]int64, start[n])
+	pos := slices.Clone(start[:n])
+	var step int64
+	fill := func(k graph.TensorID) {
+		steps[pos[k]] = step
+		pos[k]++
 	}
-	copy(o.rpos, o.rstart[:nt])
+	for i := 0; i < ops; i++ {
+		step = nc + int64(i)
+		each(i, base+int32(ops+i)+1, fill)
+	}
+	return start, steps
 }
 
 // NextUseStorage implements storageOracle: the first step at or after now

@@ -118,13 +118,7 @@ func TestWalkNodes(t *testing.T) {
 			cfg.Heuristic = HDTR
 			cfg.EvicteeMinSize = 0
 			cfg.Budget = 150_000 + int64(seed%5)*40_000
-			switch mode {
-			case "swap":
-				cfg.Swap = true
-				cfg.HostBandwidth = 100
-			case "banish":
-				cfg.Banish = true
-			}
+			evictMode(&cfg, mode)
 			h := &walkCheckHost{t: t}
 			rt, err := New(cfg, h)
 			require.NoError(t, err)
