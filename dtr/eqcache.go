@@ -78,7 +78,7 @@ func (r *Runtime) eqCacheBuild(s int32) {
 func (r *Runtime) eqCacheDrop(s int32) {
 	st := &r.storages[s]
 	r.eqFree = append(r.eqFree, st.eqc-1)
-	st.eqc = 0
+	st.eqc, st.kstick = 0, 0
 }
 
 // eqCompact resolves ec's nodes to their classes and merges the entries of
@@ -155,6 +155,9 @@ func (r *Runtime) eqNeighbourChange(n int32, d int32) {
 					}
 					continue
 				}
+				// x may lose n's class: a key part that counted it
+				// is no longer a lower bound
+				r.storages[x].kstick = 0
 				root := r.ufFind(node)
 				found := false
 				for i := range ec.ents {

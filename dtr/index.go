@@ -157,6 +157,9 @@ type candIndex struct {
 	// too low for them), re-keyed at every drop of a class they count.
 	reg, regX     classLists
 	flush, flushX []int32
+	// stick stamps the key parts storages may reuse (storage.kstick): a
+	// new epoch or run moves it on, which makes every earlier part stale
+	stick uint32
 }
 
 // classLists holds a linked list of (candidate, key generation) nodes per
@@ -188,7 +191,7 @@ func indexKind(cfg *Config) idxKind {
 }
 
 func newCandIndex(k idxKind) *candIndex {
-	x := &candIndex{kind: k, heaps: make([][]int32, idxBuckets), lo: make([]float64, idxBuckets), kmin: make([]float64, idxBuckets), full: make([]uint64, (idxBuckets+63)/64), reg: classLists{free: -1}, regX: classLists{free: -1}}
+	x := &candIndex{kind: k, heaps: make([][]int32, idxBuckets), lo: make([]float64, idxBuckets), kmin: make([]float64, idxBuckets), full: make([]uint64, (idxBuckets+63)/64), reg: classLists{free: -1}, regX: classLists{free: -1}, stick: 1}
 	for b := idxFirst; b < idxInfB; b++ {
 		x.lo[b] = math.Exp2(float64(b-idxFirst-idxOctaves*idxPerOctave)/idxPerOctave) * (1 - idxSlack)
 	}
@@ -205,7 +208,7 @@ func (x *candIndex) reset(k idxKind) {
 	clear(full)
 	*x = candIndex{kind: k, heaps: heaps, lo: lo, kmin: kmin, full: full, stack: x.stack[:0], kept: x.kept[:0],
 		zeroCost: x.zeroCost[:0], dropped: x.dropped[:0], refresh: x.refresh[:0], reg: x.reg.reset(), regX: x.regX.reset(),
-		flush: x.flush[:0], flushX: x.flushX[:0]}
+		flush: x.flush[:0], flushX: x.flushX[:0], stick: x.stick + 1}
 }
 
 // seqKeyed reports whether bucket b's heap is ordered by pool sequence (the
@@ -314,14 +317,23 @@ func (r *Runtime) bucketOf(s int32) int {
 // key counts. Not counted as a heuristic evaluation.
 func (r *Runtime) keyNum(s int32, file bool) int64 {
 	st := &r.storages[s]
-	if !r.idx.eq {
+	x := r.idx
+	if !x.eq {
 		return st.compute
 	}
 	if file {
+		if st.kstick == x.stick {
+			r.keyReuses++
+			return max(st.compute+st.kpart, 0)
+		}
 		st.kgen++
 	}
-	r.eqNeighbours(s, file && !r.idx.neg)
-	return max(st.compute+r.eqKeyPart(st.kexact), 0)
+	r.eqNeighbours(s, file && !x.neg)
+	part := r.eqKeyPart(st.kexact)
+	if file && st.eqc != 0 && !x.neg {
+		st.kstick, st.kpart = x.stick, part
+	}
+	return max(st.compute+part, 0)
 }
 
 // eqSlackShift sets how far below its value a class's floor is set (1/32
@@ -433,12 +445,16 @@ func (r *Runtime) idxFlushList(l *classLists, c int32) {
 	for n >= 0 {
 		s, gen, next := l.s[n], l.gen[n], l.next[n]
 		l.next[n], l.free = l.free, n
-		if st := &r.storages[s]; st.kgen == gen && st.ibucket >= 0 {
-			// back to the floors: only a search that finds them too
-			// low again keys it exactly, so the re-keyings exact keys
-			// cost stay within the evaluations that asked for them
-			st.kexact = false
-			r.idxRekey(s)
+		if st := &r.storages[s]; st.kgen == gen {
+			st.kstick = 0 // its key counted c, whose floor it lost
+			if st.ibucket >= 0 {
+				// back to the floors: only a search that finds them
+				// too low again keys it exactly, so the re-keyings
+				// exact keys cost stay within the evaluations that
+				// asked for them
+				st.kexact = false
+				r.idxRekey(s)
+			}
 		}
 		n = next
 	}
@@ -551,6 +567,7 @@ func (l *classLists) merge(a, b int32) {
 // baseline compute recomputed), and every candidate is re-keyed.
 func (r *Runtime) idxNewEpoch() {
 	x := r.idx
+	x.stick++
 	x.drop = 0
 	x.allow = max(r.stats.ModelCompute/16, 1)
 	if x.neg = r.ufNeg > 0; x.neg {
@@ -646,7 +663,9 @@ func (r *Runtime) idxUnfile(s int32) {
 	i := int(st.ipos)
 	last := len(h) - 1
 	st.ibucket, st.ipos = -1, -1
-	st.kgen++ // its class registrations are stale
+	if st.kstick != r.idx.stick {
+		st.kgen++ // its class registrations are stale
+	} // else they stay, for keyNum to reuse when it is filed again
 	if i != last {
 		h[i] = h[last]
 		r.storages[h[i]].ipos = int32(i)
@@ -948,7 +967,8 @@ func (r *Runtime) chooseIndexed() int32 {
 	// lazy update: the candidates found costlier than their keys say get
 	// their keys raised, so later searches skip them sooner
 	for _, s := range x.refresh {
-		if r.storages[s].ibucket >= 0 {
+		if st := &r.storages[s]; st.ibucket >= 0 {
+			st.kstick = 0 // a fresh key part, not the one kept
 			r.idxRekey(s)
 		}
 	}

@@ -205,6 +205,11 @@ type storage struct {
 	inext int64  // lookahead index: next use when keyed
 	knum  int64  // the score numerator the key was computed with
 	kgen  uint32 // the key's generation (index.go: class registrations)
+	// kstick (a storage with neighbour-class counts): the index's stick
+	// stamp when its eq-class key part kpart was computed and registered,
+	// while that part stays a valid key part (keyNum reuses it); 0: none
+	kstick uint32
+	kpart  int64
 	// kexact: keyed with its eq-classes' exact values rather than their
 	// floors (index.go; set when a search found the floors too low for it,
 	// cleared when it is evicted)
@@ -318,7 +323,8 @@ type Runtime struct {
 	// the counts, the free slots, a buffer, the stamp of the last change;
 	// eqMin (tests: 0 is eqCacheMin) the degree from which a storage keeps
 	// counts; with eqRef (tests) every query is compared with a scan
-	// (eqChecks; disagreements in eqMismatch)
+	// (eqChecks; disagreements in eqMismatch); keyReuses counts the keys
+	// filed with a kept key part (storage.kstick)
 	eqCaches   []eqCache
 	eqFree     []int32
 	eqScratch  []int32
@@ -327,6 +333,7 @@ type Runtime struct {
 	eqRef      bool
 	eqChecks   int64
 	eqMismatch int64
+	keyReuses  int64
 	// eqOf, eqSum, eqFloor: the last eqNeighbours call's storage, sum
 	// and floor sum
 	eqOf    int32
@@ -2073,7 +2080,7 @@ func (r *Runtime) hcost(s int32) int64 {
 func (r *Runtime) evict(s int32, byHeuristic bool) {
 	st := &r.storages[s]
 	r.setResidency(s, false, false)
-	st.kept, st.kexact = false, false
+	st.kept, st.kexact, st.kstick = false, false, 0
 	r.stats.Memory -= st.size
 	if st.unbud {
 		r.unbud -= st.size

@@ -53,7 +53,8 @@ func BenchmarkScale(b *testing.B) {
 // their precision as the model grows, the figure stays flat across the two
 // sizes. The LSTM grows by sequence length (one storage then has a view
 // per time step) and runs at 0.9: below that its loss op's working set
-// alone does not fit.
+// alone does not fit. lstm-swap evicts by swapping too, which makes that
+// storage a candidate, keyed again after every step that reads it.
 //
 //	go test ./strategy -run XXX -bench DTRIndexScale -benchtime 1x
 func BenchmarkDTRIndexScale(b *testing.B) {
@@ -63,11 +64,15 @@ func BenchmarkDTRIndexScale(b *testing.B) {
 		ratio  float64
 		depths [2]int
 		bySeq  bool // depths are sequence lengths
+		swap   bool // evict by swapping too (dtr.swap)
 	}{
-		{"chain", models.Options{Optimizer: "sgd"}, 0.5, [2]int{5000, 50000}, false},
-		{"resnet-cifar", models.Options{Optimizer: "sgd"}, 0.5, [2]int{950, 9500}, false},
-		{"gpt", models.Options{Batch: 1, Seq: 128, Optimizer: "sgd"}, 0.6, [2]int{142, 1428}, false},
-		{"lstm", models.Options{Optimizer: "sgd"}, 0.9, [2]int{384, 3840}, true},
+		{"chain", models.Options{Optimizer: "sgd"}, 0.5, [2]int{5000, 50000}, false, false},
+		{"resnet-cifar", models.Options{Optimizer: "sgd"}, 0.5, [2]int{950, 9500}, false, false},
+		{"gpt", models.Options{Batch: 1, Seq: 128, Optimizer: "sgd"}, 0.6, [2]int{142, 1428}, false, false},
+		{"lstm", models.Options{Optimizer: "sgd"}, 0.9, [2]int{384, 3840}, true, false},
+		// with swapping the storage read through a view per time step is a
+		// candidate, keyed again after every step it is read in
+		{"lstm", models.Options{Optimizer: "sgd"}, 0.9, [2]int{384, 3840}, true, true},
 	}
 	dtrS, err := Lookup("dtr")
 	if err != nil {
@@ -91,7 +96,11 @@ func BenchmarkDTRIndexScale(b *testing.B) {
 			if o, err = WithBudgetRatio(context.Background(), g, o, c.ratio); err != nil {
 				b.Fatal(err)
 			}
-			b.Run(c.model+"/ops="+strconv.Itoa(len(g.Ops)), func(b *testing.B) {
+			name := c.model
+			if c.swap {
+				o.DTR.Swap, name = true, name+"-swap"
+			}
+			b.Run(name+"/ops="+strconv.Itoa(len(g.Ops)), func(b *testing.B) {
 				res := benchPlanDTR(b, dtrS, g, o)
 				b.ReportMetric(float64(res.Stats.Evaluations)/float64(res.Sim.Evictions), "evals/eviction")
 			})
