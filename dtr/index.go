@@ -132,6 +132,10 @@ type candIndex struct {
 	// never: storages never read again score 0 (lookahead-dtr): they go
 	// to the never-used bucket
 	never bool
+	// exact (lru, size): the one heap's key is the exact score, and the
+	// heap is ordered as the scan ranks its candidates (idxBefore), ties
+	// included, so its root is the scan's choice among them
+	exact bool
 	// parity mode: the pool's zero-cost storages (the only ones that can
 	// score 0/0; stale entries are skipped) and whether the last choice
 	// scored 0
@@ -754,7 +758,39 @@ func (r *Runtime) touch(s int32, clock int64) {
 }
 
 func (r *Runtime) idxLess(a, b int32) bool {
+	if r.idx.exact {
+		return r.idxBefore(a, b)
+	}
 	return r.storages[a].ikey < r.storages[b].ikey
+}
+
+// idxBefore reports whether the scan would rank candidate a before b by
+// the exact scores of lru and size (lower first, ties as idxBetter breaks
+// them: to the later candidate in pool order, or the earlier one between
+// zero scores), comparing the last accesses and sizes themselves (1/m
+// may round two sizes alike). Ties in the last access are common: a
+// rematerialization touches the arguments of every op up its recursion
+// before it runs any, so a chain rebuilt from far back leaves hundreds of
+// storages accessed at one clock, which the search used to evaluate one
+// by one.
+func (r *Runtime) idxBefore(a, b int32) bool {
+	sa, sb := &r.storages[a], &r.storages[b]
+	if r.cfg.Heuristic == Size {
+		switch {
+		case sa.size == sb.size: // ties, +Inf (size 0) too
+			return sa.seq > sb.seq
+		case sa.size == 0 || sb.size == 0:
+			return sb.size == 0
+		}
+		return sa.size > sb.size
+	}
+	if sa.lastAccess != sb.lastAccess {
+		return sa.lastAccess < sb.lastAccess
+	}
+	if sa.lastAccess == 0 {
+		return sa.seq < sb.seq
+	}
+	return sa.seq > sb.seq
 }
 
 func (r *Runtime) idxUp(b, i int) {
@@ -1063,7 +1099,8 @@ func (r *Runtime) idxSearch(b int, c *idxChoice) {
 		if c.best >= 0 && c.bs.f == 0 && r.idx.seqKeyed(b) && r.storages[s].seq > c.bseq {
 			continue // the subtree comes after the best zero in pool order
 		}
-		if l := 2*i + 1; int(l) < len(h) {
+		// an exact heap's descendants rank after s (idxBefore)
+		if l := 2*i + 1; int(l) < len(h) && !r.idx.exact {
 			stack = append(stack, l)
 			if l+1 < int32(len(h)) {
 				stack = append(stack, l+1)

@@ -538,6 +538,7 @@ func (r *Runtime) init(cfg Config, host Host) {
 		}
 		r.idx.eq = cfg.Heuristic == HDTREqClass || cfg.Heuristic == Lookahead
 		r.idx.never = cfg.Heuristic == LookaheadDTR
+		r.idx.exact = k == idxLRU || cfg.Heuristic == Size
 		r.idx.keptIdx = k == idxAhead && !cfg.Swap && !cfg.Banish
 	} else {
 		r.idx = nil

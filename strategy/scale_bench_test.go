@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/remat-dev/remat/config"
+	"github.com/remat-dev/remat/dtr"
 	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/graph/models"
 	"github.com/remat-dev/remat/sim"
@@ -65,14 +66,18 @@ func BenchmarkDTRIndexScale(b *testing.B) {
 		depths [2]int
 		bySeq  bool // depths are sequence lengths
 		swap   bool // evict by swapping too (dtr.swap)
+		heur   string
 	}{
-		{"chain", models.Options{Optimizer: "sgd"}, 0.5, [2]int{5000, 50000}, false, false},
-		{"resnet-cifar", models.Options{Optimizer: "sgd"}, 0.5, [2]int{950, 9500}, false, false},
-		{"gpt", models.Options{Batch: 1, Seq: 128, Optimizer: "sgd"}, 0.6, [2]int{142, 1428}, false, false},
-		{"lstm", models.Options{Optimizer: "sgd"}, 0.9, [2]int{384, 3840}, true, false},
+		{"chain", models.Options{Optimizer: "sgd"}, 0.5, [2]int{5000, 50000}, false, false, ""},
+		{"resnet-cifar", models.Options{Optimizer: "sgd"}, 0.5, [2]int{950, 9500}, false, false, ""},
+		{"gpt", models.Options{Batch: 1, Seq: 128, Optimizer: "sgd"}, 0.6, [2]int{142, 1428}, false, false, ""},
+		{"lstm", models.Options{Optimizer: "sgd"}, 0.9, [2]int{384, 3840}, true, false, ""},
 		// with swapping the storage read through a view per time step is a
 		// candidate, keyed again after every step it is read in
-		{"lstm", models.Options{Optimizer: "sgd"}, 0.9, [2]int{384, 3840}, true, true},
+		{"lstm", models.Options{Optimizer: "sgd"}, 0.9, [2]int{384, 3840}, true, true, ""},
+		// lru's exact heap: a rebuilt chain leaves hundreds of storages
+		// accessed at one clock
+		{"resnet-cifar", models.Options{Optimizer: "sgd"}, 0.5, [2]int{950, 9500}, false, false, "lru"},
 	}
 	dtrS, err := Lookup("dtr")
 	if err != nil {
@@ -99,6 +104,12 @@ func BenchmarkDTRIndexScale(b *testing.B) {
 			name := c.model
 			if c.swap {
 				o.DTR.Swap, name = true, name+"-swap"
+			}
+			if c.heur != "" {
+				if o.DTR.Heuristic, err = dtr.ParseHeuristic(c.heur); err != nil {
+					b.Fatal(err)
+				}
+				name += "-" + c.heur
 			}
 			b.Run(name+"/ops="+strconv.Itoa(len(g.Ops)), func(b *testing.B) {
 				res := benchPlanDTR(b, dtrS, g, o)
