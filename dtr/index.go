@@ -761,7 +761,42 @@ func (r *Runtime) idxLess(a, b int32) bool {
 	if r.idx.exact {
 		return r.idxBefore(a, b)
 	}
-	return r.storages[a].ikey < r.storages[b].ikey
+	sa, sb := &r.storages[a], &r.storages[b]
+	if sa.ikey != sb.ikey || r.idx.kind != idxStale {
+		return sa.ikey < sb.ikey
+	}
+	// staleness buckets: ties in the last access (the seq-keyed buckets
+	// have none) by the key's c/m, then the later in pool order first, so
+	// that the nodes below a node accessed when it was rank after it by
+	// their keys (staleSubtreeAbove)
+	if c := cmpScore(mkScore(sa.knum, sa.size, 1), mkScore(sb.knum, sb.size, 1)); c != 0 {
+		return c < 0
+	}
+	return sa.seq > sb.seq
+}
+
+// staleSubtreeAbove reports whether no storage in the subtree of s (at heap
+// position i of staleness bucket b) can beat the best c holds. Those
+// accessed when s was score at least s's key, num/(m x d), and rank after s
+// among equal keys (idxLess); for dtr-local, whose key is the exact score,
+// that decides the tie too (the later in pool order wins). Those accessed
+// later have a staleness of at most d - 1 (the clock counts whole ns), so
+// they score at least the bucket's least c/m over d - 1. Ties in the last
+// access are common: a rematerialization touches the arguments of every op
+// up its recursion before it runs any.
+func (r *Runtime) staleSubtreeAbove(b int, s int32, c *idxChoice) bool {
+	st := &r.storages[s]
+	d := r.stats.Clock - st.lastAccess
+	if d <= 0 || st.size == 0 {
+		return false // infinite scores: bound() decides
+	}
+	if d > 1 && !(r.idx.blo(b)/float64(d-1) > c.bs.f) {
+		return false
+	}
+	if r.cfg.Heuristic == HDTRLocal {
+		return !r.idxBetter(mkScore(st.knum, st.size, d), st.seq, c.bs, c.bseq)
+	}
+	return r.nodeBound(b, s) > c.bs.f
 }
 
 // idxBefore reports whether the scan would rank candidate a before b by
@@ -1095,6 +1130,10 @@ func (r *Runtime) idxSearch(b int, c *idxChoice) {
 		s := h[i]
 		if c.best >= 0 && r.bound(b, s) > c.bs.f {
 			continue // the whole subtree is bounded above the best
+		}
+		if c.best >= 0 && r.idx.kind == idxStale && !r.idx.seqKeyed(b) && r.staleSubtreeAbove(b, s, c) {
+			r.stalePrunes++
+			continue
 		}
 		if c.best >= 0 && c.bs.f == 0 && r.idx.seqKeyed(b) && r.storages[s].seq > c.bseq {
 			continue // the subtree comes after the best zero in pool order

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/remat-dev/remat/graph/models"
 	"github.com/remat-dev/remat/sim"
 )
 
@@ -367,4 +368,105 @@ func TestBurstBounds(t *testing.T) {
 	}
 	t.Logf("h_DTR and MSPS evaluations: %d with the bounds, %d without", with, without)
 	require.Less(t, with, without)
+}
+
+// TestIndexMatchesScanOnTies: on a residual network whose blocks repeat one
+// shape (storages of equal cost and size, accessed at one clock when a
+// rematerialization touches a rebuilt chain), the staleness heaps' order of
+// ties and the subtrees it prunes (staleSubtreeAbove), and lru's and size's
+// exact heaps, choose what the scan chooses at every eviction.
+func TestIndexMatchesScanOnTies(t *testing.T) {
+	var tc tieChecks
+	for _, h := range []Heuristic{HDTR, HDTREqClass, HDTRLocal, LookaheadDTR, LRU, Size} {
+		for _, ratio := range []float64{0.5, 0.3} {
+			rt, _, err := zooUnderDTR(t, "resnet-cifar", models.Options{Depth: 56, Optimizer: "sgd"}, ratio, func(cfg *Config, _ *sim.Result) {
+				cfg.Heuristic, cfg.KeepForRemat = h, true
+			}, func(rt *Runtime) { rt.idxCheck = true })
+			name := fmt.Sprintf("%s %.1f", h, ratio)
+			if err != nil {
+				require.True(t, errors.Is(err, sim.ErrOutOfMemory) || errors.Is(err, ErrThrashing), name)
+			}
+			tc.check(t, rt, name)
+		}
+	}
+	tc.done(t, 0)
+}
+
+// tieChecks checks indexed runs against the scan and counts their
+// evictions and the tied subtrees pruned.
+type tieChecks struct{ prunes, evictions int64 }
+
+func (c *tieChecks) check(t *testing.T, rt *Runtime, name string) {
+	t.Helper()
+	require.Zero(t, rt.idxMismatch, name)
+	require.Zero(t, rt.idxBadKeys, name)
+	c.prunes += rt.stalePrunes
+	c.evictions += rt.Stats().Evictions
+}
+
+// done logs the counts and requires more than 100 pruned subtrees and more
+// than minEvictions evictions.
+func (c *tieChecks) done(t *testing.T, minEvictions int64) {
+	t.Helper()
+	t.Logf("%d evictions checked, %d tied subtrees pruned", c.evictions, c.prunes)
+	require.Greater(t, c.prunes, int64(100))
+	require.Greater(t, c.evictions, minEvictions)
+}
+
+// tieProgram drives rt with chains of identical ops (one cost, one size)
+// whose old links the program reads again at random, so that rebuilding a
+// chain touches its links at one clock: ties in cost, size and last
+// access, across sibling subtrees of the index's heaps.
+func tieProgram(rt *Runtime, rng *rand.Rand, n int) error {
+	c, err := rt.Constant(1000)
+	if err != nil {
+		return err
+	}
+	var links []TensorID
+	prev := c
+	for i := 0; i < n; i++ {
+		in := prev
+		if len(links) > 0 && rng.IntN(6) == 0 {
+			in = links[rng.IntN(len(links))] // read an old link again
+		}
+		if rng.IntN(9) == 0 {
+			in = c // a new chain
+		}
+		_, res, err := rt.Compute([]TensorID{in}, 10, []Output{{Bytes: 1000, AliasOf: -1}})
+		if err != nil {
+			return err
+		}
+		links = append(links, res[0])
+		prev = res[0]
+		if len(links) > 60 {
+			j := rng.IntN(len(links) / 2)
+			if err := rt.Release(links[j]); err != nil {
+				return err
+			}
+			links = append(links[:j], links[j+1:]...)
+		}
+	}
+	return nil
+}
+
+// TestIndexMatchesScanOnTieChains checks the index against the scan at every
+// eviction of tieProgram, with the staleness heuristics and lru and size.
+func TestIndexMatchesScanOnTieChains(t *testing.T) {
+	var tc tieChecks
+	for seed := uint64(1); seed <= 24; seed++ {
+		for _, h := range []Heuristic{HDTR, HDTREqClass, HDTRLocal, LRU, Size} {
+			cfg := DefaultConfig()
+			cfg.Heuristic = h
+			cfg.EvicteeMinSize = 0
+			cfg.Budget = 12_000 + int64(seed%6)*3_000
+			rt, err := New(cfg, nil)
+			require.NoError(t, err)
+			rt.idxCheck = true
+			if err := tieProgram(rt, rand.New(rand.NewPCG(seed, 13)), 500); err != nil {
+				require.ErrorIs(t, err, sim.ErrOutOfMemory)
+			}
+			tc.check(t, rt, fmt.Sprintf("seed %d %s", seed, h))
+		}
+	}
+	tc.done(t, 1000)
 }

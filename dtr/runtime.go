@@ -324,16 +324,18 @@ type Runtime struct {
 	// eqMin (tests: 0 is eqCacheMin) the degree from which a storage keeps
 	// counts; with eqRef (tests) every query is compared with a scan
 	// (eqChecks; disagreements in eqMismatch); keyReuses counts the keys
-	// filed with a kept key part (storage.kstick)
-	eqCaches   []eqCache
-	eqFree     []int32
-	eqScratch  []int32
-	eqStamp    uint32
-	eqMin      int
-	eqRef      bool
-	eqChecks   int64
-	eqMismatch int64
-	keyReuses  int64
+	// filed with a kept key part (storage.kstick), stalePrunes the subtrees
+	// staleSubtreeAbove cut
+	eqCaches    []eqCache
+	eqFree      []int32
+	eqScratch   []int32
+	eqStamp     uint32
+	eqMin       int
+	eqRef       bool
+	eqChecks    int64
+	eqMismatch  int64
+	keyReuses   int64
+	stalePrunes int64
 	// eqOf, eqSum, eqFloor: the last eqNeighbours call's storage, sum
 	// and floor sum
 	eqOf    int32

@@ -75,9 +75,11 @@ func BenchmarkDTRIndexScale(b *testing.B) {
 		// with swapping the storage read through a view per time step is a
 		// candidate, keyed again after every step it is read in
 		{"lstm", models.Options{Optimizer: "sgd"}, 0.9, [2]int{384, 3840}, true, true, ""},
-		// lru's exact heap: a rebuilt chain leaves hundreds of storages
-		// accessed at one clock
+		// lru's exact heap, and the order of ties in dtr-local's staleness
+		// buckets: a rebuilt chain leaves hundreds of storages accessed at
+		// one clock
 		{"resnet-cifar", models.Options{Optimizer: "sgd"}, 0.5, [2]int{950, 9500}, false, false, "lru"},
+		{"resnet-cifar", models.Options{Optimizer: "sgd"}, 0.5, [2]int{950, 9500}, false, false, "dtr-local"},
 	}
 	dtrS, err := Lookup("dtr")
 	if err != nil {
