@@ -767,23 +767,23 @@ func (r *Runtime) idxLess(a, b int32) bool {
 	}
 	// staleness buckets: ties in the last access (the seq-keyed buckets
 	// have none) by the key's c/m, then the later in pool order first, so
-	// that the nodes below a node accessed when it was rank after it by
-	// their keys (staleSubtreeAbove)
+	// that the nodes below a node and accessed at its clock rank after it
+	// by their keys (staleSubtreeAbove)
 	if c := cmpScore(mkScore(sa.knum, sa.size, 1), mkScore(sb.knum, sb.size, 1)); c != 0 {
 		return c < 0
 	}
 	return sa.seq > sb.seq
 }
 
-// staleSubtreeAbove reports whether no storage in the subtree of s (at heap
-// position i of staleness bucket b) can beat the best c holds. Those
-// accessed when s was score at least s's key, num/(m x d), and rank after s
-// among equal keys (idxLess); for dtr-local, whose key is the exact score,
-// that decides the tie too (the later in pool order wins). Those accessed
-// later have a staleness of at most d - 1 (the clock counts whole ns), so
-// they score at least the bucket's least c/m over d - 1. Ties in the last
-// access are common: a rematerialization touches the arguments of every op
-// up its recursion before it runs any.
+// staleSubtreeAbove reports whether no storage in the subtree of s in
+// staleness bucket b's heap can beat the best c holds. The storages there
+// last accessed at the same clock as s score at least s's key, num / (m x
+// d), and rank after s among equal keys (idxLess); for dtr-local, whose key
+// is the exact score, that decides a tie too (the later in pool order
+// wins). Those accessed later have a staleness of at most d - 1 (the clock
+// counts whole ns), so they score at least the bucket's least c/m over
+// d - 1. Ties in the last access are common: a rematerialization touches
+// the arguments of every op up its recursion before it runs any.
 func (r *Runtime) staleSubtreeAbove(b int, s int32, c *idxChoice) bool {
 	st := &r.storages[s]
 	d := r.stats.Clock - st.lastAccess
