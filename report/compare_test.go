@@ -5,13 +5,16 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/remat-dev/remat/config"
+	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/graph/models"
 	"github.com/remat-dev/remat/sim"
 	"github.com/remat-dev/remat/strategy"
@@ -132,4 +135,36 @@ func TestCompareSavedScope(t *testing.T) {
 	sb.Reset()
 	require.NoError(t, rep.Write(&sb, FormatJSON))
 	assert.Contains(t, sb.String(), `"saved_peak":`)
+}
+
+// TestSweepWorkers: a sweep is the same, byte for byte, whether its cells
+// run one at a time or four at once (the race detector checks the runs'
+// sharing of the graph and options; .ci/run runs this package with it).
+func TestSweepWorkers(t *testing.T) {
+	for _, m := range []struct {
+		name string
+		o    models.Options
+	}{{"resnet-cifar", models.Options{Depth: 8, Batch: 4}}, {"chain", models.Options{Depth: 16}}} {
+		g, err := models.Build(m.name, m.o)
+		require.NoError(t, err)
+		o, err := strategy.OptionsFrom(nil)
+		require.NoError(t, err)
+		var out [2]string
+		for i, w := range []int{1, 4} {
+			var calls atomic.Int64
+			sw, err := sweepBudgets(context.Background(), g, o, nil, []float64{1, 0.7, 0.5, 0.3}, nil, func(done, total int, what string) { calls.Add(1) }, w)
+			require.NoError(t, err)
+			require.Len(t, sw.Points, 4*len(sw.Strategies))
+			require.Equal(t, int64(len(sw.Points)+1), calls.Load(), "a progress report per cell, and one at the end")
+			var sb strings.Builder
+			require.NoError(t, sw.Write(&sb, FormatJSON))
+			out[i] = sb.String()
+		}
+		require.Equal(t, out[0], out[1], m.name)
+	}
+	// the worker count: one per CPU, fewer on large graphs, at least one
+	big := &graph.Graph{Ops: make([]graph.Op, 1<<20)}
+	assert.Equal(t, 1, sweepWorkers(big, 40))
+	assert.Equal(t, 1, sweepWorkers(&graph.Graph{}, 1))
+	assert.LessOrEqual(t, sweepWorkers(&graph.Graph{}, 40), runtime.GOMAXPROCS(0))
 }

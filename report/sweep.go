@@ -3,7 +3,10 @@ package report
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/remat-dev/remat/dtr"
 	"github.com/remat-dev/remat/graph"
@@ -46,7 +49,39 @@ type Sweep struct {
 // budget. Give either ratios (of the baseline's allocated peak) or absolute
 // budgets in bytes; o.Budget is ignored. Cancelling ctx returns an error
 // matching sim.ErrCanceled and no sweep.
+//
+// The cells (a strategy at a budget) are independent runs: they run up to
+// one per CPU at once, fewer on large graphs (sweepWorkers), and the sweep
+// is the same whatever the number. g must not be modified meanwhile; it is
+// validated first (which builds the index the runs share).
 func SweepBudgets(ctx context.Context, g *graph.Graph, o strategy.Options, strategies []strategy.Strategy, ratios []float64, budgets []int64, progress sim.Progress) (*Sweep, error) {
+	return sweepBudgets(ctx, g, o, strategies, ratios, budgets, progress, 0)
+}
+
+// sweepRunBytes estimates the memory one cell's run holds per op and tensor
+// of the graph (a dtr or sublinear run on resnet-cifar at 100k ops holds
+// about 250-300 MB besides the graph, whose 100k ops come with 200k
+// tensors), and sweepMemory the memory the cells running at once may hold
+// together.
+const (
+	sweepRunBytes = 1 << 10
+	sweepMemory   = 1 << 30
+)
+
+// sweepWorkers is how many of cells cells SweepBudgets runs at once on g:
+// one per CPU (GOMAXPROCS), no more than sweepMemory allows for runs of
+// g's size, at least one.
+func sweepWorkers(g *graph.Graph, cells int) int {
+	w := runtime.GOMAXPROCS(0)
+	if per := int64(len(g.Ops)+len(g.Tensors)) * sweepRunBytes; per > 0 {
+		w = min(w, int(min(sweepMemory/per, int64(w))))
+	}
+	return max(1, min(w, cells))
+}
+
+// sweepBudgets is SweepBudgets with workers cells at once (0:
+// sweepWorkers).
+func sweepBudgets(ctx context.Context, g *graph.Graph, o strategy.Options, strategies []strategy.Strategy, ratios []float64, budgets []int64, progress sim.Progress, workers int) (*Sweep, error) {
 	if g == nil {
 		return nil, fmt.Errorf("sweep: graph is nil")
 	}
@@ -74,6 +109,9 @@ func SweepBudgets(ctx context.Context, g *graph.Graph, o strategy.Options, strat
 	if err != nil {
 		return nil, err
 	}
+	if err := g.Validate(); err != nil {
+		return nil, fmt.Errorf("sweep: %w", err)
+	}
 	if o.Allocator == "" {
 		o.Allocator = strategy.DefaultAllocator
 	}
@@ -99,26 +137,64 @@ func SweepBudgets(ctx context.Context, g *graph.Graph, o strategy.Options, strat
 		budgets = append(budgets, b)
 	}
 	sw.Budgets = budgets
-	total, done := len(budgets)*len(strategies), 0
-	for i, b := range budgets {
+	total := len(budgets) * len(strategies)
+	if workers <= 0 {
+		workers = sweepWorkers(g, total)
+	}
+	sw.Points = make([]SweepPoint, total)
+	errs := make([]error, total)
+	var (
+		next       atomic.Int64
+		mu         sync.Mutex // progress and done
+		done       int
+		wg         sync.WaitGroup
+		cellFailed atomic.Bool
+	)
+	// cell k is strategy k % len(strategies) at budget k / len(strategies)
+	run := func(k int) error {
+		i, s := k/len(strategies), strategies[k%len(strategies)]
 		e := o
-		e.Budget = b
-		for _, s := range strategies {
-			progress.Report(done, total, s.Name)
-			row, err := RunStrategy(ctx, g, e, s)
-			if err != nil {
-				return nil, err
+		e.Budget = budgets[i]
+		mu.Lock()
+		progress.Report(done, total, s.Name)
+		mu.Unlock()
+		row, err := RunStrategy(ctx, g, e, s)
+		if err != nil {
+			return err
+		}
+		p := SweepPoint{Strategy: s.Name, Budget: budgets[i], Status: row.Status, Reason: row.Reason, PeakAllocated: row.PeakAllocated,
+			TimeNs: row.TimeNs, Recomputes: row.Recomputes, Evictions: row.Evictions}
+		if len(ratios) > 0 {
+			p.Ratio = ratios[i]
+		}
+		if row.Result != nil && base.TimeNs > 0 {
+			p.Overhead = float64(row.TimeNs) / float64(base.TimeNs)
+		}
+		sw.Points[k] = p
+		mu.Lock()
+		done++
+		mu.Unlock()
+		return nil
+	}
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !cellFailed.Load() {
+				k := int(next.Add(1) - 1)
+				if k >= total {
+					return
+				}
+				if errs[k] = run(k); errs[k] != nil {
+					cellFailed.Store(true)
+				}
 			}
-			p := SweepPoint{Strategy: s.Name, Budget: b, Status: row.Status, Reason: row.Reason, PeakAllocated: row.PeakAllocated,
-				TimeNs: row.TimeNs, Recomputes: row.Recomputes, Evictions: row.Evictions}
-			if len(ratios) > 0 {
-				p.Ratio = ratios[i]
-			}
-			if row.Result != nil && base.TimeNs > 0 {
-				p.Overhead = float64(row.TimeNs) / float64(base.TimeNs)
-			}
-			sw.Points = append(sw.Points, p)
-			done++
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err // a cancellation (RunStrategy reports other failures in the row)
 		}
 	}
 	progress.Report(total, total, "")
