@@ -76,7 +76,18 @@ type Report struct {
 // report. The baseline (strategy.Baseline) is always run first (added if not
 // asked for); changes and overheads are computed against it. Cancelling ctx
 // returns an error matching sim.ErrCanceled and no report.
+//
+// After the baseline the strategies run up to one per CPU at once, fewer on
+// large graphs (as SweepBudgets' cells); the report is the same whatever
+// the number, but for the rows' planning times. g must not be modified
+// meanwhile; it is validated first.
 func Compare(ctx context.Context, g *graph.Graph, o strategy.Options, strategies []strategy.Strategy, progress sim.Progress) (*Report, error) {
+	return compare(ctx, g, o, strategies, progress, 0)
+}
+
+// compare is Compare with workers strategies at once after the baseline
+// (0: sweepWorkers).
+func compare(ctx context.Context, g *graph.Graph, o strategy.Options, strategies []strategy.Strategy, progress sim.Progress, workers int) (*Report, error) {
 	if g == nil {
 		return nil, fmt.Errorf("report: graph is nil")
 	}
@@ -96,20 +107,34 @@ func Compare(ctx context.Context, g *graph.Graph, o strategy.Options, strategies
 	if o.Allocator == "" {
 		o.Allocator = strategy.DefaultAllocator
 	}
+	if err := g.Validate(); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
 	rep := &Report{Version: SchemaVersion, Kind: "report", Graph: g.Name, Ops: len(g.Ops), Tensors: len(g.Tensors),
 		Device: o.Device.Name, Allocator: o.Allocator, Capacity: o.Capacity(), Budget: o.Budget}
-	for i, s := range ordered {
-		progress.Report(i, len(ordered), s.Name)
-		row, err := RunStrategy(ctx, g, o, s)
-		if err != nil {
-			return nil, err
-		}
-		if i == 0 && row.Result == nil {
-			return nil, fmt.Errorf("baseline: %s", row.Reason)
-		}
-		rep.Rows = append(rep.Rows, row)
+	rep.Rows = make([]Row, len(ordered))
+	progress.Report(0, len(ordered), ordered[0].Name)
+	row, err := RunStrategy(ctx, g, o, ordered[0])
+	if err != nil {
+		return nil, err
 	}
-	progress.Report(len(ordered), len(ordered), "")
+	if row.Result == nil {
+		return nil, fmt.Errorf("baseline: %s", row.Reason)
+	}
+	rep.Rows[0] = row
+	rest := ordered[1:]
+	if workers <= 0 {
+		workers = sweepWorkers(g, len(rest))
+	}
+	shifted := func(done, total int, what string) { progress.Report(done+1, total+1, what) }
+	err = runCells(len(rest), workers, shifted, func(k int) string { return rest[k].Name }, func(k int) error {
+		row, err := RunStrategy(ctx, g, o, rest[k])
+		rep.Rows[k+1] = row
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
 	base0 := rep.Rows[0]
 	for i := range rep.Rows {
 		r := &rep.Rows[i]

@@ -137,10 +137,11 @@ func TestCompareSavedScope(t *testing.T) {
 	assert.Contains(t, sb.String(), `"saved_peak":`)
 }
 
-// TestSweepWorkers: a sweep is the same, byte for byte, whether its cells
-// run one at a time or four at once (the race detector checks the runs'
-// sharing of the graph and options; .ci/run runs this package with it).
-func TestSweepWorkers(t *testing.T) {
+// TestWorkers: a report and a sweep are the same, byte for byte, whether
+// their runs go one at a time or four at once (the race detector checks the
+// runs' sharing of the graph and options; .ci/run runs this package with
+// it), with a progress report per run and one at the end.
+func TestWorkers(t *testing.T) {
 	for _, m := range []struct {
 		name string
 		o    models.Options
@@ -149,22 +150,38 @@ func TestSweepWorkers(t *testing.T) {
 		require.NoError(t, err)
 		o, err := strategy.OptionsFrom(nil)
 		require.NoError(t, err)
-		var out [2]string
+		o, err = strategy.WithBudgetRatio(context.Background(), g, o, 0.5)
+		require.NoError(t, err)
+		var rep, sw [2]string
 		for i, w := range []int{1, 4} {
 			var calls atomic.Int64
-			sw, err := sweepBudgets(context.Background(), g, o, nil, []float64{1, 0.7, 0.5, 0.3}, nil, func(done, total int, what string) { calls.Add(1) }, w)
+			count := func(done, total int, what string) { calls.Add(1) }
+			r, err := compare(context.Background(), g, o, nil, count, w)
 			require.NoError(t, err)
-			require.Len(t, sw.Points, 4*len(sw.Strategies))
-			require.Equal(t, int64(len(sw.Points)+1), calls.Load(), "a progress report per cell, and one at the end")
-			var sb strings.Builder
-			require.NoError(t, sw.Write(&sb, FormatJSON))
-			out[i] = sb.String()
+			require.Len(t, r.Rows, len(strategy.All()))
+			require.Equal(t, int64(len(r.Rows)+1), calls.Load(), "report progress")
+			rep[i] = writeJSON(t, func(sb *strings.Builder) error { return r.Write(sb, FormatJSON) })
+			calls.Store(0)
+			s, err := sweepBudgets(context.Background(), g, o, nil, []float64{1, 0.7, 0.5, 0.3}, nil, count, w)
+			require.NoError(t, err)
+			require.Len(t, s.Points, 4*len(s.Strategies))
+			require.Equal(t, int64(len(s.Points)+1), calls.Load(), "sweep progress")
+			sw[i] = writeJSON(t, func(sb *strings.Builder) error { return s.Write(sb, FormatJSON) })
 		}
-		require.Equal(t, out[0], out[1], m.name)
+		require.Equal(t, rep[0], rep[1], m.name)
+		require.Equal(t, sw[0], sw[1], m.name)
 	}
 	// the worker count: one per CPU, fewer on large graphs, at least one
 	big := &graph.Graph{Ops: make([]graph.Op, 1<<20)}
 	assert.Equal(t, 1, sweepWorkers(big, 40))
 	assert.Equal(t, 1, sweepWorkers(&graph.Graph{}, 1))
 	assert.LessOrEqual(t, sweepWorkers(&graph.Graph{}, 40), runtime.GOMAXPROCS(0))
+}
+
+// writeJSON returns what write writes.
+func writeJSON(t *testing.T, write func(*strings.Builder) error) string {
+	t.Helper()
+	var sb strings.Builder
+	require.NoError(t, write(&sb))
+	return sb.String()
 }

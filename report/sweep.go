@@ -142,22 +142,11 @@ func sweepBudgets(ctx context.Context, g *graph.Graph, o strategy.Options, strat
 		workers = sweepWorkers(g, total)
 	}
 	sw.Points = make([]SweepPoint, total)
-	errs := make([]error, total)
-	var (
-		next       atomic.Int64
-		mu         sync.Mutex // progress and done
-		done       int
-		wg         sync.WaitGroup
-		cellFailed atomic.Bool
-	)
 	// cell k is strategy k % len(strategies) at budget k / len(strategies)
-	run := func(k int) error {
+	err = runCells(total, workers, progress, func(k int) string { return strategies[k%len(strategies)].Name }, func(k int) error {
 		i, s := k/len(strategies), strategies[k%len(strategies)]
 		e := o
 		e.Budget = budgets[i]
-		mu.Lock()
-		progress.Report(done, total, s.Name)
-		mu.Unlock()
 		row, err := RunStrategy(ctx, g, e, s)
 		if err != nil {
 			return err
@@ -171,34 +160,57 @@ func sweepBudgets(ctx context.Context, g *graph.Graph, o strategy.Options, strat
 			p.Overhead = float64(row.TimeNs) / float64(base.TimeNs)
 		}
 		sw.Points[k] = p
-		mu.Lock()
-		done++
-		mu.Unlock()
 		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	for w := 0; w < workers; w++ {
+	return sw, nil
+}
+
+// runCells runs cells 0 .. total-1 with run, workers at once, reporting
+// progress (name(k): the cell's strategy) as each starts and once at the
+// end. The first error (by cell) stops the cells not yet started and is
+// returned; run is a RunStrategy, whose only errors are cancellations.
+func runCells(total, workers int, progress sim.Progress, name func(k int) string, run func(k int) error) error {
+	errs := make([]error, total)
+	var (
+		next   atomic.Int64
+		mu     sync.Mutex // progress and done
+		done   int
+		wg     sync.WaitGroup
+		failed atomic.Bool
+	)
+	for w := 0; w < max(workers, 1); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for !cellFailed.Load() {
+			for !failed.Load() {
 				k := int(next.Add(1) - 1)
 				if k >= total {
 					return
 				}
+				mu.Lock()
+				progress.Report(done, total, name(k))
+				mu.Unlock()
 				if errs[k] = run(k); errs[k] != nil {
-					cellFailed.Store(true)
+					failed.Store(true)
+					continue
 				}
+				mu.Lock()
+				done++
+				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return nil, err // a cancellation (RunStrategy reports other failures in the row)
+			return err
 		}
 	}
 	progress.Report(total, total, "")
-	return sw, nil
+	return nil
 }
 
 // Table lays the sweep out with one row per budget and one column per
