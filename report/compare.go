@@ -80,7 +80,7 @@ type Report struct {
 // After the baseline the strategies run up to one per CPU at once, fewer on
 // large graphs (as SweepBudgets' cells); the report is the same whatever
 // the number, but for the rows' planning times. g must not be modified
-// meanwhile; it is validated first.
+// meanwhile; it is validated first when runs share it.
 func Compare(ctx context.Context, g *graph.Graph, o strategy.Options, strategies []strategy.Strategy, progress sim.Progress) (*Report, error) {
 	return compare(ctx, g, o, strategies, progress, 0)
 }
@@ -107,9 +107,6 @@ func compare(ctx context.Context, g *graph.Graph, o strategy.Options, strategies
 	if o.Allocator == "" {
 		o.Allocator = strategy.DefaultAllocator
 	}
-	if err := g.Validate(); err != nil {
-		return nil, fmt.Errorf("report: %w", err)
-	}
 	rep := &Report{Version: SchemaVersion, Kind: "report", Graph: g.Name, Ops: len(g.Ops), Tensors: len(g.Tensors),
 		Device: o.Device.Name, Allocator: o.Allocator, Capacity: o.Capacity(), Budget: o.Budget}
 	rep.Rows = make([]Row, len(ordered))
@@ -125,6 +122,9 @@ func compare(ctx context.Context, g *graph.Graph, o strategy.Options, strategies
 	rest := ordered[1:]
 	if workers <= 0 {
 		workers = sweepWorkers(g, len(rest))
+	}
+	if err := shareGraph(g, workers); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
 	}
 	shifted := func(done, total int, what string) { progress.Report(done+1, total+1, what) }
 	err = runCells(len(rest), workers, shifted, func(k int) string { return rest[k].Name }, func(k int) error {

@@ -53,7 +53,7 @@ type Sweep struct {
 // The cells (a strategy at a budget) are independent runs: they run up to
 // one per CPU at once, fewer on large graphs (sweepWorkers), and the sweep
 // is the same whatever the number. g must not be modified meanwhile; it is
-// validated first (which builds the index the runs share).
+// validated first when runs share it (which builds the index they read).
 func SweepBudgets(ctx context.Context, g *graph.Graph, o strategy.Options, strategies []strategy.Strategy, ratios []float64, budgets []int64, progress sim.Progress) (*Sweep, error) {
 	return sweepBudgets(ctx, g, o, strategies, ratios, budgets, progress, 0)
 }
@@ -77,6 +77,18 @@ func sweepWorkers(g *graph.Graph, cells int) int {
 		w = min(w, int(min(sweepMemory/per, int64(w))))
 	}
 	return max(1, min(w, cells))
+}
+
+// shareGraph prepares g for workers runs at once: with more than one it
+// validates g, which builds the consumer index that Graph.Consumers would
+// otherwise build lazily, unsafely for concurrent use (one run at a time
+// leaves g as it is, as before: a million-op graph the command line has
+// validated is not validated again).
+func shareGraph(g *graph.Graph, workers int) error {
+	if workers <= 1 {
+		return nil
+	}
+	return g.Validate()
 }
 
 // sweepBudgets is SweepBudgets with workers cells at once (0:
@@ -109,9 +121,6 @@ func sweepBudgets(ctx context.Context, g *graph.Graph, o strategy.Options, strat
 	if err != nil {
 		return nil, err
 	}
-	if err := g.Validate(); err != nil {
-		return nil, fmt.Errorf("sweep: %w", err)
-	}
 	if o.Allocator == "" {
 		o.Allocator = strategy.DefaultAllocator
 	}
@@ -140,6 +149,9 @@ func sweepBudgets(ctx context.Context, g *graph.Graph, o strategy.Options, strat
 	total := len(budgets) * len(strategies)
 	if workers <= 0 {
 		workers = sweepWorkers(g, total)
+	}
+	if err := shareGraph(g, workers); err != nil {
+		return nil, fmt.Errorf("sweep: %w", err)
 	}
 	sw.Points = make([]SweepPoint, total)
 	// cell k is strategy k % len(strategies) at budget k / len(strategies)
