@@ -42,12 +42,7 @@ func eqFixedRuns(t *testing.T, hs []Heuristic, stream uint64, setup func(*Runtim
 	for _, h := range hs {
 		for seed := uint64(1); seed <= 12; seed++ {
 			for _, mode := range []string{"drop", "swap", "banish"} {
-				cfg := DefaultConfig()
-				cfg.Heuristic = h
-				cfg.EvicteeMinSize = 0
-				cfg.Budget = 60_000 + int64(seed%8)*15_000
-				evictMode(&cfg, mode)
-				rt, err := New(cfg, nil)
+				rt, err := New(smallConfig(h, 60_000+int64(seed%8)*15_000, mode), nil)
 				require.NoError(t, err)
 				setup(rt)
 				if err := fixedProgram(rt, rand.New(rand.NewPCG(seed, stream)), 600); err != nil {
@@ -78,6 +73,18 @@ func eqZooRuns(t *testing.T, hs []Heuristic, setup func(*Runtime), check func(rt
 			}
 		}
 	}
+}
+
+// smallConfig is the default configuration for the random programs:
+// heuristic h, no minimum evictee size, budget bytes, evicting by mode
+// (evictMode).
+func smallConfig(h Heuristic, budget int64, mode string) Config {
+	cfg := DefaultConfig()
+	cfg.Heuristic = h
+	cfg.EvicteeMinSize = 0
+	cfg.Budget = budget
+	evictMode(&cfg, mode)
+	return cfg
 }
 
 // evictMode sets cfg to evict by mode: drop (the default), swap (to a host

@@ -144,11 +144,9 @@ func TestIndexMatchesScanRandom(t *testing.T) {
 	for seed := uint64(1); seed <= 16; seed++ {
 		for _, h := range indexedHeuristics {
 			for _, minSize := range []int64{0, 1000} {
-				cfg := DefaultConfig()
-				cfg.Heuristic = h
+				cfg := smallConfig(h, 150_000+int64(seed%12)*20_000, "drop")
 				cfg.EvicteeMinSize = minSize
 				cfg.LazyLock = seed%2 == 0
-				cfg.Budget = 150_000 + int64(seed%12)*20_000
 				rt, err := New(cfg, nil)
 				require.NoError(t, err)
 				rt.idxCheck = true
@@ -455,11 +453,7 @@ func TestIndexMatchesScanOnTieChains(t *testing.T) {
 	var tc tieChecks
 	for seed := uint64(1); seed <= 24; seed++ {
 		for _, h := range []Heuristic{HDTR, HDTREqClass, HDTRLocal, LRU, Size} {
-			cfg := DefaultConfig()
-			cfg.Heuristic = h
-			cfg.EvicteeMinSize = 0
-			cfg.Budget = 12_000 + int64(seed%6)*3_000
-			rt, err := New(cfg, nil)
+			rt, err := New(smallConfig(h, 12_000+int64(seed%6)*3_000, "drop"), nil)
 			require.NoError(t, err)
 			rt.idxCheck = true
 			if err := tieProgram(rt, rand.New(rand.NewPCG(seed, 13)), 500); err != nil {

@@ -114,13 +114,8 @@ func TestWalkNodes(t *testing.T) {
 	overflow := false
 	for seed := uint64(1); seed <= 8; seed++ {
 		for _, mode := range []string{"drop", "swap", "banish"} {
-			cfg := DefaultConfig()
-			cfg.Heuristic = HDTR
-			cfg.EvicteeMinSize = 0
-			cfg.Budget = 150_000 + int64(seed%5)*40_000
-			evictMode(&cfg, mode)
 			h := &walkCheckHost{t: t}
-			rt, err := New(cfg, h)
+			rt, err := New(smallConfig(HDTR, 150_000+int64(seed%5)*40_000, mode), h)
 			require.NoError(t, err)
 			h.rt = rt
 			_ = randomProgram(rt, rand.New(rand.NewPCG(seed, 3)), 300)

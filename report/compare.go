@@ -86,7 +86,7 @@ func Compare(ctx context.Context, g *graph.Graph, o strategy.Options, strategies
 }
 
 // compare is Compare with workers strategies at once after the baseline
-// (0: sweepWorkers).
+// (0: parallelRuns).
 func compare(ctx context.Context, g *graph.Graph, o strategy.Options, strategies []strategy.Strategy, progress sim.Progress, workers int) (*Report, error) {
 	if g == nil {
 		return nil, fmt.Errorf("report: graph is nil")
@@ -121,7 +121,7 @@ func compare(ctx context.Context, g *graph.Graph, o strategy.Options, strategies
 	rep.Rows[0] = row
 	rest := ordered[1:]
 	if workers <= 0 {
-		workers = sweepWorkers(g, len(rest))
+		workers = parallelRuns(g, len(rest))
 	}
 	if err := shareGraph(g, workers); err != nil {
 		return nil, fmt.Errorf("report: %w", err)

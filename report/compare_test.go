@@ -173,9 +173,9 @@ func TestWorkers(t *testing.T) {
 	}
 	// the worker count: one per CPU, fewer on large graphs, at least one
 	big := &graph.Graph{Ops: make([]graph.Op, 1<<20)}
-	assert.Equal(t, 1, sweepWorkers(big, 40))
-	assert.Equal(t, 1, sweepWorkers(&graph.Graph{}, 1))
-	assert.LessOrEqual(t, sweepWorkers(&graph.Graph{}, 40), runtime.GOMAXPROCS(0))
+	assert.Equal(t, 1, parallelRuns(big, 40))
+	assert.Equal(t, 1, parallelRuns(&graph.Graph{}, 1))
+	assert.LessOrEqual(t, parallelRuns(&graph.Graph{}, 40), runtime.GOMAXPROCS(0))
 }
 
 // writeJSON returns what write writes.

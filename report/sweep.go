@@ -51,32 +51,32 @@ type Sweep struct {
 // matching sim.ErrCanceled and no sweep.
 //
 // The cells (a strategy at a budget) are independent runs: they run up to
-// one per CPU at once, fewer on large graphs (sweepWorkers), and the sweep
+// one per CPU at once, fewer on large graphs (parallelRuns), and the sweep
 // is the same whatever the number. g must not be modified meanwhile; it is
 // validated first when runs share it (which builds the index they read).
 func SweepBudgets(ctx context.Context, g *graph.Graph, o strategy.Options, strategies []strategy.Strategy, ratios []float64, budgets []int64, progress sim.Progress) (*Sweep, error) {
 	return sweepBudgets(ctx, g, o, strategies, ratios, budgets, progress, 0)
 }
 
-// sweepRunBytes estimates the memory one cell's run holds per op and tensor
+// runBytes estimates the memory one strategy run holds per op and tensor
 // of the graph (a dtr or sublinear run on resnet-cifar at 100k ops holds
 // about 250-300 MB besides the graph, whose 100k ops come with 200k
-// tensors), and sweepMemory the memory the cells running at once may hold
+// tensors), and runsMemory the memory the runs going at once may hold
 // together.
 const (
-	sweepRunBytes = 1 << 10
-	sweepMemory   = 1 << 30
+	runBytes   = 1 << 10
+	runsMemory = 1 << 30
 )
 
-// sweepWorkers is how many of cells cells SweepBudgets runs at once on g:
-// one per CPU (GOMAXPROCS), no more than sweepMemory allows for runs of
-// g's size, at least one.
-func sweepWorkers(g *graph.Graph, cells int) int {
+// parallelRuns is how many of runs strategy runs on g SweepBudgets and
+// Compare make at once: one per CPU (GOMAXPROCS), no more than runsMemory
+// allows for runs of g's size, at least one.
+func parallelRuns(g *graph.Graph, runs int) int {
 	w := runtime.GOMAXPROCS(0)
-	if per := int64(len(g.Ops)+len(g.Tensors)) * sweepRunBytes; per > 0 {
-		w = min(w, int(min(sweepMemory/per, int64(w))))
+	if per := int64(len(g.Ops)+len(g.Tensors)) * runBytes; per > 0 {
+		w = int(min(int64(w), runsMemory/per))
 	}
-	return max(1, min(w, cells))
+	return max(1, min(w, runs))
 }
 
 // shareGraph prepares g for workers runs at once: with more than one it
@@ -92,7 +92,7 @@ func shareGraph(g *graph.Graph, workers int) error {
 }
 
 // sweepBudgets is SweepBudgets with workers cells at once (0:
-// sweepWorkers).
+// parallelRuns).
 func sweepBudgets(ctx context.Context, g *graph.Graph, o strategy.Options, strategies []strategy.Strategy, ratios []float64, budgets []int64, progress sim.Progress, workers int) (*Sweep, error) {
 	if g == nil {
 		return nil, fmt.Errorf("sweep: graph is nil")
@@ -148,7 +148,7 @@ func sweepBudgets(ctx context.Context, g *graph.Graph, o strategy.Options, strat
 	sw.Budgets = budgets
 	total := len(budgets) * len(strategies)
 	if workers <= 0 {
-		workers = sweepWorkers(g, total)
+		workers = parallelRuns(g, total)
 	}
 	if err := shareGraph(g, workers); err != nil {
 		return nil, fmt.Errorf("sweep: %w", err)

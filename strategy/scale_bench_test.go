@@ -80,6 +80,9 @@ func BenchmarkDTRIndexScale(b *testing.B) {
 		// one clock
 		{"resnet-cifar", models.Options{Optimizer: "sgd"}, 0.5, [2]int{950, 9500}, false, false, "lru"},
 		{"resnet-cifar", models.Options{Optimizer: "sgd"}, 0.5, [2]int{950, 9500}, false, false, "dtr-local"},
+		// h_DTR's keys count the own cost alone, its score the evicted
+		// region: a choice evaluates a share of the pool (docs/dtr.md)
+		{"resnet-cifar", models.Options{Optimizer: "sgd"}, 0.5, [2]int{950, 9500}, false, false, "dtr"},
 	}
 	dtrS, err := Lookup("dtr")
 	if err != nil {
