@@ -1123,6 +1123,7 @@ type idxChoice struct {
 // keys, hence bounds, at least its own).
 func (r *Runtime) idxSearch(b int, c *idxChoice) {
 	h := r.idx.heaps[b]
+	staleTies := r.idx.kind == idxStale && !r.idx.seqKeyed(b) // staleSubtreeAbove applies
 	stack := append(r.idx.stack[:0], 0)
 	for len(stack) > 0 {
 		i := stack[len(stack)-1]
@@ -1131,7 +1132,7 @@ func (r *Runtime) idxSearch(b int, c *idxChoice) {
 		if c.best >= 0 && r.bound(b, s) > c.bs.f {
 			continue // the whole subtree is bounded above the best
 		}
-		if c.best >= 0 && r.idx.kind == idxStale && !r.idx.seqKeyed(b) && r.staleSubtreeAbove(b, s, c) {
+		if c.best >= 0 && staleTies && r.staleSubtreeAbove(b, s, c) {
 			r.stalePrunes++
 			continue
 		}
