@@ -194,6 +194,10 @@ func (r *Runtime) region(s int32, reverse bool, cut int64) int64 {
 				if n := &w[us]; n.evicted && n.mark != g {
 					n.mark = g
 					sum += n.compute
+					if r.wrec {
+						r.wlist = append(r.wlist, us)
+						r.wsum += n.compute
+					}
 					if sum > cut {
 						r.stack = stack[:0]
 						return sum
@@ -270,7 +274,11 @@ func (r *Runtime) sizeTerm(s int32) int64 {
 func (r *Runtime) withRegions(s int32, both bool, m, d int64) int64 {
 	cut := int64(math.MaxInt64)
 	if b := r.evalBest; b > 0 && !math.IsInf(b, 1) && m > 0 && d > 0 {
-		if x := b * float64(m) * float64(d) * (1 + 1e-6); x < 1<<62 {
+		f := 1 + 1e-6
+		if r.wrec {
+			f = regionOverWalk
+		}
+		if x := b * float64(m) * float64(d) * f; x < 1<<62 {
 			cut = int64(x) + 1
 		}
 	}
@@ -293,9 +301,15 @@ func (r *Runtime) withRegions(s int32, both bool, m, d int64) int64 {
 	return c
 }
 
+// regionOverWalk: an indexed evaluation's walks (wrec) go on to this
+// factor times the best before they stop, so the key part they leave
+// (regionKeep) holds the candidate off for more than the next choice.
+const regionOverWalk = 2
+
 // evaluate scores candidate s (see withRegions for evalBest).
 func (r *Runtime) evaluate(s int32) score {
 	r.stats.HeuristicEvals++
+	r.wlist, r.wsum = r.wlist[:0], 0
 	r.eqOf = -1
 	st := &r.storages[s]
 	switch r.cfg.Heuristic {
@@ -410,6 +424,24 @@ func (r *Runtime) checkScan(s int32) {
 			}
 		}
 		r.needCap = walkCap
+	}
+	if x := r.idx; x != nil && x.region {
+		// a region part must not exceed the region's sum now
+		for _, h := range x.heaps {
+			for _, c := range h {
+				st := &r.storages[c]
+				if st.kstick != x.stick {
+					continue
+				}
+				sum := r.region(c, true, math.MaxInt64)
+				if r.cfg.Heuristic == HDTR || r.cfg.Heuristic == LookaheadDTR {
+					sum += r.region(c, false, math.MaxInt64)
+				}
+				if st.kpart > sum {
+					r.idxBadKeys++
+				}
+			}
+		}
 	}
 	if x := r.idx; x != nil && x.eq && !x.neg {
 		for b, h := range x.heaps {

@@ -164,6 +164,13 @@ type candIndex struct {
 	// stick stamps the key parts storages may reuse (storage.kstick): a
 	// new epoch or run moves it on, which makes every earlier part stale
 	stick uint32
+	// region (h_DTR and the MSPS family without parity's kept regions):
+	// a key counts, besides the candidate's cost, the region sum its last
+	// evaluation walked (storage.kpart, regionKeyed), and wreg lists, per
+	// evicted storage, the candidates whose key parts counted it (nodes
+	// of generation kgen, as reg's)
+	region bool
+	wreg   classLists
 }
 
 // classLists holds a linked list of (candidate, key generation) nodes per
@@ -195,7 +202,7 @@ func indexKind(cfg *Config) idxKind {
 }
 
 func newCandIndex(k idxKind) *candIndex {
-	x := &candIndex{kind: k, heaps: make([][]int32, idxBuckets), lo: make([]float64, idxBuckets), kmin: make([]float64, idxBuckets), full: make([]uint64, (idxBuckets+63)/64), reg: classLists{free: -1}, regX: classLists{free: -1}, stick: 1}
+	x := &candIndex{kind: k, heaps: make([][]int32, idxBuckets), lo: make([]float64, idxBuckets), kmin: make([]float64, idxBuckets), full: make([]uint64, (idxBuckets+63)/64), reg: classLists{free: -1}, regX: classLists{free: -1}, wreg: classLists{free: -1}, stick: 1}
 	for b := idxFirst; b < idxInfB; b++ {
 		x.lo[b] = math.Exp2(float64(b-idxFirst-idxOctaves*idxPerOctave)/idxPerOctave) * (1 - idxSlack)
 	}
@@ -211,7 +218,7 @@ func (x *candIndex) reset(k idxKind) {
 	}
 	clear(full)
 	*x = candIndex{kind: k, heaps: heaps, lo: lo, kmin: kmin, full: full, stack: x.stack[:0], kept: x.kept[:0],
-		zeroCost: x.zeroCost[:0], dropped: x.dropped[:0], refresh: x.refresh[:0], reg: x.reg.reset(), regX: x.regX.reset(),
+		zeroCost: x.zeroCost[:0], dropped: x.dropped[:0], refresh: x.refresh[:0], reg: x.reg.reset(), regX: x.regX.reset(), wreg: x.wreg.reset(),
 		flush: x.flush[:0], flushX: x.flushX[:0], stick: x.stick + 1}
 }
 
@@ -301,7 +308,8 @@ func (r *Runtime) bucketOf(s int32) int {
 		if r.cfg.Heuristic == Size {
 			st.ikey = 1 / float64(st.size)
 		} else {
-			st.ikey = float64(st.compute) / float64(st.size)
+			st.knum = r.keyNum(s, true)
+			st.ikey = float64(st.knum) / float64(st.size)
 		}
 		if st.size == 0 {
 			st.ikey = math.Inf(1)
@@ -322,6 +330,18 @@ func (r *Runtime) bucketOf(s int32) int {
 func (r *Runtime) keyNum(s int32, file bool) int64 {
 	st := &r.storages[s]
 	x := r.idx
+	if x.region {
+		if st.kstick == x.stick {
+			if file {
+				r.keyReuses++
+			}
+			return st.compute + st.kpart
+		}
+		if file {
+			st.kgen++ // a key without a part: no registrations
+		}
+		return st.compute
+	}
 	if !x.eq {
 		return st.compute
 	}
@@ -480,6 +500,11 @@ func (r *Runtime) regAdd(c, s int32, gen uint32) {
 	if r.storages[s].kexact {
 		l = &r.idx.regX
 	}
+	r.regAddTo(l, c, s, gen)
+}
+
+// regAddTo registers candidate s, keyed at generation gen, in l's list c.
+func (r *Runtime) regAddTo(l *classLists, c, s int32, gen uint32) {
 	l.size(c)
 	n := l.free
 	if n >= 0 {
@@ -762,6 +787,18 @@ func (r *Runtime) idxLess(a, b int32) bool {
 		return r.idxBefore(a, b)
 	}
 	sa, sb := &r.storages[a], &r.storages[b]
+	if r.idx.kind == idxStatic {
+		// msps: by the key's c/m compared exactly, ties to the later in
+		// pool order first (staticSubtreeAbove)
+		if sa.size != 0 && sb.size != 0 {
+			if c := cmpScore(mkScore(sa.knum, sa.size, 1), mkScore(sb.knum, sb.size, 1)); c != 0 {
+				return c < 0
+			}
+		} else if sa.ikey != sb.ikey {
+			return sa.ikey < sb.ikey
+		}
+		return sa.seq > sb.seq
+	}
 	if sa.ikey != sb.ikey || r.idx.kind != idxStale {
 		return sa.ikey < sb.ikey
 	}
@@ -797,6 +834,23 @@ func (r *Runtime) staleSubtreeAbove(b int, s int32, c *idxChoice) bool {
 		return !r.idxBetter(mkScore(st.knum, st.size, d), st.seq, c.bs, c.bseq)
 	}
 	return r.nodeBound(b, s) > c.bs.f
+}
+
+// staticSubtreeAbove reports whether no storage in the subtree of s in the
+// static (msps) heap can beat the best c holds: they score at least their
+// keys, which are at least s's, and among keys equal to s's rank after it
+// in pool order (idxLess), so with s's key at the best score and s before
+// the best in pool order, a tie loses too (it goes to the later
+// candidate). Between zero scores the earlier wins, so a zero best
+// prunes nothing here. Layers of one shape with no evicted ancestors tie
+// exactly: without this a choice evaluated each of them.
+func (r *Runtime) staticSubtreeAbove(s int32, c *idxChoice) bool {
+	st := &r.storages[s]
+	if st.size == 0 || c.bs.f == 0 {
+		return false
+	}
+	k := r.cmp(mkScore(st.knum, st.size, 1), c.bs)
+	return k > 0 || (k == 0 && st.seq < c.bseq)
 }
 
 // idxBefore reports whether the scan would rank candidate a before b by
@@ -1039,7 +1093,9 @@ func (r *Runtime) chooseIndexed() int32 {
 	// their keys raised, so later searches skip them sooner
 	for _, s := range x.refresh {
 		if st := &r.storages[s]; st.ibucket >= 0 {
-			st.kstick = 0 // a fresh key part, not the one kept
+			if !x.region {
+				st.kstick = 0 // a fresh key part, not the one kept
+			} // else the part is the evaluation's (regionKeep)
 			r.idxRekey(s)
 		}
 	}
@@ -1124,6 +1180,7 @@ type idxChoice struct {
 func (r *Runtime) idxSearch(b int, c *idxChoice) {
 	h := r.idx.heaps[b]
 	staleTies := r.idx.kind == idxStale && !r.idx.seqKeyed(b) // staleSubtreeAbove applies
+	staticTies := r.idx.kind == idxStatic && !r.idx.exact     // staticSubtreeAbove applies
 	stack := append(r.idx.stack[:0], 0)
 	for len(stack) > 0 {
 		i := stack[len(stack)-1]
@@ -1131,6 +1188,10 @@ func (r *Runtime) idxSearch(b int, c *idxChoice) {
 		s := h[i]
 		if c.best >= 0 && r.bound(b, s) > c.bs.f {
 			continue // the whole subtree is bounded above the best
+		}
+		if c.best >= 0 && staticTies && r.staticSubtreeAbove(s, c) {
+			r.stalePrunes++
+			continue
 		}
 		if c.best >= 0 && staleTies && r.staleSubtreeAbove(b, s, c) {
 			r.stalePrunes++
@@ -1152,8 +1213,12 @@ func (r *Runtime) idxSearch(b int, c *idxChoice) {
 		if c.best >= 0 {
 			r.evalBest = c.bs.f
 		}
+		r.wrec = r.idx.region
 		sc := r.evaluate(s)
 		r.evalBest = math.Inf(1)
+		if r.wrec {
+			r.regionKeep(s)
+		}
 		r.lbStore(s, sc)
 		if st := &r.storages[s]; st.kmem && b == idxNever && sc.f > 0 {
 			// a kept storage needed again since it was keyed
@@ -1172,4 +1237,54 @@ func (r *Runtime) idxSearch(b int, c *idxChoice) {
 		}
 	}
 	r.idx.stack = stack
+}
+
+// regionKeyed reports whether the index keys cfg's candidates with region
+// parts: h_DTR and the MSPS family, whose scores sum walked regions
+// (without parity mode's kept regions, whose sums cost nothing to read).
+//
+// A region's sum can only fall when one of its evicted storages is
+// brought back (costs only grow, edges are never removed, and an eviction
+// only adds to regions): the storages a walk counted stay reachable from
+// the candidate through storages the walk counted while all of them stay
+// evicted. So the sum an evaluation walked (the whole region, or the part
+// before the walk stopped above the best) stays a lower bound of the
+// region's sum until one of the storages it counted comes back; those
+// storages list the candidate (wreg), and their return re-keys it with
+// its cost alone (setResidency). Without it a candidate's key counted its
+// cost alone, and a choice evaluated, walking its region each time, every
+// candidate whose region made it score far above its key: the stale
+// boundary of the evicted part of a deep model, a share of the pool that
+// grows with the model.
+func regionKeyed(cfg *Config) bool {
+	if incFor(cfg) {
+		return false
+	}
+	switch cfg.Heuristic {
+	case HDTR, MSPS, LookaheadMSPS, LookaheadDTR:
+		return true
+	}
+	return false
+}
+
+// regionKeep makes the region sum the last evaluation of candidate s
+// walked (wsum over wlist) its key part, if it exceeds the part its key
+// has: s is registered with every storage the walk counted, under a new
+// key generation, and re-keyed after the search (refresh).
+func (r *Runtime) regionKeep(s int32) {
+	r.wrec = false
+	x, st := r.idx, &r.storages[s]
+	old := int64(0)
+	if st.kstick == x.stick {
+		old = st.kpart
+	}
+	if r.wsum <= old {
+		return
+	}
+	st.kgen++
+	for _, w := range r.wlist {
+		r.regAddTo(&x.wreg, w, s, st.kgen)
+	}
+	st.kstick, st.kpart = x.stick, r.wsum
+	x.refresh = append(x.refresh, s)
 }

@@ -442,6 +442,14 @@ type Runtime struct {
 	// walkCuts counts the scores whose walks withRegions stopped at the
 	// best so far (read by tests).
 	walkCuts int64
+	// wrec: region walks list the storages they count in wlist and sum
+	// their costs in wsum (an indexed evaluation: regionKeep)
+	wrec  bool
+	wlist []int32
+	wsum  int64
+	// regionFlushes counts the returns of storages that region key parts
+	// counted (their candidates re-keyed; read by tests)
+	regionFlushes int64
 
 	limit int64 // effective limit for eviction (budget or threshold)
 	hard  bool  // limit is a hard budget
@@ -542,6 +550,7 @@ func (r *Runtime) init(cfg Config, host Host) {
 		r.idx.never = cfg.Heuristic == LookaheadDTR
 		r.idx.exact = k == idxLRU || cfg.Heuristic == Size
 		r.idx.keptIdx = k == idxAhead && !cfg.Swap && !cfg.Banish
+		r.idx.region = regionKeyed(&cfg)
 	} else {
 		r.idx = nil
 	}
@@ -663,6 +672,11 @@ func (r *Runtime) setResidency(s int32, material, swapped bool) {
 	w := &r.walk[s]
 	was := w.evicted
 	w.evicted = !material && !swapped
+	if was && !w.evicted && r.idx != nil && r.idx.region && r.idx.wreg.has(s) {
+		// the keys that counted s in their region parts lose it
+		r.regionFlushes++
+		r.idxFlushList(&r.idx.wreg, s)
+	}
 	if r.nnOn {
 		if !w.evicted {
 			r.nn[s] = false

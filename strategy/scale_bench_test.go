@@ -80,9 +80,11 @@ func BenchmarkDTRIndexScale(b *testing.B) {
 		// one clock
 		{"resnet-cifar", models.Options{Optimizer: "sgd"}, 0.5, [2]int{950, 9500}, false, false, "lru"},
 		{"resnet-cifar", models.Options{Optimizer: "sgd"}, 0.5, [2]int{950, 9500}, false, false, "dtr-local"},
-		// h_DTR's keys count the own cost alone, its score the evicted
-		// region: a choice evaluates a share of the pool (docs/dtr.md)
+		// h_DTR's and MSPS's scores sum evicted regions, which their keys
+		// count as far as an evaluation walked them (region key parts,
+		// docs/dtr.md); msps's heap orders exact ties
 		{"resnet-cifar", models.Options{Optimizer: "sgd"}, 0.5, [2]int{950, 9500}, false, false, "dtr"},
+		{"resnet-cifar", models.Options{Optimizer: "sgd"}, 0.5, [2]int{950, 9500}, false, false, "msps"},
 	}
 	dtrS, err := Lookup("dtr")
 	if err != nil {
