@@ -232,3 +232,37 @@ func TestFragChoiceMatchesScan(t *testing.T) {
 	require.Greater(t, evals, int64(100))
 	require.Greater(t, skips, int64(50))
 }
+
+// TestMegEngineIndexMatchesScan: megengine's size term counts the free
+// bytes next to a candidate's block, which its index key (the size) does
+// not; on the caching allocator the candidates next to free memory are
+// evaluated at every choice besides the index's (nextToFree), and every
+// choice must equal the scan's, with every filed key a lower bound.
+func TestMegEngineIndexMatchesScan(t *testing.T) {
+	cases := []struct {
+		model  string
+		o      models.Options
+		capBud [][2]float64 // capacity and budget, as ratios of the peak
+	}{
+		{"resnet-cifar", models.Options{Depth: 56, Batch: 32}, [][2]float64{{0.5, 0.6}, {0.6, 0.6}, {0.4, 0.45}, {1.2, 0.5}}},
+		{"densenet121", models.Options{Batch: 16, Image: 64}, [][2]float64{{0.6, 0.6}, {1.2, 0.5}}},
+	}
+	var choices, listed int64
+	for _, c := range cases {
+		for _, capBud := range c.capBud {
+			name := fmt.Sprintf("%s capacity %.2f budget %.2f", c.model, capBud[0], capBud[1])
+			rt, _, err := cachingUnderDTR(t, c.model, c.o, MegEngine, capBud[0], capBud[1], true)
+			require.NotNil(t, rt.idx, name)
+			require.Zero(t, rt.idxMismatch, name)
+			require.Zero(t, rt.idxBadKeys, name)
+			if err != nil {
+				require.True(t, errors.Is(err, sim.ErrOutOfMemory) || errors.Is(err, ErrThrashing), name)
+			}
+			choices += rt.Stats().Evictions
+			listed += rt.fragEvals
+		}
+	}
+	t.Logf("%d evictions checked; %d candidates next to free memory evaluated", choices, listed)
+	require.Greater(t, choices, int64(500))
+	require.Greater(t, listed, int64(100))
+}

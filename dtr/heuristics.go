@@ -373,9 +373,13 @@ func (r *Runtime) evaluate(s int32) score {
 // score stops the scan.
 func (r *Runtime) choose() int32 {
 	r.resetNeed()
-	if r.idx != nil && !r.fragMode && (!r.cfg.Parity || r.parityIndexable()) {
+	nh, adjOK := r.adjListing()
+	if r.idx != nil && !r.fragMode && adjOK && (!r.cfg.Parity || r.parityIndexable()) {
 		evals := r.stats.HeuristicEvals
 		if s := r.chooseIndexed(); s >= 0 {
+			if nh != nil {
+				s = r.nextToFree(nh, s)
+			}
 			if r.cfg.Parity {
 				// the reference's count, not the index's
 				r.stats.HeuristicEvals = evals + r.scanEvals(s)
@@ -392,6 +396,57 @@ func (r *Runtime) choose() int32 {
 		}
 	}
 	return r.scan()
+}
+
+// adjListing reports whether the index may choose for a heuristic whose
+// size term counts the free bytes next to a candidate's block (megengine
+// with an AdjacencyHost), and returns the host that lists the candidates
+// with such bytes (nil when the size term is the size alone). The index's
+// keys use the size, so their bounds hold for the candidates without free
+// neighbours only; the others are evaluated on every choice (nextToFree),
+// which needs a host that can list them.
+func (r *Runtime) adjListing() (neighbourHost, bool) {
+	if r.cfg.Heuristic != MegEngine || r.adj == nil {
+		return nil, true
+	}
+	nh, ok := r.host.(neighbourHost)
+	if !ok || !nh.FreeNeighbours(nil) {
+		return nil, false
+	}
+	return nh, true
+}
+
+// nextToFree returns the better, under the scan's order, of the index's
+// choice best and the candidates with free memory next to their blocks
+// (listed by nh), whose scores a size term counting those bytes (megengine's,
+// or any in fragMode) lowers below their bounds. The index skipped a
+// candidate only when its bound was above the best, which holds for every
+// candidate without free neighbours, so the result is the scan's choice.
+// A listed candidate is skipped too when its bound scaled by its size over
+// its size term is above the best (fragSkip).
+func (r *Runtime) nextToFree(nh neighbourHost, best int32) int32 {
+	bs, bseq := r.evaluate(best), r.storages[best].seq
+	nh.FreeNeighbours(func(t TensorID) {
+		s := r.tensors[t].st
+		st := &r.storages[s]
+		if s == best || st.poolPos < 0 || st.size < r.cfg.EvicteeMinSize {
+			return
+		}
+		if r.fragSkip(s, bs.f) {
+			r.fragSkips++
+			return
+		}
+		r.fragEvals++
+		if bs.f > 0 && !math.IsInf(bs.f, 1) && !r.noScanCut {
+			r.evalBest = bs.f
+		}
+		sc := r.evaluate(s)
+		r.evalBest = math.Inf(1)
+		if r.idxBetter(sc, st.seq, bs, bseq) {
+			best, bs, bseq = s, sc, st.seq
+		}
+	})
+	return best
 }
 
 // checkScan (idxCheck, tests) counts in idxMismatch a choice s that the

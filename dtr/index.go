@@ -67,8 +67,12 @@ import (
 // scan never reaches), or a live eq-class below zero whose negative mass
 // exceeds a candidate's cost (see eqKeyPart).
 //
-// megengine (its est and recompute penalty) keeps the scan, as do sqrt
-// sampling and the host-retry scoring with adjacent free bytes.
+// megengine is of the staleness family with est for c (its recompute
+// penalty only raises the score); the free bytes next to a block in its
+// size term are not in the keys, so the candidates next to free memory
+// are evaluated apart (nextToFree), or, on a host that cannot list them,
+// the scan chooses. Sqrt sampling keeps the scan, as does the host-retry
+// scoring with adjacent free bytes where the host cannot list them.
 
 type idxKind uint8
 
@@ -189,7 +193,7 @@ func indexKind(cfg *Config) idxKind {
 		return idxNone
 	}
 	switch cfg.Heuristic {
-	case HDTR, HDTREqClass, HDTRLocal, LookaheadDTR:
+	case HDTR, HDTREqClass, HDTRLocal, LookaheadDTR, MegEngine:
 		return idxStale
 	case MSPS, Size:
 		return idxStatic
@@ -345,10 +349,11 @@ func (r *Runtime) keyNum(s int32, file bool) int64 {
 	if !x.eq {
 		return st.compute
 	}
+	c := r.hcost(s)
 	if file {
 		if st.kstick == x.stick {
 			r.keyReuses++
-			return max(st.compute+st.kpart, 0)
+			return max(c+st.kpart, 0)
 		}
 		st.kgen++
 	}
@@ -357,7 +362,7 @@ func (r *Runtime) keyNum(s int32, file bool) int64 {
 	if file && st.eqc != 0 && !x.neg {
 		st.kstick, st.kpart = x.stick, part
 	}
-	return max(st.compute+part, 0)
+	return max(c+part, 0)
 }
 
 // eqSlackShift sets how far below its value a class's floor is set (1/32
@@ -1224,11 +1229,11 @@ func (r *Runtime) idxSearch(b int, c *idxChoice) {
 			// a kept storage needed again since it was keyed
 			r.idx.refresh = append(r.idx.refresh, s)
 		} else if r.idx.eq && b != idxNever && r.eqOf == s {
-			if !r.idx.neg && !st.kexact && st.compute+r.eqSum > st.knum {
+			if !r.idx.neg && !st.kexact && r.hcost(s)+r.eqSum > st.knum {
 				// the floors were too low for it: key it exactly from now on
 				st.kexact = true
 				r.idx.refresh = append(r.idx.refresh, s)
-			} else if max(st.compute+r.eqKeyPart(st.kexact), 0) > st.knum {
+			} else if max(r.hcost(s)+r.eqKeyPart(st.kexact), 0) > st.knum {
 				r.idx.refresh = append(r.idx.refresh, s)
 			}
 		}

@@ -17,7 +17,7 @@ import (
 
 // indexedHeuristics are the heuristics the default mode searches with the
 // candidate index.
-var indexedHeuristics = []Heuristic{HDTR, HDTREqClass, HDTRLocal, MSPS, LRU, Size, Lookahead, LookaheadMSPS, LookaheadDTR}
+var indexedHeuristics = []Heuristic{HDTR, HDTREqClass, HDTRLocal, MSPS, LRU, Size, MegEngine, Lookahead, LookaheadMSPS, LookaheadDTR}
 
 // TestIndexMatchesScanOnLogs replays both logs at every ratio with every
 // indexed heuristic, eager and lazy locking, and checks at every eviction

@@ -366,7 +366,7 @@ type Runtime struct {
 	// storages evaluated exactly (tests)
 	keptCapPasses int64
 	// fragEvals and fragSkips: candidates next to free memory that
-	// chooseFrag evaluated, and that their index bound ruled out (tests)
+	// nextToFree evaluated, and that their index bound ruled out (tests)
 	fragEvals, fragSkips int64
 	// gone[s]: no external reference to s or to any storage that depends
 	// on it is left, and none can come back (see markGone), so neither
@@ -546,7 +546,7 @@ func (r *Runtime) init(cfg Config, host Host) {
 		} else {
 			r.idx = newCandIndex(k)
 		}
-		r.idx.eq = cfg.Heuristic == HDTREqClass || cfg.Heuristic == Lookahead
+		r.idx.eq = cfg.Heuristic == HDTREqClass || cfg.Heuristic == Lookahead || cfg.Heuristic == MegEngine
 		r.idx.never = cfg.Heuristic == LookaheadDTR
 		r.idx.exact = k == idxLRU || cfg.Heuristic == Size
 		r.idx.keptIdx = k == idxAhead && !cfg.Swap && !cfg.Banish
@@ -2348,7 +2348,11 @@ type neighbourHost interface {
 // scan.
 func (r *Runtime) chooseFrag() int32 {
 	nh, ok := r.host.(neighbourHost)
-	if !ok || !nh.FreeNeighbours(nil) || r.idx == nil || r.noise != nil || r.cfg.Heuristic == MegEngine {
+	if r.cfg.Heuristic == MegEngine {
+		// its size term counts the free neighbours already
+		return r.choose()
+	}
+	if !ok || !nh.FreeNeighbours(nil) || r.idx == nil || r.noise != nil {
 		r.fragMode = true
 		s := r.choose()
 		r.fragMode = false
@@ -2361,44 +2365,24 @@ func (r *Runtime) chooseFrag() int32 {
 		return best
 	}
 	r.fragMode = true
-	bs, bseq := r.evaluate(best), r.storages[best].seq
-	nh.FreeNeighbours(func(t TensorID) {
-		s := r.tensors[t].st
-		st := &r.storages[s]
-		if s == best || st.poolPos < 0 || st.size < r.cfg.EvicteeMinSize {
-			return
-		}
-		if r.fragSkip(s, bs.f) {
-			r.fragSkips++
-			return
-		}
-		r.fragEvals++
-		if bs.f > 0 && !math.IsInf(bs.f, 1) && !r.noScanCut {
-			r.evalBest = bs.f
-		}
-		sc := r.evaluate(s)
-		r.evalBest = math.Inf(1)
-		if r.idxBetter(sc, st.seq, bs, bseq) {
-			best, bs, bseq = s, sc, st.seq
-		}
-	})
+	best = r.nextToFree(nh, best)
 	r.checkScan(best) // in fragMode: the scan it compares with is fragMode's
 	r.fragMode = false
 	return best
 }
 
 // fragSkip reports whether candidate s, filed in the index, scores above
-// best in fragMode by its index bound alone: its score outside fragMode is
-// at least its bound, and in fragMode its size term grows from its size to
-// its size plus the free bytes next to it, which scales the score down by
-// that ratio. Not in a choice where a need walk was capped (a kept
+// best with the free bytes next to its block in its size term (fragMode,
+// or megengine) by its own key's bound alone: its score with the size is
+// at least that bound, and the free bytes scale it down by size / (size +
+// free bytes). Not in a choice where a need walk was capped (a kept
 // storage's key may then be above its evaluated score).
 func (r *Runtime) fragSkip(s int32, best float64) bool {
 	st := &r.storages[s]
 	if st.ibucket < 0 || r.needCapHit || !(best > 0) || math.IsInf(best, 1) || st.size <= 0 {
 		return false
 	}
-	lb := r.bound(int(st.ibucket), s)
+	lb := r.nodeBound(int(st.ibucket), s)
 	if !(lb > 0) || math.IsInf(lb, 1) {
 		return false
 	}

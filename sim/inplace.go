@@ -163,11 +163,18 @@ func (m *Machine) InPlaceReuses() int {
 // FreeNeighbours calls visit with every resident storage (a tensor that
 // owns its block) whose AdjacentFree is positive, in the allocator's order,
 // and reports true, when the allocator can list them
-// (alloc.NeighbourAllocator, as alloc.NewCaching's); otherwise it visits
-// nothing and reports false. Its work grows with the allocator's free
-// blocks, not with the resident tensors. A nil visit visits nothing.
+// (alloc.NeighbourAllocator, as alloc.NewCaching's) or has no addresses
+// (AdjacentFree is always 0: there is nothing to list); otherwise it
+// visits nothing and reports false. Its work grows with the allocator's
+// free blocks, not with the resident tensors. A nil visit visits nothing.
 func (m *Machine) FreeNeighbours(visit func(t graph.TensorID)) bool {
-	if m.missing() || m.nbr == nil {
+	if m.missing() {
+		return false
+	}
+	if m.addr == nil {
+		return true
+	}
+	if m.nbr == nil {
 		return false
 	}
 	if visit == nil {

@@ -669,5 +669,6 @@ func TestFreeNeighbours(t *testing.T) {
 	assert.True(t, m.FreeNeighbours(nil), "a nil visit visits nothing")
 	ideal, err := NewMachine(g, Options{Capacity: -1})
 	require.NoError(t, err)
-	assert.False(t, ideal.FreeNeighbours(func(graph.TensorID) { t.Fatal("listed on the ideal allocator") }))
+	// no addresses: nothing is next to free memory, and the list is empty
+	assert.True(t, ideal.FreeNeighbours(func(graph.TensorID) { t.Fatal("listed on the ideal allocator") }))
 }
