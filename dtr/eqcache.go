@@ -121,7 +121,7 @@ func (r *Runtime) eqCached(s int32, ec *eqCache, reg bool) int64 {
 		sum += r.ufValue[root]
 		floor += r.ufValue[root] - max(r.ufSlack[root], 0)
 		if reg {
-			r.regAdd(root, s, r.storages[s].kgen)
+			r.regAdd(root, s, r.kg[s])
 		}
 	}
 	r.eqOf, r.eqSum, r.eqFloor = s, sum, floor

@@ -160,7 +160,7 @@ func (r *Runtime) eqScan(s int32, reg bool) (sum, floor int64, deg int) {
 					sum += r.ufValue[root]
 					floor += r.ufValue[root] - max(r.ufSlack[root], 0)
 					if reg {
-						r.regAdd(root, s, r.storages[s].kgen)
+						r.regAdd(root, s, r.kg[s])
 					}
 				}
 			}

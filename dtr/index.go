@@ -158,7 +158,7 @@ type candIndex struct {
 	// falls below its floor re-keys the candidates whose keys counted it:
 	// reg lists, per eq-class root, the candidates registered when keyed
 	// (nodes of a flat linked list; a node is stale once its candidate
-	// was keyed again, kgen), merged with their classes; flush lists the
+	// was keyed again, Runtime.kg), merged with their classes; flush lists the
 	// roots that lost value since the last re-keying.
 	// regX and flushX are the same for the candidates keyed with the
 	// classes' exact values (storage.kexact: a search found the floors
@@ -170,11 +170,9 @@ type candIndex struct {
 	stick uint32
 	// region (h_DTR and the MSPS family without parity's kept regions):
 	// a key counts, besides the candidate's cost, the region sum its last
-	// evaluation walked (storage.kpart, regionKeyed), and wreg lists, per
-	// evicted storage, the candidates whose key parts counted it (nodes
-	// of generation kgen, as reg's)
+	// evaluation walked (storage.kpart, regionKeyed); Runtime.wreg lists,
+	// per evicted storage, the candidates whose key parts counted it
 	region bool
-	wreg   classLists
 }
 
 // classLists holds a linked list of (candidate, key generation) nodes per
@@ -206,7 +204,7 @@ func indexKind(cfg *Config) idxKind {
 }
 
 func newCandIndex(k idxKind) *candIndex {
-	x := &candIndex{kind: k, heaps: make([][]int32, idxBuckets), lo: make([]float64, idxBuckets), kmin: make([]float64, idxBuckets), full: make([]uint64, (idxBuckets+63)/64), reg: classLists{free: -1}, regX: classLists{free: -1}, wreg: classLists{free: -1}, stick: 1}
+	x := &candIndex{kind: k, heaps: make([][]int32, idxBuckets), lo: make([]float64, idxBuckets), kmin: make([]float64, idxBuckets), full: make([]uint64, (idxBuckets+63)/64), reg: classLists{free: -1}, regX: classLists{free: -1}, stick: 1}
 	for b := idxFirst; b < idxInfB; b++ {
 		x.lo[b] = math.Exp2(float64(b-idxFirst-idxOctaves*idxPerOctave)/idxPerOctave) * (1 - idxSlack)
 	}
@@ -222,7 +220,7 @@ func (x *candIndex) reset(k idxKind) {
 	}
 	clear(full)
 	*x = candIndex{kind: k, heaps: heaps, lo: lo, kmin: kmin, full: full, stack: x.stack[:0], kept: x.kept[:0],
-		zeroCost: x.zeroCost[:0], dropped: x.dropped[:0], refresh: x.refresh[:0], reg: x.reg.reset(), regX: x.regX.reset(), wreg: x.wreg.reset(),
+		zeroCost: x.zeroCost[:0], dropped: x.dropped[:0], refresh: x.refresh[:0], reg: x.reg.reset(), regX: x.regX.reset(),
 		flush: x.flush[:0], flushX: x.flushX[:0], stick: x.stick + 1}
 }
 
@@ -342,7 +340,7 @@ func (r *Runtime) keyNum(s int32, file bool) int64 {
 			return st.compute + st.kpart
 		}
 		if file {
-			st.kgen++ // a key without a part: no registrations
+			r.kg[s]++ // a key without a part: no registrations
 		}
 		return st.compute
 	}
@@ -355,7 +353,7 @@ func (r *Runtime) keyNum(s int32, file bool) int64 {
 			r.keyReuses++
 			return max(c+st.kpart, 0)
 		}
-		st.kgen++
+		r.kg[s]++
 	}
 	r.eqNeighbours(s, file && !x.neg)
 	part := r.eqKeyPart(st.kexact)
@@ -474,18 +472,65 @@ func (r *Runtime) idxFlushList(l *classLists, c int32) {
 	for n >= 0 {
 		s, gen, next := l.s[n], l.gen[n], l.next[n]
 		l.next[n], l.free = l.free, n
-		if st := &r.storages[s]; st.kgen == gen {
-			st.kstick = 0 // its key counted c, whose floor it lost
-			if st.ibucket >= 0 {
-				// back to the floors: only a search that finds them
-				// too low again keys it exactly, so the re-keyings
-				// exact keys cost stay within the evaluations that
-				// asked for them
-				st.kexact = false
-				r.idxRekey(s)
-			}
+		if r.kg[s] == gen {
+			r.keyLost(s) // its key counted c, whose floor it lost
 		}
 		n = next
+	}
+}
+
+// keyLost re-keys candidate s, whose key's part counted what it may no
+// longer count, without that part (if it is filed; else its next filing
+// computes a fresh key).
+func (r *Runtime) keyLost(s int32) {
+	st := &r.storages[s]
+	st.kstick = 0
+	if st.ibucket >= 0 {
+		// back to the floors: only a search that finds them too low again
+		// keys it exactly, so the re-keyings exact keys cost stay within
+		// the evaluations that asked for them
+		st.kexact = false
+		r.idxRekey(s)
+	}
+}
+
+// regNode is a registration of a candidate's key at a key generation.
+type regNode struct {
+	s   int32
+	gen uint32
+}
+
+// wregAdd registers candidate s, keyed at generation gen, with storage w
+// (region key parts). The list is compacted (stale registrations dropped)
+// once it has doubled since the last compaction: amortised O(1).
+func (r *Runtime) wregAdd(w, s int32, gen uint32) {
+	l := append(r.wreg[w], regNode{s, gen})
+	if len(l) > 2*int(r.wregLive[w])+16 {
+		j := 0
+		for _, n := range l {
+			if r.kg[n.s] == n.gen {
+				l[j] = n
+				j++
+			}
+		}
+		l = l[:j]
+		r.wregLive[w] = int32(j)
+	}
+	r.wreg[w] = l
+}
+
+// wregFlush re-keys the live registrations of storage w, which is no
+// longer evicted, and empties its list.
+func (r *Runtime) wregFlush(w int32) {
+	l := r.wreg[w]
+	r.wreg[w], r.wregLive[w] = l[:0], 0
+	if cap(l) > incKeep {
+		r.wreg[w] = nil // let a large list go
+	}
+	for _, n := range l {
+		if r.kg[n.s] == n.gen {
+			r.keyLost(n.s)
+		}
 	}
 }
 
@@ -505,11 +550,6 @@ func (r *Runtime) regAdd(c, s int32, gen uint32) {
 	if r.storages[s].kexact {
 		l = &r.idx.regX
 	}
-	r.regAddTo(l, c, s, gen)
-}
-
-// regAddTo registers candidate s, keyed at generation gen, in l's list c.
-func (r *Runtime) regAddTo(l *classLists, c, s int32, gen uint32) {
 	l.size(c)
 	n := l.free
 	if n >= 0 {
@@ -552,7 +592,7 @@ func (r *Runtime) regCompact(l *classLists, c int32) {
 	prev, live := int32(-1), int32(0)
 	for n := l.head[c]; n >= 0; {
 		next := l.next[n]
-		if r.storages[l.s[n]].kgen == l.gen[n] {
+		if r.kg[l.s[n]] == l.gen[n] {
 			if prev < 0 {
 				l.head[c] = n
 			} else {
@@ -698,7 +738,7 @@ func (r *Runtime) idxUnfile(s int32) {
 	last := len(h) - 1
 	st.ibucket, st.ipos = -1, -1
 	if st.kstick != r.idx.stick {
-		st.kgen++ // its class registrations are stale
+		r.kg[s]++ // its class registrations are stale
 	} // else they stay, for keyNum to reuse when it is filed again
 	if i != last {
 		h[i] = h[last]
@@ -1286,9 +1326,9 @@ func (r *Runtime) regionKeep(s int32) {
 	if r.wsum <= old {
 		return
 	}
-	st.kgen++
+	r.kg[s]++
 	for _, w := range r.wlist {
-		r.regAddTo(&x.wreg, w, s, st.kgen)
+		r.wregAdd(w, s, r.kg[s])
 	}
 	st.kstick, st.kpart = x.stick, r.wsum
 	x.refresh = append(x.refresh, s)

@@ -202,9 +202,8 @@ type storage struct {
 	seq     int64
 	// spos is the position in the runtime's small heap (-1: not in it).
 	spos  int32
-	inext int64  // lookahead index: next use when keyed
-	knum  int64  // the score numerator the key was computed with
-	kgen  uint32 // the key's generation (index.go: class registrations)
+	inext int64 // lookahead index: next use when keyed
+	knum  int64 // the score numerator the key was computed with
 	// kstick (a storage with neighbour-class counts): the index's stick
 	// stamp when its eq-class key part kpart was computed and registered,
 	// while that part stays a valid key part (keyNum reuses it); 0: none
@@ -447,6 +446,14 @@ type Runtime struct {
 	wrec  bool
 	wlist []int32
 	wsum  int64
+	// kg[s]: the generation of storage s's key (index.go: registrations of
+	// a node's generation are stale once its candidate is keyed again)
+	kg []uint32
+	// wreg[s] (region key parts): the candidates whose parts counted
+	// storage s, each at the key generation it registered with, and
+	// wregLive[s] the live ones at the last compaction
+	wreg     [][]regNode
+	wregLive []int32
 	// regionFlushes counts the returns of storages that region key parts
 	// counted (their candidates re-keyed; read by tests)
 	regionFlushes int64
@@ -602,6 +609,10 @@ func (r *Runtime) recycle(cfg Config, host Host) error {
 		grpm:       old.grpm[:0],
 		ownGrp:     old.ownGrp[:0],
 		deadAt:     old.deadAt[:0],
+		kg:         old.kg[:0],
+		wreg:       old.wreg[:0],
+		wregLive:   old.wregLive[:0],
+		wlist:      old.wlist[:0],
 		dirty:      old.dirty[:0],
 		dirtySum:   old.dirtySum[:0],
 		slab32:     old.slab32[:0],
@@ -646,6 +657,12 @@ func (r *Runtime) newStorage(s storage) int32 {
 	r.grpm = append(r.grpm, grpMember{grp: -1, pos: -1})
 	r.ownGrp = append(r.ownGrp, -1)
 	r.deadAt = append(r.deadAt, 0)
+	r.kg = append(r.kg, 0)
+	if r.idx != nil && r.idx.region {
+		w := slot(&r.wreg)
+		*w = (*w)[:0]
+		r.wregLive = append(r.wregLive, 0)
+	}
 	if r.incOn {
 		r.incNew()
 	}
@@ -672,10 +689,10 @@ func (r *Runtime) setResidency(s int32, material, swapped bool) {
 	w := &r.walk[s]
 	was := w.evicted
 	w.evicted = !material && !swapped
-	if was && !w.evicted && r.idx != nil && r.idx.region && r.idx.wreg.has(s) {
+	if was && !w.evicted && r.idx != nil && r.idx.region && len(r.wreg[s]) > 0 {
 		// the keys that counted s in their region parts lose it
 		r.regionFlushes++
-		r.idxFlushList(&r.idx.wreg, s)
+		r.wregFlush(s)
 	}
 	if r.nnOn {
 		if !w.evicted {
