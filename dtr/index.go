@@ -505,25 +505,64 @@ type regNode struct {
 // once it has doubled since the last compaction: amortised O(1).
 func (r *Runtime) wregAdd(w, s int32, gen uint32) {
 	l := append(r.wreg[w], regNode{s, gen})
+	r.wregTotal++
 	if len(l) > 2*int(r.wregLive[w])+16 {
-		j := 0
-		for _, n := range l {
-			if r.kg[n.s] == n.gen {
-				l[j] = n
-				j++
-			}
-		}
-		l = l[:j]
-		r.wregLive[w] = int32(j)
+		n := len(l)
+		l = r.liveRegs(l)
+		r.wregTotal -= int64(n - len(l))
+		r.wregLive[w] = int32(len(l))
 	}
 	r.wreg[w] = l
 }
+
+// liveRegs drops, in place, the registrations of l whose candidates have
+// been keyed again since.
+func (r *Runtime) liveRegs(l []regNode) []regNode {
+	j := 0
+	for _, n := range l {
+		if r.kg[n.s] == n.gen {
+			l[j] = n
+			j++
+		}
+	}
+	return l[:j]
+}
+
+// wregCompactAll drops the stale registrations of every list (a list is
+// compacted by its own appends only, so one that stops growing would keep
+// its stale entries for the rest of the run), and doubles Runtime.wregCap
+// if live ones still fill more than half of it: the lists then hold at
+// most about twice their live registrations, and the work is amortised
+// over the registrations made since the last time.
+func (r *Runtime) wregCompactAll() {
+	r.wregCompactions++
+	var total int64
+	for w, l := range r.wreg {
+		if len(l) == 0 {
+			continue
+		}
+		k := r.liveRegs(l)
+		r.wreg[w], r.wregLive[w] = k, int32(len(k))
+		if len(k) == 0 && cap(k) > incKeep {
+			r.wreg[w] = nil
+		}
+		total += int64(len(k))
+	}
+	r.wregTotal = total
+	if 2*total > r.wregCap {
+		r.wregCap *= 2
+	}
+}
+
+// wregFirstCap is Runtime.wregCap at the start of a run.
+const wregFirstCap = 1 << 20
 
 // wregFlush re-keys the live registrations of storage w, which is no
 // longer evicted, and empties its list.
 func (r *Runtime) wregFlush(w int32) {
 	l := r.wreg[w]
 	r.wreg[w], r.wregLive[w] = l[:0], 0
+	r.wregTotal -= int64(len(l))
 	if cap(l) > incKeep {
 		r.wreg[w] = nil // let a large list go
 	}
@@ -1136,6 +1175,9 @@ func (r *Runtime) chooseIndexed() int32 {
 	}
 	// lazy update: the candidates found costlier than their keys say get
 	// their keys raised, so later searches skip them sooner
+	if len(r.walkKeeps) > 0 {
+		r.regionKeepAll(c.best)
+	}
 	for _, s := range x.refresh {
 		if st := &r.storages[s]; st.ibucket >= 0 {
 			if !x.region {
@@ -1312,24 +1354,56 @@ func regionKeyed(cfg *Config) bool {
 	return false
 }
 
-// regionKeep makes the region sum the last evaluation of candidate s
-// walked (wsum over wlist) its key part, if it exceeds the part its key
-// has: s is registered with every storage the walk counted, under a new
-// key generation, and re-keyed after the search (refresh).
+// regionKeep records the region sum the last evaluation of candidate s
+// walked (wsum over wlist), if it exceeds the part its key has, for
+// regionKeepAll to make it the key's part after the search.
 func (r *Runtime) regionKeep(s int32) {
 	r.wrec = false
-	x, st := r.idx, &r.storages[s]
+	st := &r.storages[s]
 	old := int64(0)
-	if st.kstick == x.stick {
+	if st.kstick == r.idx.stick {
 		old = st.kpart
 	}
 	if r.wsum <= old {
 		return
 	}
-	r.kg[s]++
-	for _, w := range r.wlist {
-		r.wregAdd(w, s, r.kg[s])
+	r.walkKeeps = append(r.walkKeeps, regionWalk{s: s, end: int32(len(r.keepNodes)) + int32(len(r.wlist)), sum: r.wsum})
+	r.keepNodes = append(r.keepNodes, r.wlist...)
+}
+
+// regionWalk is a walk regionKeep recorded: its candidate, the end of its
+// storages in Runtime.keepNodes (they start where the previous walk's end)
+// and their summed cost.
+type regionWalk struct {
+	s, end int32
+	sum    int64
+}
+
+// regionKeepAll makes the walks the search recorded their candidates' key
+// parts, except the chosen candidate's (it is evicted next, which makes
+// its key stale at once; on a model whose evicted storages form one large
+// region its walk was most of the search's work): each candidate is
+// registered with every storage its walk counted, under a new key
+// generation, and re-keyed (refresh).
+func (r *Runtime) regionKeepAll(chosen int32) {
+	x := r.idx
+	start := int32(0)
+	for _, k := range r.walkKeeps {
+		nodes := r.keepNodes[start:k.end]
+		start = k.end
+		st := &r.storages[k.s]
+		if k.s == chosen || (st.kstick == x.stick && k.sum <= st.kpart) {
+			continue
+		}
+		if r.wregTotal+int64(len(nodes)) > r.wregCap {
+			r.wregCompactAll()
+		}
+		r.kg[k.s]++
+		for _, w := range nodes {
+			r.wregAdd(w, k.s, r.kg[k.s])
+		}
+		st.kstick, st.kpart = x.stick, k.sum
+		x.refresh = append(x.refresh, k.s)
 	}
-	st.kstick, st.kpart = x.stick, r.wsum
-	x.refresh = append(x.refresh, s)
+	r.walkKeeps, r.keepNodes = r.walkKeeps[:0], r.keepNodes[:0]
 }

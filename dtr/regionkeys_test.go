@@ -17,9 +17,10 @@ import (
 // candidate's region sum then), end alike, and evaluate fewer candidates
 // with them; and the returns of counted storages re-key their candidates
 // (regionFlushes), which the scan check needs (a part kept after a return
-// overstates the region).
+// overstates the region). The zoo runs compact every list often
+// (wregCompactAll), which must drop stale registrations only.
 func TestRegionKeys(t *testing.T) {
-	var with, without, flushes, zooEvictions int64
+	var with, without, flushes, zooEvictions, compactions int64
 	type run func(rt *Runtime) error
 	type prog struct {
 		name, mode string
@@ -43,6 +44,7 @@ func TestRegionKeys(t *testing.T) {
 					rt.idxCheck = true
 					require.True(t, rt.idx.region, h.String())
 					rt.idx.region = !off
+					rt.wregCap = 256 // compact every list often (wregCompactAll)
 				})
 				name := fmt.Sprintf("resnet-cifar %s %.1f region=%v", h, ratio, !off)
 				if err != nil {
@@ -53,6 +55,7 @@ func TestRegionKeys(t *testing.T) {
 				st[i], errs[i] = rt.Stats(), err
 				if !off {
 					flushes += rt.regionFlushes
+					compactions += rt.wregCompactions
 				}
 			}
 			name := fmt.Sprintf("resnet-cifar %s %.1f", h, ratio)
@@ -85,7 +88,8 @@ func TestRegionKeys(t *testing.T) {
 			without += st[1].HeuristicEvals
 		}
 	}
-	t.Logf("evaluations: %d with region key parts, %d without; %d returns re-keyed candidates; %d evictions on resnet-cifar", with, without, flushes, zooEvictions)
+	t.Logf("evaluations: %d with region key parts, %d without; %d returns re-keyed candidates; %d evictions on resnet-cifar; %d compactions of every list", with, without, flushes, zooEvictions, compactions)
+	require.Positive(t, compactions)
 	require.Greater(t, zooEvictions, int64(2000))
 	require.Less(t, with, without)
 	require.Greater(t, flushes, int64(100))

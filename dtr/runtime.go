@@ -452,8 +452,16 @@ type Runtime struct {
 	// wreg[s] (region key parts): the candidates whose parts counted
 	// storage s, each at the key generation it registered with, and
 	// wregLive[s] the live ones at the last compaction
-	wreg     [][]regNode
-	wregLive []int32
+	wreg      [][]regNode
+	wregLive  []int32
+	wregTotal int64 // registrations in all of wreg
+	wregCap   int64 // wregTotal that starts a compaction of every list
+	// wregCompactions counts those compactions (read by tests)
+	wregCompactions int64
+	// walkKeeps and keepNodes: the walks of the current search that may become
+	// key parts (regionKeep)
+	walkKeeps []regionWalk
+	keepNodes []int32
 	// regionFlushes counts the returns of storages that region key parts
 	// counted (their candidates re-keyed; read by tests)
 	regionFlushes int64
@@ -558,6 +566,7 @@ func (r *Runtime) init(cfg Config, host Host) {
 		r.idx.exact = k == idxLRU || cfg.Heuristic == Size
 		r.idx.keptIdx = k == idxAhead && !cfg.Swap && !cfg.Banish
 		r.idx.region = regionKeyed(&cfg)
+		r.wregCap = wregFirstCap
 	} else {
 		r.idx = nil
 	}
@@ -613,6 +622,8 @@ func (r *Runtime) recycle(cfg Config, host Host) error {
 		wreg:       old.wreg[:0],
 		wregLive:   old.wregLive[:0],
 		wlist:      old.wlist[:0],
+		walkKeeps:  old.walkKeeps[:0],
+		keepNodes:  old.keepNodes[:0],
 		dirty:      old.dirty[:0],
 		dirtySum:   old.dirtySum[:0],
 		slab32:     old.slab32[:0],
@@ -689,10 +700,12 @@ func (r *Runtime) setResidency(s int32, material, swapped bool) {
 	w := &r.walk[s]
 	was := w.evicted
 	w.evicted = !material && !swapped
-	if was && !w.evicted && r.idx != nil && r.idx.region && len(r.wreg[s]) > 0 {
+	if was && !w.evicted && r.idx != nil && r.idx.region {
 		// the keys that counted s in their region parts lose it
-		r.regionFlushes++
-		r.wregFlush(s)
+		if len(r.wreg[s]) > 0 {
+			r.regionFlushes++
+			r.wregFlush(s)
+		}
 	}
 	if r.nnOn {
 		if !w.evicted {
