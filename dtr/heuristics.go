@@ -376,9 +376,9 @@ func (r *Runtime) choose() int32 {
 	nh, adjOK := r.adjListing()
 	if r.idx != nil && !r.fragMode && adjOK && (!r.cfg.Parity || r.parityIndexable()) {
 		evals := r.stats.HeuristicEvals
-		if s := r.chooseIndexed(); s >= 0 {
+		if s, sc := r.chooseIndexed(); s >= 0 {
 			if nh != nil {
-				s = r.nextToFree(nh, s)
+				s = r.nextToFree(nh, s, sc)
 			}
 			if r.cfg.Parity {
 				// the reference's count, not the index's
@@ -423,9 +423,10 @@ func (r *Runtime) adjListing() (neighbourHost, bool) {
 // candidate only when its bound was above the best, which holds for every
 // candidate without free neighbours, so the result is the scan's choice.
 // A listed candidate is skipped too when its bound scaled by its size over
-// its size term is above the best (fragSkip).
-func (r *Runtime) nextToFree(nh neighbourHost, best int32) int32 {
-	bs, bseq := r.evaluate(best), r.storages[best].seq
+// its size term is above the best (fragSkip). bs is best's score under the
+// size term in use.
+func (r *Runtime) nextToFree(nh neighbourHost, best int32, bs score) int32 {
+	bseq := r.storages[best].seq
 	nh.FreeNeighbours(func(t TensorID) {
 		s := r.tensors[t].st
 		st := &r.storages[s]

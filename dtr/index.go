@@ -1117,11 +1117,11 @@ func (r *Runtime) idxBetter(sc score, seq int64, bs score, bseq int64) bool {
 	return c < 0 || (c == 0 && seq > bseq)
 }
 
-// chooseIndexed returns the candidate the scan would choose, or -1 if the
-// index is empty. It searches the bucket with the lowest head bound first
-// (to find a good best early), then every other bucket whose head bound
-// does not exceed the best.
-func (r *Runtime) chooseIndexed() int32 {
+// chooseIndexed returns the candidate the scan would choose and its score,
+// or -1 if the index is empty. It searches the bucket with the lowest head
+// bound first (to find a good best early), then every other bucket whose
+// head bound does not exceed the best.
+func (r *Runtime) chooseIndexed() (int32, score) {
 	x := r.idx
 	first, fb := -1, math.Inf(1)
 	for w, bits := range x.full {
@@ -1135,7 +1135,7 @@ func (r *Runtime) chooseIndexed() int32 {
 	}
 	c := idxChoice{best: -1}
 	if first < 0 && len(x.kept) == 0 {
-		return -1
+		return -1, score{}
 	}
 	if first >= 0 {
 		r.idxSearch(first, &c)
@@ -1188,7 +1188,7 @@ func (r *Runtime) chooseIndexed() int32 {
 	}
 	x.refresh = x.refresh[:0]
 	x.lastZero = c.best >= 0 && c.bs.f == 0
-	return c.best
+	return c.best, c.bs
 }
 
 // parityIndexable reports whether, in parity mode, the index may choose now
@@ -1303,7 +1303,7 @@ func (r *Runtime) idxSearch(b int, c *idxChoice) {
 		r.wrec = r.idx.region
 		sc := r.evaluate(s)
 		r.evalBest = math.Inf(1)
-		if r.wrec {
+		if r.idx.region {
 			r.regionKeep(s)
 		}
 		r.lbStore(s, sc)
@@ -1392,8 +1392,8 @@ func (r *Runtime) regionKeepAll(chosen int32) {
 		nodes := r.keepNodes[start:k.end]
 		start = k.end
 		st := &r.storages[k.s]
-		if k.s == chosen || (st.kstick == x.stick && k.sum <= st.kpart) {
-			continue
+		if k.s == chosen {
+			continue // regionKeep kept only sums above the key's part
 		}
 		if r.wregTotal+int64(len(nodes)) > r.wregCap {
 			r.wregCompactAll()

@@ -2395,7 +2395,8 @@ func (r *Runtime) chooseFrag() int32 {
 		return best
 	}
 	r.fragMode = true
-	best = r.nextToFree(nh, best)
+	// best's score counts its free neighbours too in fragMode
+	best = r.nextToFree(nh, best, r.evaluate(best))
 	r.checkScan(best) // in fragMode: the scan it compares with is fragMode's
 	r.fragMode = false
 	return best
