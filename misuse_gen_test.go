@@ -401,6 +401,7 @@ var misuseCases = []misuseCase{
 	{"dtr.SimHost.SwapOut", "zero", false, func() error { err := new(dtr.SimHost).SwapOut((dtr.TensorID)(0)); return err }},
 	{"dtr.SimHost.SwapOut", "empty", false, func() error { err := new(dtr.SimHost).SwapOut((dtr.TensorID)(-1)); return err }},
 	{"dtr.SimHost.SwapOut", "foreign", false, func() error { err := new(dtr.SimHost).SwapOut((dtr.TensorID)(1 << 30)); return err }},
+	{"dtr.SimHost.WatchAdjacentFree", "zero", false, func() error { _ = new(dtr.SimHost).WatchAdjacentFree((func(t dtr.TensorID))(nil)); return nil }},
 	{"dtr.StaticPlan", "zero", true, func() error {
 		_, _, err := dtr.StaticPlan(context.Background(), (*graph.Graph)(nil), *new(dtr.Config))
 		return err
@@ -1414,6 +1415,12 @@ var misuseCases = []misuseCase{
 		misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).Unpin((graph.TensorID)(1 << 30))
 		return nil
 	}},
+	{"sim.Machine.WatchAdjacentFree", "zero", false, func() error { _ = new(sim.Machine).WatchAdjacentFree((func(t graph.TensorID))(nil)); return nil }},
+	{"sim.Machine.WatchAdjacentFree", "nil", false, func() error { _ = (*sim.Machine)(nil).WatchAdjacentFree((func(t graph.TensorID))(nil)); return nil }},
+	{"sim.Machine.WatchAdjacentFree", "foreign", false, func() error {
+		_ = misuseVal(sim.NewMachine(misuseGraph(), *new(sim.Options))).WatchAdjacentFree((func(t graph.TensorID))(nil))
+		return nil
+	}},
 	{"sim.NewMachine", "zero", true, func() error { _, err := sim.NewMachine((*graph.Graph)(nil), *new(sim.Options)); return err }},
 	{"sim.NewMachine", "empty", false, func() error { _, err := sim.NewMachine(new(graph.Graph), *new(sim.Options)); return err }},
 	{"sim.NewMachine", "foreign", false, func() error { _, err := sim.NewMachine(misuseGraph(), *new(sim.Options)); return err }},
@@ -1503,6 +1510,7 @@ var misuseCases = []misuseCase{
 	{"alloc.Caching.Free", "empty", false, func() error { new(alloc.Caching).Free((alloc.Block)(-1)); return nil }},
 	{"alloc.Caching.FreeNeighbours", "zero", false, func() error { new(alloc.Caching).FreeNeighbours((func(b alloc.Block))(nil)); return nil }},
 	{"alloc.Caching.Name", "zero", false, func() error { _ = new(alloc.Caching).Name(); return nil }},
+	{"alloc.Caching.NotifyFreeGrowth", "zero", false, func() error { new(alloc.Caching).NotifyFreeGrowth((func(b alloc.Block))(nil)); return nil }},
 	{"alloc.Caching.Reserve", "zero", false, func() error { new(alloc.Caching).Reserve((int)(0)); return nil }},
 	{"alloc.Caching.Reserve", "empty", false, func() error { new(alloc.Caching).Reserve((int)(-1)); return nil }},
 	{"alloc.Caching.Reserved", "zero", false, func() error { _ = new(alloc.Caching).Reserved(); return nil }},

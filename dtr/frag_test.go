@@ -169,6 +169,24 @@ func TestVGG19FitsWithDTR(t *testing.T) {
 // runtime evicts for them (retryHost). check runs the scan beside every
 // indexed choice.
 func cachingUnderDTR(t *testing.T, name string, o models.Options, h Heuristic, capacity, budget float64, check bool) (*Runtime, *sim.Result, error) {
+	return cachingUnderDTRHost(t, name, o, h, capacity, budget, check, false)
+}
+
+// listingHost is a SimHost that can list the storages next to free memory
+// but not report their growth (not a growthHost): megengine's index then
+// keys by size and evaluates those storages at every choice (nextToFree).
+type listingHost struct{ h *SimHost }
+
+func (l listingHost) Compute(op OpID) error                  { return l.h.Compute(op) }
+func (l listingHost) Free(t TensorID)                        { l.h.Free(t) }
+func (l listingHost) SwapOut(t TensorID) error               { return l.h.SwapOut(t) }
+func (l listingHost) SwapIn(t TensorID) error                { return l.h.SwapIn(t) }
+func (l listingHost) AdjacentFree(t TensorID) int64          { return l.h.AdjacentFree(t) }
+func (l listingHost) FreeNeighbours(v func(t TensorID)) bool { return l.h.FreeNeighbours(v) }
+
+// cachingUnderDTRHost is cachingUnderDTR, with listing the runtime's host a
+// listingHost.
+func cachingUnderDTRHost(t *testing.T, name string, o models.Options, h Heuristic, capacity, budget float64, check, listing bool) (*Runtime, *sim.Result, error) {
 	t.Helper()
 	g, err := models.Build(name, o)
 	require.NoError(t, err)
@@ -181,7 +199,11 @@ func cachingUnderDTR(t *testing.T, name string, o models.Options, h Heuristic, c
 	cfg.Heuristic, cfg.KeepForRemat = h, true
 	cfg.RematLimit = 50 * base.TotalNs
 	host := &SimHost{M: m}
-	rt, err := New(cfg, host)
+	var rh Host = host
+	if listing {
+		rh = listingHost{host}
+	}
+	rt, err := New(cfg, rh)
 	require.NoError(t, err)
 	rt.idxCheck = check
 	host.d = newDriver(g, rt)
@@ -234,10 +256,14 @@ func TestFragChoiceMatchesScan(t *testing.T) {
 }
 
 // TestMegEngineIndexMatchesScan: megengine's size term counts the free
-// bytes next to a candidate's block, which its index key (the size) does
-// not; on the caching allocator the candidates next to free memory are
-// evaluated at every choice besides the index's (nextToFree), and every
-// choice must equal the scan's, with every filed key a lower bound.
+// bytes next to a candidate's block. On the caching allocator, which
+// reports when they grow, the index keys count them as they were at keying
+// time and re-keys a candidate whose free neighbours grew (adjRekey); on a
+// host that can only list the candidates next to free memory, the keys
+// count the size alone and those candidates are evaluated at every choice
+// besides the index's (nextToFree). Either way every choice must equal the
+// scan's, with every filed key a lower bound (for the first, no key's size
+// term below the candidate's now).
 func TestMegEngineIndexMatchesScan(t *testing.T) {
 	cases := []struct {
 		model  string
@@ -247,22 +273,38 @@ func TestMegEngineIndexMatchesScan(t *testing.T) {
 		{"resnet-cifar", models.Options{Depth: 56, Batch: 32}, [][2]float64{{0.5, 0.6}, {0.6, 0.6}, {0.4, 0.45}, {1.2, 0.5}}},
 		{"densenet121", models.Options{Batch: 16, Image: 64}, [][2]float64{{0.6, 0.6}, {1.2, 0.5}}},
 	}
-	var choices, listed int64
-	for _, c := range cases {
-		for _, capBud := range c.capBud {
-			name := fmt.Sprintf("%s capacity %.2f budget %.2f", c.model, capBud[0], capBud[1])
-			rt, _, err := cachingUnderDTR(t, c.model, c.o, MegEngine, capBud[0], capBud[1], true)
-			require.NotNil(t, rt.idx, name)
-			require.Zero(t, rt.idxMismatch, name)
-			require.Zero(t, rt.idxBadKeys, name)
-			if err != nil {
-				require.True(t, errors.Is(err, sim.ErrOutOfMemory) || errors.Is(err, ErrThrashing), name)
+	for _, listing := range []bool{false, true} {
+		var choices, listed, rekeys int64
+		for _, c := range cases {
+			for _, capBud := range c.capBud {
+				name := fmt.Sprintf("%s capacity %.2f budget %.2f listing %v", c.model, capBud[0], capBud[1], listing)
+				rt, res, err := cachingUnderDTRHost(t, c.model, c.o, MegEngine, capBud[0], capBud[1], true, listing)
+				require.NotNil(t, rt.idx, name)
+				require.Equal(t, !listing, rt.adjWatch, name)
+				require.Zero(t, rt.idxMismatch, name)
+				require.Zero(t, rt.idxBadKeys, name)
+				if err != nil {
+					require.True(t, errors.Is(err, sim.ErrOutOfMemory) || errors.Is(err, ErrThrashing), name)
+				}
+				// the other host chooses alike, so the run is the same
+				ro, reso, erro := cachingUnderDTRHost(t, c.model, c.o, MegEngine, capBud[0], capBud[1], false, !listing)
+				require.Equal(t, err == nil, erro == nil, name)
+				require.Equal(t, rt.Stats().Evictions, ro.Stats().Evictions, name)
+				require.Equal(t, res.PeakReserved, reso.PeakReserved, name)
+				require.Equal(t, res.TotalNs, reso.TotalNs, name)
+				choices += rt.Stats().Evictions
+				listed += rt.fragEvals
+				rekeys += rt.adjRekeys
 			}
-			choices += rt.Stats().Evictions
-			listed += rt.fragEvals
+		}
+		t.Logf("listing %v: %d evictions checked; %d candidates next to free memory evaluated apart, %d re-keyed as their free neighbours grew", listing, choices, listed, rekeys)
+		require.Greater(t, choices, int64(500))
+		if listing {
+			require.Greater(t, listed, int64(100))
+			require.Zero(t, rekeys)
+		} else {
+			require.Zero(t, listed)
+			require.Greater(t, rekeys, int64(100))
 		}
 	}
-	t.Logf("%d evictions checked; %d candidates next to free memory evaluated", choices, listed)
-	require.Greater(t, choices, int64(500))
-	require.Greater(t, listed, int64(100))
 }

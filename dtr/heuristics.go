@@ -409,6 +409,11 @@ func (r *Runtime) adjListing() (neighbourHost, bool) {
 	if r.cfg.Heuristic != MegEngine || r.adj == nil {
 		return nil, true
 	}
+	if r.adjWatch {
+		// the keys count the free bytes next to a block (keySize)
+		r.adjRekey()
+		return nil, true
+	}
 	nh, ok := r.host.(neighbourHost)
 	if !ok || !nh.FreeNeighbours(nil) {
 		return nil, false
@@ -480,6 +485,17 @@ func (r *Runtime) checkScan(s int32) {
 			}
 		}
 		r.needCap = walkCap
+	}
+	if x := r.idx; x != nil && r.adjWatch {
+		// a key's size term must not be below the one the score has now:
+		// the growth notifications reached every storage concerned
+		for _, h := range x.heaps {
+			for _, c := range h {
+				if r.sizeTerm(c) > r.storages[c].ksize {
+					r.idxBadKeys++
+				}
+			}
+		}
 	}
 	if x := r.idx; x != nil && x.region {
 		// a region part must not exceed the region's sum now

@@ -68,10 +68,13 @@ import (
 // exceeds a candidate's cost (see eqKeyPart).
 //
 // megengine is of the staleness family with est for c (its recompute
-// penalty only raises the score); the free bytes next to a block in its
-// size term are not in the keys, so the candidates next to free memory
-// are evaluated apart (nextToFree), or, on a host that cannot list them,
-// the scan chooses. Sqrt sampling keeps the scan, as does the host-retry
+// penalty only raises the score). Its size term counts the free bytes next
+// to a block: on a host that reports their growth (growthHost) the keys
+// count them as they were at keying time (storage.ksize), and adjRekey
+// re-keys the candidates whose free neighbours grew past that before each
+// choice; on a host that can only list the candidates next to free memory
+// the keys count the size alone and those candidates are evaluated apart
+// (nextToFree); otherwise the scan chooses. Sqrt sampling keeps the scan, as does the host-retry
 // scoring with adjacent free bytes where the host cannot list them.
 
 type idxKind uint8
@@ -276,15 +279,15 @@ func (r *Runtime) bucketOf(s int32) int {
 		}
 		st.ikey = float64(st.lastAccess)
 		kn := r.keyNum(s, true)
-		st.knum = kn
+		st.knum, st.ksize = kn, r.keySize(s)
 		switch {
-		case st.size == 0:
+		case st.ksize == 0:
 			return idxInfB
 		case kn == 0:
 			st.ikey = float64(st.seq)
 			return idxZero
 		}
-		return logBucket(kn, st.size)
+		return logBucket(kn, st.ksize)
 	case idxAhead:
 		n := st.inext // a kept storage's: keyKept's walk
 		if !st.kmem {
@@ -292,11 +295,12 @@ func (r *Runtime) bucketOf(s int32) int {
 		}
 		st.inext = n
 		st.ikey = -float64(n)
+		st.ksize = r.keySize(s)
 		switch {
 		case n == math.MaxInt64:
 			st.ikey = float64(st.seq)
 			return idxNever
-		case st.size == 0:
+		case st.ksize == 0:
 			return idxInfB
 		}
 		kn := r.keyNum(s, true)
@@ -305,8 +309,9 @@ func (r *Runtime) bucketOf(s int32) int {
 			st.ikey = float64(st.seq)
 			return idxZero
 		}
-		return logBucket(kn, st.size)
+		return logBucket(kn, st.ksize)
 	case idxStatic:
+		st.ksize = st.size
 		if r.cfg.Heuristic == Size {
 			st.ikey = 1 / float64(st.size)
 		} else {
@@ -318,9 +323,21 @@ func (r *Runtime) bucketOf(s int32) int {
 		}
 		return 0
 	default: // idxLRU
+		st.ksize = st.size
 		st.ikey = float64(st.lastAccess)
 		return 0
 	}
+}
+
+// keySize returns the size term s is keyed with: the size, plus for
+// megengine with adjWatch the free bytes next to its block now (which its
+// score divides by too). A later growth of those bytes lowers the score
+// below such a key's bound: adjRekey re-keys it before the next choice.
+func (r *Runtime) keySize(s int32) int64 {
+	if r.adjWatch {
+		return r.sizeTerm(s)
+	}
+	return r.storages[s].size
 }
 
 // keyNum is the score numerator a key is computed with: the storage's
@@ -733,7 +750,7 @@ func (r *Runtime) idxFile(s int32, b int) {
 	st := &r.storages[s]
 	h := r.idx.heaps[b]
 	if k := r.idx.kind; (k == idxStale || k == idxAhead) && b >= idxFirst && b < idxInfB {
-		v := float64(st.knum) / float64(st.size)
+		v := float64(st.knum) / float64(st.ksize)
 		if len(h) == 0 || v < r.idx.kmin[b] {
 			r.idx.kmin[b] = v
 		}
@@ -908,14 +925,14 @@ func (r *Runtime) idxLess(a, b int32) bool {
 func (r *Runtime) staleSubtreeAbove(b int, s int32, c *idxChoice) bool {
 	st := &r.storages[s]
 	d := r.stats.Clock - st.lastAccess
-	if d <= 0 || st.size == 0 {
+	if d <= 0 || st.ksize == 0 {
 		return false // infinite scores: bound() decides
 	}
 	if d > 1 && !(r.idx.blo(b)/float64(d-1) > c.bs.f) {
 		return false
 	}
 	if r.cfg.Heuristic == HDTRLocal {
-		return !r.idxBetter(mkScore(st.knum, st.size, d), st.seq, c.bs, c.bseq)
+		return !r.idxBetter(mkScore(st.knum, st.ksize, d), st.seq, c.bs, c.bseq)
 	}
 	return r.nodeBound(b, s) > c.bs.f
 }
@@ -1101,10 +1118,10 @@ func (r *Runtime) nodeBound(b int, s int32) float64 {
 	} else {
 		d = max(st.inext-r.step, 1)
 	}
-	if d <= 0 || st.size == 0 {
+	if d <= 0 || st.ksize == 0 {
 		return math.Inf(1)
 	}
-	return float64(st.knum) / (float64(st.size) * float64(d)) * (1 - idxSlack)
+	return float64(st.knum) / (float64(st.ksize) * float64(d)) * (1 - idxSlack)
 }
 
 // idxBetter reports whether (sc, seq) beats the best so far under the scan's
@@ -1316,6 +1333,10 @@ func (r *Runtime) idxSearch(b int, c *idxChoice) {
 				st.kexact = true
 				r.idx.refresh = append(r.idx.refresh, s)
 			} else if max(r.hcost(s)+r.eqKeyPart(st.kexact), 0) > st.knum {
+				r.idx.refresh = append(r.idx.refresh, s)
+			} else if r.adjWatch && r.sizeTerm(s) < st.ksize {
+				// keyed while more memory next to it was free: its bound
+				// is below its score by their ratio
 				r.idx.refresh = append(r.idx.refresh, s)
 			}
 		}

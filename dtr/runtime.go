@@ -213,6 +213,11 @@ type storage struct {
 	// floors (index.go; set when a search found the floors too low for it,
 	// cleared when it is evicted)
 	kexact bool
+	// ksize: the size term the key was computed with (the size, or for
+	// megengine with adjWatch the size plus the free bytes next to the
+	// block then); adjPend: listed in adjGrown
+	ksize   int64
+	adjPend bool
 	// kmem: listed in the index's kept list
 	kmem bool
 	// lb is a lower bound of the storage's score for the rest of eviction
@@ -367,6 +372,14 @@ type Runtime struct {
 	// fragEvals and fragSkips: candidates next to free memory that
 	// nextToFree evaluated, and that their index bound ruled out (tests)
 	fragEvals, fragSkips int64
+	// adjWatch (megengine, on a host that reports growth of the free
+	// memory next to a storage, growthHost): the index keys count those
+	// free bytes in the size term (storage.ksize), and adjGrown lists the
+	// indexed storages whose free neighbours grew since the last choice,
+	// re-keyed before it (adjRekey)
+	adjWatch  bool
+	adjGrown  []int32
+	adjRekeys int64 // re-keys adjRekey made (tests)
 	// gone[s]: no external reference to s or to any storage that depends
 	// on it is left, and none can come back (see markGone), so neither
 	// the program nor a rematerialization will read s again: need's walks
@@ -569,6 +582,15 @@ func (r *Runtime) init(cfg Config, host Host) {
 		r.wregCap = wregFirstCap
 	} else {
 		r.idx = nil
+	}
+	r.adjGrown = r.adjGrown[:0]
+	if gh, ok := host.(growthHost); ok {
+		// megengine's size term counts the free bytes next to a block: with
+		// a host that reports their growth, the keys count them too
+		r.adjWatch = r.idx != nil && r.adj != nil && cfg.Heuristic == MegEngine && gh.WatchAdjacentFree(r.noteAdjGrown)
+		if !r.adjWatch {
+			gh.WatchAdjacentFree(nil)
+		}
 	}
 }
 
@@ -2359,6 +2381,49 @@ func (r *Runtime) retryHost(err error) error {
 	return r.evictOne(s)
 }
 
+// growthHost is an AdjacencyHost that can report each storage whose free
+// memory next to its block grows, as it happens (SimHost on a caching
+// allocator). It reports false when it cannot; a nil grew stops the calls.
+type growthHost interface {
+	WatchAdjacentFree(grew func(t TensorID)) bool
+}
+
+// noteAdjGrown (growthHost's callback) lists the indexed storage of t,
+// whose free neighbours grew, to be re-keyed before the next choice: its
+// key's size term may now exceed the one it was keyed with, so its bound
+// may be above its score.
+func (r *Runtime) noteAdjGrown(t TensorID) {
+	if !r.adjWatch || t < 0 || int(t) >= len(r.tensors) {
+		return
+	}
+	s := r.tensors[t].st
+	if s < 0 || int(s) >= len(r.storages) {
+		return
+	}
+	st := &r.storages[s]
+	if st.ibucket < 0 || st.adjPend {
+		return
+	}
+	st.adjPend = true
+	r.adjGrown = append(r.adjGrown, s)
+}
+
+// adjRekey re-keys the storages listed by noteAdjGrown whose size term is
+// now above the one their keys were computed with (a key whose size term
+// is above the current one stays a lower bound: the free bytes next to a
+// block shrink only when memory is taken, and the key is left as it is).
+func (r *Runtime) adjRekey() {
+	for _, s := range r.adjGrown {
+		st := &r.storages[s]
+		st.adjPend = false
+		if st.ibucket >= 0 && r.sizeTerm(s) > st.ksize {
+			r.adjRekeys++
+			r.idxRekey(s)
+		}
+	}
+	r.adjGrown = r.adjGrown[:0]
+}
+
 // neighbourHost is an AdjacencyHost that can list the storages with free
 // memory next to them (SimHost on a caching allocator), in time that grows
 // with the free blocks rather than the resident storages. It reports false
@@ -2410,14 +2475,14 @@ func (r *Runtime) chooseFrag() int32 {
 // storage's key may then be above its evaluated score).
 func (r *Runtime) fragSkip(s int32, best float64) bool {
 	st := &r.storages[s]
-	if st.ibucket < 0 || r.needCapHit || !(best > 0) || math.IsInf(best, 1) || st.size <= 0 {
+	if st.ibucket < 0 || r.needCapHit || !(best > 0) || math.IsInf(best, 1) || st.ksize <= 0 {
 		return false
 	}
 	lb := r.nodeBound(int(st.ibucket), s)
 	if !(lb > 0) || math.IsInf(lb, 1) {
 		return false
 	}
-	return lb*float64(st.size)/float64(r.sizeTerm(s)) > best+math.Abs(best)*1e-9
+	return lb*float64(st.ksize)/float64(r.sizeTerm(s)) > best+math.Abs(best)*1e-9
 }
 
 // ensure makes tensor p readable (recompute or swap in).

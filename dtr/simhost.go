@@ -119,6 +119,17 @@ func (h *SimHost) FreeNeighbours(visit func(t TensorID)) bool {
 	if visit == nil {
 		return h.M.FreeNeighbours(nil)
 	}
+	h.syncRev()
+	return h.M.FreeNeighbours(func(g graph.TensorID) {
+		if t := h.rev[g]; t >= 0 {
+			visit(t)
+		}
+	})
+}
+
+// syncRev brings rev up to date with the recorder's tensor map (which only
+// grows while a run goes on).
+func (h *SimHost) syncRev() {
 	tm := h.d.rec.tenMap
 	if h.rev == nil {
 		h.rev = make([]TensorID, len(h.M.Graph().Tensors))
@@ -131,9 +142,31 @@ func (h *SimHost) FreeNeighbours(visit func(t TensorID)) bool {
 			h.rev[g] = TensorID(h.revN)
 		}
 	}
-	return h.M.FreeNeighbours(func(g graph.TensorID) {
-		if t := h.rev[g]; t >= 0 {
-			visit(t)
+}
+
+// WatchAdjacentFree implements growthHost: it makes the Machine call grew
+// with the runtime tensor of every resident storage whose free memory next
+// to its block has just grown (see sim.Machine.WatchAdjacentFree), and
+// reports whether the Machine can (false for a SimHost without a Machine).
+// Until the host is bound to a graph run nothing maps to a runtime tensor
+// and nothing is called (AdjacentFree reports 0 then). A nil grew stops the
+// calls.
+func (h *SimHost) WatchAdjacentFree(grew func(t TensorID)) bool {
+	if h == nil || h.M == nil {
+		return false
+	}
+	if grew == nil {
+		return h.M.WatchAdjacentFree(nil)
+	}
+	return h.M.WatchAdjacentFree(func(g graph.TensorID) {
+		if !h.bound() {
+			return
+		}
+		h.syncRev()
+		if int(g) < len(h.rev) {
+			if t := h.rev[g]; t >= 0 {
+				grew(t)
+			}
 		}
 	})
 }

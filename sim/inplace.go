@@ -181,14 +181,54 @@ func (m *Machine) FreeNeighbours(visit func(t graph.TensorID)) bool {
 		return true
 	}
 	m.nbr.FreeNeighbours(func(b alloc.Block) {
-		if int(b) >= len(m.owner) {
-			return
+		if t, ok := m.storageIn(b); ok {
+			visit(t)
 		}
-		t := m.owner[b]
-		if t < 0 || m.block[t] != b || m.state[t] != Resident || m.flags[t]&flArena != 0 {
-			return
+	})
+	return true
+}
+
+// storageIn returns the resident storage whose own block is b (not the
+// atomic-clean arena's), if any.
+func (m *Machine) storageIn(b alloc.Block) (graph.TensorID, bool) {
+	if b < 0 || int(b) >= len(m.owner) {
+		return graph.NoTensor, false
+	}
+	t := m.owner[b]
+	if t < 0 || m.block[t] != b || m.state[t] != Resident || m.flags[t]&flArena != 0 {
+		return graph.NoTensor, false
+	}
+	return graph.TensorID(t), true
+}
+
+// WatchAdjacentFree makes the Machine call grew with every resident storage
+// (a tensor that owns its block, as FreeNeighbours lists them) whose
+// AdjacentFree has just grown, and reports true, when the allocator can
+// report such changes (alloc.GrowthNotifier, as alloc.NewCaching's) or has
+// no addresses (AdjacentFree is always 0: it never grows); otherwise it
+// reports false and calls nothing. Only a free makes the bytes next to a
+// block grow, so grew is called from the Machine's frees, at most twice per
+// freed block, and must not call back into the Machine. It replaces any
+// earlier function; nil stops the calls.
+func (m *Machine) WatchAdjacentFree(grew func(t graph.TensorID)) bool {
+	if m.missing() {
+		return false
+	}
+	if m.addr == nil {
+		return true
+	}
+	gn, ok := m.alloc.(alloc.GrowthNotifier)
+	if !ok || m.nbr == nil {
+		return false
+	}
+	if grew == nil {
+		gn.NotifyFreeGrowth(nil)
+		return true
+	}
+	gn.NotifyFreeGrowth(func(b alloc.Block) {
+		if t, ok := m.storageIn(b); ok {
+			grew(t)
 		}
-		visit(graph.TensorID(t))
 	})
 	return true
 }

@@ -634,6 +634,20 @@ func TestOOMRecordKeepsFailureState(t *testing.T) {
 	assert.Nil(t, m.Result().OOM)
 }
 
+// neighbourStep runs one step of the sequence TestFreeNeighbours and
+// TestWatchAdjacentFree drive: op, or -1 and -2 to free tA and tB.
+func neighbourStep(t *testing.T, m *Machine, op graph.OpID) {
+	t.Helper()
+	switch op {
+	case -1:
+		require.NoError(t, m.Free(tA)) // leaves a cached block between live ones
+	case -2:
+		require.NoError(t, m.Free(tB))
+	default:
+		require.NoError(t, m.Compute(op))
+	}
+}
+
 // TestFreeNeighbours: on the caching allocator the Machine lists the
 // resident storages with free memory next to their blocks, the ones whose
 // AdjacentFree is positive; on other allocators it lists nothing.
@@ -654,14 +668,7 @@ func TestFreeNeighbours(t *testing.T) {
 	}
 	var listed int
 	for _, op := range []graph.OpID{0, 1, -1, 2, 3, 0, 4, -2, 5, 6} {
-		switch op {
-		case -1:
-			require.NoError(t, m.Free(tA)) // leaves a cached block between live ones
-		case -2:
-			require.NoError(t, m.Free(tB))
-		default:
-			require.NoError(t, m.Compute(op))
-		}
+		neighbourStep(t, m, op)
 		m.FreeNeighbours(func(graph.TensorID) { listed++ })
 		check()
 	}
@@ -671,4 +678,55 @@ func TestFreeNeighbours(t *testing.T) {
 	require.NoError(t, err)
 	// no addresses: nothing is next to free memory, and the list is empty
 	assert.True(t, ideal.FreeNeighbours(func(graph.TensorID) { t.Fatal("listed on the ideal allocator") }))
+}
+
+// TestWatchAdjacentFree: on the caching allocator the Machine reports the
+// resident storages whose AdjacentFree grows: every storage resident
+// before and after a step whose free neighbours grew is reported, and only
+// resident storages with free memory next to them are. On an allocator
+// without addresses it accepts the watch and reports nothing.
+func TestWatchAdjacentFree(t *testing.T) {
+	g := chain(t)
+	m, err := NewMachine(g, Options{Allocator: alloc.NewCaching(0), Capacity: -1})
+	require.NoError(t, err)
+	var got map[graph.TensorID]int
+	require.True(t, m.WatchAdjacentFree(func(x graph.TensorID) { got[x]++ }))
+	type snap struct {
+		adj      int64
+		resident bool
+	}
+	state := func() []snap {
+		a := make([]snap, len(g.Tensors))
+		for i := range a {
+			if x := graph.TensorID(i); m.Storage(x) == x && m.Resident(x) {
+				a[i] = snap{m.AdjacentFree(x), true}
+			}
+		}
+		return a
+	}
+	reported := 0
+	for _, op := range []graph.OpID{0, 1, -1, 2, 3, 0, 4, -2, 5, 6} {
+		before := state()
+		got = map[graph.TensorID]int{}
+		neighbourStep(t, m, op)
+		after := state()
+		for i := range after {
+			if before[i].resident && after[i].resident && after[i].adj > before[i].adj {
+				assert.Positive(t, got[graph.TensorID(i)], "tensor %d: %d -> %d free bytes next to it, not reported", i, before[i].adj, after[i].adj)
+			}
+		}
+		for x := range got {
+			assert.True(t, after[x].resident, "tensor %d reported, not a resident storage", x)
+			assert.Positive(t, after[x].adj, "tensor %d reported, no free memory next to it", x)
+		}
+		reported += len(got)
+	}
+	require.Positive(t, reported)
+	require.True(t, m.WatchAdjacentFree(nil))
+	ideal, err := NewMachine(g, Options{Capacity: -1})
+	require.NoError(t, err)
+	assert.True(t, ideal.WatchAdjacentFree(func(graph.TensorID) { t.Fatal("reported on the ideal allocator") }))
+	for op := range g.Ops {
+		require.NoError(t, ideal.Compute(graph.OpID(op)))
+	}
 }

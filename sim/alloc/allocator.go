@@ -58,6 +58,21 @@ type NeighbourAllocator interface {
 	FreeNeighbours(visit func(b Block))
 }
 
+// GrowthNotifier is a NeighbourAllocator that can report, as it happens,
+// every handed-out block whose AdjacentFree grows, so that a caller keeping
+// figures derived from the free bytes next to blocks (an evictor's keys)
+// can bring up to date just the blocks concerned instead of listing them
+// all (FreeNeighbours) each time it needs them.
+type GrowthNotifier interface {
+	NeighbourAllocator
+	// NotifyFreeGrowth makes the allocator call grew with every handed-out
+	// block whose AdjacentFree has just grown, once per block and change,
+	// after the change (so AdjacentFree already gives the new figure). It
+	// replaces any earlier function; nil stops the calls. The function
+	// must not call back into the allocator's Alloc or Free.
+	NotifyFreeGrowth(grew func(b Block))
+}
+
 // InPlaceAllocator is implemented by allocators that can hand an op's output
 // the storage of an input that dies at that op (MXNET_EXEC_ENABLE_INPLACE).
 type InPlaceAllocator interface {

@@ -116,6 +116,9 @@ type Caching struct {
 	alloc    int64
 	reserved int64
 	stats    CachingStats
+	// grew (NotifyFreeGrowth) is called with each live block whose free
+	// neighbour a Free creates or enlarges; it outlives Reset
+	grew func(Block)
 }
 
 // NewCaching returns an empty caching allocator that holds at most capacity
@@ -307,7 +310,26 @@ func (c *Caching) Free(blk Block) {
 	m.state = blkCached
 	tr.insert(c.nodes, b)
 	c.stats.Frees++
+	if c.grew != nil {
+		// the free block b (merged) is the only one that grew: its
+		// neighbours, when handed out, now have more free bytes next to
+		// them (a merge removes cached blocks, it never exposes a live
+		// block that had none)
+		if p := m.prev; p >= 0 && c.meta[p].state == blkLive {
+			c.grew(Block(p))
+		}
+		if n := m.next; n >= 0 && c.meta[n].state == blkLive {
+			c.grew(Block(n))
+		}
+	}
 }
+
+// NotifyFreeGrowth implements GrowthNotifier: only Free makes the free
+// bytes next to a live block grow (Alloc takes cached blocks and splits
+// them, which shrinks the free space next to a neighbour; whole free
+// segments that are released have no live block), so grew is called from
+// Free, for at most two blocks. The subscription outlives Reset.
+func (c *Caching) NotifyFreeGrowth(grew func(b Block)) { c.grew = grew }
 
 // Addr returns the block's segment number and its offset in the segment
 // (-1, -1 for a block that does not exist).

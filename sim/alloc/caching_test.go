@@ -540,3 +540,67 @@ func checkFreeNeighbours(t *testing.T, c *Caching) {
 	}
 	require.Len(t, seen, want)
 }
+
+// TestNotifyFreeGrowth: over random allocations and frees, the blocks the
+// caching allocator reports (NotifyFreeGrowth) are, once each, exactly the
+// handed-out blocks whose AdjacentFree grew; an allocation reports none
+// (and makes none grow). The subscription outlives Reset; nil ends it.
+func TestNotifyFreeGrowth(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	c := NewCaching(0)
+	var _ GrowthNotifier = c
+	var got map[Block]int
+	c.NotifyFreeGrowth(func(b Block) { got[b]++ })
+	adj := func() map[Block]int64 {
+		m := map[Block]int64{}
+		for i := range c.meta {
+			if c.meta[i].state == blkLive {
+				m[Block(i)] = c.AdjacentFree(Block(i))
+			}
+		}
+		return m
+	}
+	var live []Block
+	reported := 0
+	for round := 0; round < 2; round++ {
+		for i := 0; i < 3000; i++ {
+			before := adj()
+			got = map[Block]int{}
+			freed := Block(-1)
+			if len(live) > 0 && (len(live) > 200 || rng.IntN(2) == 0) {
+				k := rng.IntN(len(live))
+				freed = live[k]
+				live[k] = live[len(live)-1]
+				live = live[:len(live)-1]
+				c.Free(freed)
+			} else {
+				b, err := c.Alloc(randomTensorBytes(rng))
+				require.NoError(t, err)
+				live = append(live, b)
+			}
+			after := adj()
+			for b, n := range after {
+				if p, ok := before[b]; ok && n > p { // a new block is not a growth
+					require.NotEqual(t, Block(-1), freed, "block %d grew on an allocation", b)
+					require.Equal(t, 1, got[b], "block %d: free bytes next to it %d -> %d, reports", b, before[b], n)
+				} else {
+					require.Zero(t, got[b], "block %d did not grow (%d -> %d), reported", b, before[b], n)
+				}
+			}
+			for b := range got {
+				_, ok := after[b]
+				require.True(t, ok, "block %d reported but not handed out", b)
+			}
+			reported += len(got)
+		}
+		c.Reset()
+		live = live[:0]
+	}
+	require.Greater(t, reported, 1000)
+	c.NotifyFreeGrowth(nil)
+	b1, _ := c.Alloc(mib)
+	b2, _ := c.Alloc(mib)
+	_, _ = c.Alloc(mib)
+	c.Free(b1)
+	c.Free(b2) // b3 grows, unreported
+}
