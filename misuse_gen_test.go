@@ -438,6 +438,18 @@ var misuseCases = []misuseCase{
 		_, err := dtr.SweepBest(context.Background(), misuseTrace(), ([]float64)(nil))
 		return err
 	}},
+	{"dtr.TightenLowerBound", "zero", true, func() error {
+		_, err := dtr.TightenLowerBound(context.Background(), (*dtrlog.Trace)(nil), *new(dtr.LowerBound), (int64)(0))
+		return err
+	}},
+	{"dtr.TightenLowerBound", "empty", true, func() error {
+		_, err := dtr.TightenLowerBound(context.Background(), new(dtrlog.Trace), *new(dtr.LowerBound), (int64)(-1))
+		return err
+	}},
+	{"dtr.TightenLowerBound", "foreign", false, func() error {
+		_, err := dtr.TightenLowerBound(context.Background(), misuseTrace(), *new(dtr.LowerBound), (int64)(0))
+		return err
+	}},
 	{"graph.BackwardType", "zero", false, func() error { _ = graph.BackwardType((string)("")); return nil }},
 	{"graph.Builder.AdaptiveAvgPool2d", "zero", false, func() error {
 		_ = new(graph.Builder).AdaptiveAvgPool2d((string)(""), (graph.TensorID)(0), (int)(0), (int)(0))

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -441,6 +440,9 @@ type LowerBound struct {
 	// Op is the trace op where the bound is reached, Line its log line.
 	Op   int32 `json:"op"`
 	Line int   `json:"line"`
+	// Source is BoundInputs when the bound counts what producing the op's
+	// inputs holds (TightenLowerBound); empty for the op's own working set.
+	Source string `json:"source,omitempty"`
 }
 
 // ComputeLowerBound returns the largest, over the trace's ops, of pinned
@@ -451,10 +453,25 @@ func ComputeLowerBound(tr *dtrlog.Trace) LowerBound {
 	if checkTrace(tr) != nil {
 		return LowerBound{}
 	}
+	var lb LowerBound
+	opBounds(tr, func(op int32, need int64) {
+		if need > lb.Bytes {
+			lb = LowerBound{Bytes: need, Op: op}
+			if op >= 0 {
+				lb.Line = tr.Ops[op].Line
+			}
+		}
+	})
+	return lb
+}
+
+// opBounds walks tr's schedule and calls f with each op's single-op bound
+// (pinned bytes then + its distinct unpinned input storages + its outputs)
+// as it is computed, and with op -1 and the pinned bytes after each pin.
+func opBounds(tr *dtrlog.Trace, f func(op int32, need int64)) {
 	var pinned int64
 	isPinned := make([]bool, len(tr.Tensors))
-	var lb LowerBound
-	var tmp []int32
+	mark := make([]int32, len(tr.Tensors)) // op+1 that counted the storage
 	for _, c := range tr.Cmds {
 		switch c.Kind {
 		case dtrlog.CmdPin:
@@ -463,33 +480,19 @@ func ComputeLowerBound(tr *dtrlog.Trace) LowerBound {
 				isPinned[s] = true
 				pinned += tr.Tensors[s].StorageSize
 			}
-			if pinned > lb.Bytes {
-				lb = LowerBound{Bytes: pinned, Op: -1}
-			}
+			f(-1, pinned)
 		case dtrlog.CmdCompute:
 			o := &tr.Ops[c.ID]
 			need := pinned + o.TotalSize()
-			tmp = tmp[:0]
 			for _, a := range o.Args {
-				s := tr.Tensors[a].Storage
-				if isPinned[s] {
-					continue
+				if s := tr.Tensors[a].Storage; !isPinned[s] && mark[s] != c.ID+1 {
+					mark[s] = c.ID + 1
+					need += tr.Tensors[s].StorageSize
 				}
-				tmp = append(tmp, s)
 			}
-			sort.Slice(tmp, func(i, j int) bool { return tmp[i] < tmp[j] })
-			for i, s := range tmp {
-				if i > 0 && tmp[i-1] == s {
-					continue
-				}
-				need += tr.Tensors[s].StorageSize
-			}
-			if need > lb.Bytes {
-				lb = LowerBound{Bytes: need, Op: c.ID, Line: o.Line}
-			}
+			f(c.ID, need)
 		}
 	}
-	return lb
 }
 
 // forEach calls f(i, w) once for every i in [0, n), on up to workers

@@ -119,7 +119,8 @@ func frontier(t *testing.T) string {
 		tr := l.tr
 		base, err := MeasureBaseline(tr)
 		require.NoError(t, err)
-		lbRatio := float64(ComputeLowerBound(tr).Bytes) / float64(base.PeakBytes)
+		lb := tightBound(t, tr)
+		lbRatio := float64(lb.Bytes) / float64(base.PeakBytes)
 		allowed := math.Ceil(lbRatio*10-1e-9) / 10 // lowest grid ratio >= the bound
 		refBest := make([]float64, len(DefaultRatios))
 		best := make([]float64, len(DefaultRatios))
@@ -143,6 +144,8 @@ func frontier(t *testing.T) string {
 				if r.Status != StatusOK {
 					continue
 				}
+				// no run holds less than the bound
+				require.GreaterOrEqual(t, r.PeakMemoryBytes, lb.Bytes, "%s %v ratio %.1f", tr.Name, c, r.Ratio)
 				best[i] = min(best[i], r.Overhead)
 				if c.parity {
 					refBest[i] = min(refBest[i], r.Overhead)
@@ -154,7 +157,11 @@ func frontier(t *testing.T) string {
 					o.Ratios = []float64{ratio}
 					res, err := Sweep(ctx, tr, o)
 					require.NoError(t, err)
-					return res.Results[0].Status == StatusOK
+					ok := res.Results[0].Status == StatusOK
+					if ok {
+						require.GreaterOrEqual(t, res.Results[0].PeakMemoryBytes, lb.Bytes, "%s %v ratio %.4f", tr.Name, c, ratio)
+					}
+					return ok
 				})
 			}
 			low, bestF = min(low, g), min(bestF, f)

@@ -278,7 +278,9 @@ type DTRSweep struct {
 	// it the best-of row is the best of Runs.
 	Best []dtr.BestResult `json:"best,omitempty"`
 	// LowerBoundRatio is the log's memory lower bound over its baseline
-	// peak (no eviction order runs below it); LowestRatio is the lowest
+	// peak (no eviction order that recomputes what it evicts runs below
+	// it; outside parity mode it counts the production of an op's inputs
+	// too, dtr.TightenLowerBound); LowestRatio is the lowest
 	// ratio where the best-of row succeeds (0 if none does).
 	LowerBoundRatio float64 `json:"lower_bound_ratio"`
 	LowestRatio     float64 `json:"lowest_ratio"`
@@ -357,6 +359,18 @@ func SweepDTRLog(ctx context.Context, name string, tr *dtrlog.Trace, o DTRSweepO
 			return nil, fmt.Errorf("sweep best-of: %w", err)
 		}
 		out.Best = best
+	}
+	if len(out.Runs) > 0 && !o.Parity {
+		// the bound that counts the production of an op's inputs, once
+		// for the sweep (parity sweeps keep the reference's protocol and
+		// the single-op bound: the search costs more than their replays)
+		lb, err := dtr.TightenLowerBound(ctx, tr, out.Runs[0].Bound, 0)
+		if err != nil {
+			return nil, fmt.Errorf("sweep lower bound: %w", err)
+		}
+		for _, run := range out.Runs {
+			run.Bound = lb
+		}
 	}
 	if len(out.Runs) > 0 && out.Runs[0].Baseline.PeakBytes > 0 {
 		out.LowerBoundRatio = float64(out.Runs[0].Bound.Bytes) / float64(out.Runs[0].Baseline.PeakBytes)
