@@ -450,7 +450,9 @@ func (d *DTRSweep) Table() *Table {
 		t.AddRow(cells...)
 	}
 	if len(d.Runs) > 0 && d.Runs[0].Baseline.PeakBytes > 0 {
-		cells := []Cell{Text("lower bound " + strconv.FormatFloat(d.LowerBoundRatio, 'f', 3, 64))}
+		// three significant digits: a bound just under a grid ratio (0.0998)
+		// must not read as that ratio
+		cells := []Cell{Text("lower bound " + strconv.FormatFloat(d.LowerBoundRatio, 'g', 3, 64))}
 		for _, r := range d.Ratios {
 			if r < d.LowerBoundRatio {
 				cells = append(cells, Text("below"))
