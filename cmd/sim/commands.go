@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -116,6 +117,10 @@ func readAny(path string, s *config.Settings, warn io.Writer) (*graph.Graph, err
 		g, err := dtrlog.ReadGraph(f)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if g.Name == "" {
+			// a log names no model: the summary names the file
+			g.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 		}
 		return g, nil
 	default:

@@ -243,6 +243,10 @@ func TestConvertRoundTripAndDTRLogSweep(t *testing.T) {
 	logs := []string{"../../graph/dtrlog/testdata/small.log"}
 	_, errOut, code = run(t, fixedEnv, "convert", logs[0], "-")
 	require.Equal(t, 0, code, errOut)
+	// a log names no model: its summary names the file
+	out, errOut, code = run(t, fixedEnv, "validate", logs[0], "--format", "csv")
+	require.Equal(t, 0, code, errOut)
+	assert.True(t, strings.HasPrefix(strings.Split(out, "\n")[1], "small,"), out)
 	out, errOut, code = run(t, fixedEnv, "sweep", "--dtr-log", logs[0], "--strategies", "dtr", "--heuristic", "eq-class,lru", "--ratios", "1,0.5", "--format", "json")
 	require.Equal(t, 0, code, errOut)
 	var sw struct {
