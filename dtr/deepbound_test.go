@@ -115,8 +115,9 @@ func TestTightenLowerBoundHand(t *testing.T) {
 
 // randomLog is a small random DAG: pinned constants, a few branches that
 // make a small tensor from a large one, then ops of one to three arguments
-// among the tensors made so far (some of them views) with one or two
-// results, small or large; most tensors are released soon after.
+// among the tensors made so far (some of them views, some mutating their
+// first argument in place) with one or two results, small or large; most
+// tensors are released soon after.
 func randomLog(rng *rand.Rand, ops int) []string {
 	var lines []string
 	var live []string
@@ -138,6 +139,15 @@ func randomLog(rng *rand.Rand, ops int) []string {
 		var args []string
 		for range 1 + rng.IntN(3) {
 			args = append(args, live[rng.IntN(len(live))])
+		}
+		if a := args[0]; rng.IntN(6) == 0 && !strings.HasPrefix(a, "c") && !strings.HasPrefix(a, "v") {
+			// in place: a new version of the first argument's storage
+			q := make([]string, len(args))
+			for k, x := range args {
+				q[k] = fmt.Sprintf("%q", x)
+			}
+			lines = append(lines, fmt.Sprintf(`{"ARGS":[%s],"INSTRUCTION":"MUTATE","MUTATE":[0],"NAME":"add_","TIME":"5"}`, strings.Join(q, ",")))
+			continue
 		}
 		if rng.IntN(6) == 0 {
 			v := fmt.Sprintf("v%d", i)
