@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -501,5 +502,53 @@ func (d *DTRSweep) Write(w interface{ Write([]byte) (int, error) }, f Format) er
 			return err
 		}
 	}
+	if g := d.gapNote(); g != "" {
+		if _, err := w.Write([]byte(g)); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// gapNote states the gap between the lowest ratio where the best-of row
+// (or, without one, any run) fits and the log's lower bound, where the
+// bound comes from, and the lowest of the sweep's ratios the bound allows.
+func (d *DTRSweep) gapNote() string {
+	if len(d.Runs) == 0 || d.LowerBoundRatio <= 0 {
+		return ""
+	}
+	lowest := d.LowestRatio
+	if len(d.Best) == 0 && len(d.Runs) == 1 {
+		for _, rr := range d.Runs[0].Results {
+			if rr.Status == dtr.StatusOK && (lowest == 0 || rr.Ratio < lowest) {
+				lowest = rr.Ratio
+			}
+		}
+	}
+	lb := d.Runs[0].Bound
+	from := "one op's working set"
+	if lb.Source == dtr.BoundInputs {
+		from = "what producing an op's inputs holds"
+	}
+	if lb.Line > 0 {
+		from += fmt.Sprintf(", log line %d", lb.Line)
+	}
+	bound := strconv.FormatFloat(d.LowerBoundRatio, 'g', 3, 64)
+	var sb strings.Builder
+	if lowest > 0 {
+		fmt.Fprintf(&sb, "gap to the lower bound: the lowest ratio that fits is %g, %.2fx the bound %s (%s)", lowest, lowest/d.LowerBoundRatio, bound, from)
+	} else {
+		fmt.Fprintf(&sb, "gap to the lower bound: no ratio fits; the bound is %s (%s)", bound, from)
+	}
+	allowed := -1.0
+	for _, r := range d.Ratios {
+		if r >= d.LowerBoundRatio && (allowed < 0 || r < allowed) {
+			allowed = r
+		}
+	}
+	if allowed > 0 {
+		fmt.Fprintf(&sb, "; the lowest of these ratios it allows is %g", allowed)
+	}
+	sb.WriteString("\n")
+	return sb.String()
 }
