@@ -191,6 +191,8 @@ func RunOnMachine(ctx context.Context, m *sim.Machine, cfg Config) (*sim.Result,
 	h.d = newDriver(g, rt)
 	h.d.rec.noSteps = true
 	_, err = drive(ctx, h.d, m.OpTime)
+	// the run is over: the Machine stops reporting to its runtime
+	h.WatchAdjacentFree(nil)
 	if err != nil {
 		return m.Result(), rt.Stats(), fmt.Errorf("dtr on machine: %w", err)
 	}
