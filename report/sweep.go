@@ -492,18 +492,22 @@ func (d *DTRSweep) Write(w interface{ Write([]byte) (int, error) }, f Format) er
 			limit = limit || rr.Status == dtr.StatusLimit
 		}
 	}
+	var notes []string
 	if asserts {
-		if _, err := w.Write([]byte(referenceNote)); err != nil {
-			return err
-		}
+		notes = append(notes, referenceNote)
 	}
 	if limit {
-		if _, err := w.Write([]byte(limitNote)); err != nil {
-			return err
-		}
+		notes = append(notes, limitNote)
 	}
 	if g := d.gapNote(); g != "" {
-		if _, err := w.Write([]byte(g)); err != nil {
+		notes = append(notes, g)
+	}
+	if len(notes) > 0 && f == FormatMarkdown {
+		// a line right under a markdown table would read as one more row
+		notes = append([]string{"\n"}, notes...)
+	}
+	for _, n := range notes {
+		if _, err := w.Write([]byte(n)); err != nil {
 			return err
 		}
 	}

@@ -97,6 +97,11 @@ func TestDTRSweepGapNote(t *testing.T) {
 			continue
 		}
 		require.True(t, strings.HasSuffix(b.String(), want), "%s output ends with the gap:\n%s", f, b.String())
+		if f == FormatMarkdown {
+			// a blank line ends the table: a line right under it would
+			// read as one more row
+			require.Contains(t, b.String(), "|\n\n"+want)
+		}
 	}
 	// the best-of row decides when there is one
 	d.Best = []dtr.BestResult{{RatioResult: dtr.RatioResult{Ratio: 1, Status: dtr.StatusOK}}, {RatioResult: dtr.RatioResult{Ratio: 0.5, Status: dtr.StatusOK}},
