@@ -1324,21 +1324,24 @@ func (r *Runtime) idxSearch(b int, c *idxChoice) {
 			r.regionKeep(s)
 		}
 		r.lbStore(s, sc)
-		if st := &r.storages[s]; st.kmem && b == idxNever && sc.f > 0 {
-			// a kept storage needed again since it was keyed
-			r.idx.refresh = append(r.idx.refresh, s)
-		} else if r.idx.eq && b != idxNever && r.eqOf == s {
+		st := &r.storages[s]
+		stale := false
+		switch {
+		case st.kmem && b == idxNever && sc.f > 0:
+			stale = true // a kept storage needed again since it was keyed
+		case r.idx.eq && b != idxNever && r.eqOf == s:
 			if !r.idx.neg && !st.kexact && r.hcost(s)+r.eqSum > st.knum {
 				// the floors were too low for it: key it exactly from now on
 				st.kexact = true
-				r.idx.refresh = append(r.idx.refresh, s)
-			} else if max(r.hcost(s)+r.eqKeyPart(st.kexact), 0) > st.knum {
-				r.idx.refresh = append(r.idx.refresh, s)
-			} else if r.adjWatch && r.sizeTerm(s) < st.ksize {
-				// keyed while more memory next to it was free: its bound
-				// is below its score by their ratio
-				r.idx.refresh = append(r.idx.refresh, s)
+				stale = true
+			} else {
+				stale = max(r.hcost(s)+r.eqKeyPart(st.kexact), 0) > st.knum
 			}
+		}
+		// keyed while more memory was free next to it (megengine): its
+		// bound is below its score by their ratio
+		if stale || (r.adjWatch && r.sizeTerm(s) < st.ksize) {
+			r.idx.refresh = append(r.idx.refresh, s)
 		}
 		if seq := r.storages[s].seq; c.best < 0 || r.idxBetter(sc, seq, c.bs, c.bseq) {
 			c.best, c.bs, c.bseq = s, sc, seq

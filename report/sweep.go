@@ -451,9 +451,7 @@ func (d *DTRSweep) Table() *Table {
 		t.AddRow(cells...)
 	}
 	if len(d.Runs) > 0 && d.Runs[0].Baseline.PeakBytes > 0 {
-		// three significant digits: a bound just under a grid ratio (0.0998)
-		// must not read as that ratio
-		cells := []Cell{Text("lower bound " + strconv.FormatFloat(d.LowerBoundRatio, 'g', 3, 64))}
+		cells := []Cell{Text("lower bound " + d.boundText())}
 		for _, r := range d.Ratios {
 			if r < d.LowerBoundRatio {
 				cells = append(cells, Text("below"))
@@ -514,6 +512,12 @@ func (d *DTRSweep) Write(w interface{ Write([]byte) (int, error) }, f Format) er
 	return nil
 }
 
+// boundText is the lower bound ratio with three significant digits: a
+// bound just under a grid ratio (0.0998) must not read as that ratio.
+func (d *DTRSweep) boundText() string {
+	return strconv.FormatFloat(d.LowerBoundRatio, 'g', 3, 64)
+}
+
 // gapNote states the gap between the lowest ratio where the best-of row
 // (or, without one, any run) fits and the log's lower bound, where the
 // bound comes from, and the lowest of the sweep's ratios the bound allows.
@@ -537,7 +541,7 @@ func (d *DTRSweep) gapNote() string {
 	if lb.Line > 0 {
 		from += fmt.Sprintf(", log line %d", lb.Line)
 	}
-	bound := strconv.FormatFloat(d.LowerBoundRatio, 'g', 3, 64)
+	bound := d.boundText()
 	var sb strings.Builder
 	if lowest > 0 {
 		fmt.Fprintf(&sb, "gap to the lower bound: the lowest ratio that fits is %g, %.2fx the bound %s (%s)", lowest, lowest/d.LowerBoundRatio, bound, from)
