@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/internal/dedup"
 	"github.com/remat-dev/remat/sim"
 )
 
@@ -442,6 +443,7 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 	}
 	lastRead := make([]int32, nt)
 	needR := make([]bool, nt)
+	inSeen := dedup.New(nt)           // an op's distinct input storages
 	leafIDs := make([]graph.OpID, nf) // the stages' Leaf lists (each within its Fwd)
 	for s := range stages {
 		st := &stages[s]
@@ -464,9 +466,9 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 				}
 			}
 		}
-		stageMeasureFwd(d, wsOf, root, pinnedSt, lastRead, readByOwnBwd, st)
+		stageMeasureFwd(d, wsOf, root, pinnedSt, lastRead, readByOwnBwd, inSeen, st)
 		st.Leaf = leafIDs[:0:len(st.Fwd)]
-		stageLeaf(d, timeOf, wsOf, root, pinned, pinnedSt, lastRead, needR, readByOwnBwd, st)
+		stageLeaf(d, timeOf, wsOf, root, pinned, pinnedSt, lastRead, needR, readByOwnBwd, inSeen, st)
 		st.Leaf = st.Leaf[:len(st.Leaf):len(st.Leaf)]
 		leafIDs = leafIDs[len(st.Leaf):]
 	}
@@ -485,7 +487,7 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 		}
 	}
 	for s := L - 1; s >= 0; s-- {
-		stageMeasureBwd(d, wsOf, root, rd, pinnedSt, stageOf, rank, lastUse, int32(s), ch)
+		stageMeasureBwd(d, wsOf, root, rd, pinnedSt, stageOf, rank, lastUse, inSeen, int32(s), ch)
 	}
 	// Update phase: from the held gradients, allocate each update op's
 	// outputs and free storages at their last use (updated parameters and
@@ -503,10 +505,11 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 			}
 		}
 		ch.UpdatePeak = max(ch.UpdatePeak, cur+wsOf(op))
-		for j, t := range ins {
+		inSeen.Next()
+		for _, t := range ins {
 			r := root[t]
 			p := d.Producer[r]
-			if pinnedSt[r] || d.Kind[r].Persistent() || p == graph.NoOp || int(p) < nf || stageDupRoot(root, ins[:j], r) || isOutputOf(outs, r) {
+			if pinnedSt[r] || d.Kind[r].Persistent() || p == graph.NoOp || int(p) < nf || inSeen.Seen(int32(r)) || isOutputOf(outs, r) {
 				continue
 			}
 			if lastUse[r] == rank[op] {
@@ -524,7 +527,7 @@ func StagesOf(g *graph.Graph, opts StagesOptions) (*StageChain, error) {
 
 // stageMeasureFwd fills XBarBytes, FwdPeakNone and FwdPeakAll of st.
 // lastRead is scratch space of one entry per tensor.
-func stageMeasureFwd(d *graph.Dense, wsOf StageTimeFunc, root []graph.TensorID, pinnedSt []bool, lastRead []int32, readByBwd []bool, st *Stage) {
+func stageMeasureFwd(d *graph.Dense, wsOf StageTimeFunc, root []graph.TensorID, pinnedSt []bool, lastRead []int32, readByBwd []bool, inSeen *dedup.Stamps, st *Stage) {
 	for _, op := range st.Fwd {
 		for _, t := range d.Outputs(op) {
 			lastRead[root[t]] = -1
@@ -569,9 +572,10 @@ func stageMeasureFwd(d *graph.Dense, wsOf StageTimeFunc, root []graph.TensorID, 
 			if v := cur + wsOf(op); v > peak {
 				peak = v
 			}
-			for j, t := range ins {
+			inSeen.Next()
+			for _, t := range ins {
 				r := root[t]
-				if lastRead[r] == int32(k) && !stageDupRoot(root, ins[:j], r) && !isOutputOf(outs, r) {
+				if lastRead[r] == int32(k) && !inSeen.Seen(int32(r)) && !isOutputOf(outs, r) {
 					free(r)
 				}
 			}
@@ -682,7 +686,7 @@ func groupStages(d *graph.Dense, stages []Stage, n int, timeOf StageTimeFunc, st
 // whose outputs' storages the stage's backward reads, transitively within
 // the stage, and the peak of running them keeping what the backward reads.
 // needR is scratch space of one false entry per tensor, left false.
-func stageLeaf(d *graph.Dense, timeOf, wsOf StageTimeFunc, root []graph.TensorID, pinned, pinnedSt []bool, lastRead []int32, needR, readByBwd []bool, st *Stage) {
+func stageLeaf(d *graph.Dense, timeOf, wsOf StageTimeFunc, root []graph.TensorID, pinned, pinnedSt []bool, lastRead []int32, needR, readByBwd []bool, inSeen *dedup.Stamps, st *Stage) {
 	var touched []graph.TensorID
 	mark := func(r graph.TensorID) {
 		if !needR[r] {
@@ -756,9 +760,10 @@ func stageLeaf(d *graph.Dense, timeOf, wsOf StageTimeFunc, root []graph.TensorID
 			}
 		}
 		peak = max(peak, cur+wsOf(op))
-		for j, t := range ins {
+		inSeen.Next()
+		for _, t := range ins {
 			r := root[t]
-			if lastRead[r] == int32(k) && !stageDupRoot(root, ins[:j], r) && !isOutputOf(outs, r) {
+			if lastRead[r] == int32(k) && !inSeen.Seen(int32(r)) && !isOutputOf(outs, r) {
 				free(r)
 			}
 		}
@@ -784,7 +789,7 @@ func stageDupRoot(root []graph.TensorID, ins []graph.TensorID, r graph.TensorID)
 // backward from x-bar plus the incoming gradient, freeing each storage at its
 // last use in the solvers' order (rank), and classifying the surviving
 // outputs as the gradient passed to the previous stage or held gradients.
-func stageMeasureBwd(d *graph.Dense, wsOf StageTimeFunc, root []graph.TensorID, rd *rootReaders, pinnedSt []bool, stageOf []int32, rank, lastUse []int32, s int32, ch *StageChain) {
+func stageMeasureBwd(d *graph.Dense, wsOf StageTimeFunc, root []graph.TensorID, rd *rootReaders, pinnedSt []bool, stageOf []int32, rank, lastUse []int32, inSeen *dedup.Stamps, s int32, ch *StageChain) {
 	st := &ch.Stages[s]
 	if int(s)+1 < len(ch.Stages) {
 		st.GradInBytes = ch.Stages[s+1].GradOutBytes
@@ -801,9 +806,10 @@ func stageMeasureBwd(d *graph.Dense, wsOf StageTimeFunc, root []graph.TensorID, 
 		if v := cur + wsOf(op); v > peak {
 			peak = v
 		}
-		for j, t := range ins {
+		inSeen.Next()
+		for _, t := range ins {
 			r := root[t]
-			if pinnedSt[r] || stageDupRoot(root, ins[:j], r) || isOutputOf(outs, r) {
+			if pinnedSt[r] || inSeen.Seen(int32(r)) || isOutputOf(outs, r) {
 				continue
 			}
 			// Only storages counted here: this stage's activations (x-bar),

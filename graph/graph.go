@@ -1,6 +1,10 @@
 package graph
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/remat-dev/remat/internal/dedup"
+)
 
 // Graph is a training graph: ops in execution order and the tensors they read
 // and write. Build one with a Builder, decode one from JSON, or fill the
@@ -85,10 +89,12 @@ func (g *Graph) Consumers(t TensorID) []OpID {
 func (g *Graph) buildIndex() {
 	nt := len(g.Tensors)
 	start := make([]int32, nt+1)
+	var wide *dedup.Stamps // repeated inputs of ops with more than wideOp
 	for i := range g.Ops {
 		ins := g.Ops[i].Inputs
+		wide = nextWide(wide, ins, nt)
 		for j, t := range ins {
-			if dupBefore(ins, j, t) {
+			if isDup(wide, ins, j, t) {
 				continue
 			}
 			start[t+1]++
@@ -102,8 +108,9 @@ func (g *Graph) buildIndex() {
 	copy(fill, start[:nt])
 	for i := range g.Ops {
 		ins := g.Ops[i].Inputs
+		wide = nextWide(wide, ins, nt)
 		for j, t := range ins {
-			if dupBefore(ins, j, t) {
+			if isDup(wide, ins, j, t) {
 				continue
 			}
 			list[fill[t]] = OpID(i)
@@ -111,6 +118,32 @@ func (g *Graph) buildIndex() {
 		}
 	}
 	g.consStart, g.consList = start, list
+}
+
+// wideOp is the number of inputs above which an op's repeated inputs are
+// found with stamps (internal/dedup) instead of a scan of the inputs before
+// each one, which is quadratic in them.
+const wideOp = 16
+
+// nextWide starts the inputs ins of the next op: for a wide op, a new list
+// of s (made, for keys below nt, on the first wide op); else s as it is.
+func nextWide(s *dedup.Stamps, ins []TensorID, nt int) *dedup.Stamps {
+	if len(ins) > wideOp {
+		if s == nil {
+			s = dedup.New(nt)
+		}
+		s.Next()
+	}
+	return s
+}
+
+// isDup reports whether t = ins[j] occurs in ins[:j], with the stamps s
+// that nextWide started for a wide op.
+func isDup(s *dedup.Stamps, ins []TensorID, j int, t TensorID) bool {
+	if len(ins) > wideOp {
+		return s.Seen(int32(t))
+	}
+	return dupBefore(ins, j, t)
 }
 
 // dupBefore reports whether t occurs in ins[:j]. Ops have few inputs, so a

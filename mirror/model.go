@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/internal/dedup"
 	"github.com/remat-dev/remat/sim"
 )
 
@@ -177,6 +178,7 @@ func newPeakModel(g *graph.Graph, so sim.Options, groups [][]graph.OpID, groupOf
 	keptDone := make([]bool, nt)
 	// forEvent calls f for the events of step s: creations of its
 	// storage-owning outputs, then its distinct input storages.
+	inSeen := dedup.New(nt) // a step's distinct input storages
 	forEvent := func(s int, f func(r graph.TensorID, create bool)) {
 		ins, outs := d.Inputs(graph.OpID(m.stOp[s])), d.Outputs(graph.OpID(m.stOp[s]))
 		for _, o := range outs {
@@ -184,19 +186,13 @@ func newPeakModel(g *graph.Graph, so sim.Options, groups [][]graph.OpID, groupOf
 				f(o, true)
 			}
 		}
-		for j, t := range ins {
+		inSeen.Next()
+		for _, t := range ins {
 			r := root[t]
 			if m.size[r] == 0 || slices.Contains(outs, r) {
 				continue
 			}
-			dup := false
-			for _, u := range ins[:j] {
-				if root[u] == r {
-					dup = true
-					break
-				}
-			}
-			if !dup {
+			if !inSeen.Seen(int32(r)) {
 				f(r, false)
 			}
 		}

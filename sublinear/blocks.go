@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/internal/dedup"
 	"github.com/remat-dev/remat/sim"
 )
 
@@ -150,6 +151,7 @@ func newMgeProblem(g *graph.Graph, opTime func(graph.OpID) int64, mm mgeMemModel
 	p.endpoint = make([]bool, n)
 	p.opTime = make([]int64, n)
 	p.workspace = make([]int64, n)
+	inSeen := dedup.New(len(g.Tensors)) // an op's distinct input roots
 	for i := range g.Ops {
 		op := &g.Ops[i]
 		for _, o := range op.Outputs {
@@ -161,16 +163,10 @@ func newMgeProblem(g *graph.Graph, opTime func(graph.OpID) int64, mm mgeMemModel
 				}
 			}
 		}
-		for j, t := range op.Inputs {
+		inSeen.Next()
+		for _, t := range op.Inputs {
 			r := p.root[t]
-			dup := false
-			for _, u := range op.Inputs[:j] {
-				if p.root[u] == r {
-					dup = true
-					break
-				}
-			}
-			if dup {
+			if inSeen.Seen(int32(r)) {
 				continue
 			}
 			if p.isVar[r] {
@@ -305,14 +301,16 @@ func mgeIsOutput(op *graph.Op, t graph.TensorID) bool {
 func (p *mgeProblem) lowerBound() (lb, resident, held int64) {
 	g := p.g
 	seen := make([]bool, p.nt)
+	inSeen := dedup.New(p.nt) // an op's distinct input roots
 	var keptSoFar int64
 	lb = p.resident0
 	for i := 0; i < p.n; i++ {
 		op := &g.Ops[i]
 		var ws int64
+		inSeen.Next()
 		for _, t := range op.Inputs {
 			r := p.root[t]
-			if !p.keep[r] {
+			if !p.keep[r] && !inSeen.Seen(int32(r)) {
 				ws += p.size[r]
 			}
 		}
@@ -328,19 +326,6 @@ func (p *mgeProblem) lowerBound() (lb, resident, held int64) {
 				}
 			} else {
 				ws += p.size[o]
-			}
-		}
-		// Inputs listed twice count twice above; subtract the repeats.
-		for j, t := range op.Inputs {
-			r := p.root[t]
-			if p.keep[r] {
-				continue
-			}
-			for _, u := range op.Inputs[:j] {
-				if p.root[u] == r {
-					ws -= p.size[r]
-					break
-				}
 			}
 		}
 		lb = max(lb, p.resident0+keptSoFar+ws+p.workspace[i])

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/internal/dedup"
 )
 
 // ToGraph converts a trace into a graph.Graph for static strategies: every
@@ -106,6 +107,7 @@ func FromGraph(g *graph.Graph, timeNs func(graph.OpID) int64) ([]Instr, error) {
 	}
 	name := func(t graph.TensorID) string { return "t" + strconv.Itoa(int(t)) }
 	last := make([]int32, len(g.Tensors))
+	rel := dedup.New(len(g.Tensors)) // an op's distinct inputs
 	for i := range last {
 		last[i] = -1
 	}
@@ -197,7 +199,7 @@ func FromGraph(g *graph.Graph, timeNs func(graph.OpID) int64) ([]Instr, error) {
 				out = append(out, Instr{Kind: Copy, Dst: name(r), Src: name(o.Inputs[al[j]])})
 				copied[r] = true
 			}
-			out = appendReleases(out, g, o, int32(i), last, name)
+			out = appendReleases(out, g, o, int32(i), last, rel, name)
 			continue
 		}
 		// A view (not an in-place write) reads no data: its CALL lists only
@@ -239,16 +241,18 @@ func FromGraph(g *graph.Graph, timeNs func(graph.OpID) int64) ([]Instr, error) {
 			}
 			out = append(out, Instr{Kind: Memory, Name: name(r), Memory: b}, Instr{Kind: Alias, Name: name(r), Alias: al[j]})
 		}
-		out = appendReleases(out, g, o, int32(i), last, name)
+		out = appendReleases(out, g, o, int32(i), last, rel, name)
 	}
 	return out, nil
 }
 
 // appendReleases appends a RELEASE of each distinct input of op o (number
-// i) whose last reader it is, unless the input comes from outside the step.
-func appendReleases(out []Instr, g *graph.Graph, o *graph.Op, i int32, last []int32, name func(graph.TensorID) string) []Instr {
-	for j, in := range o.Inputs {
-		if last[in] != i || g.Tensors[in].Producer == graph.NoOp || slices.Contains(o.Inputs[:j], in) {
+// i) whose last reader it is, unless the input comes from outside the step
+// (rel finds the repeated inputs).
+func appendReleases(out []Instr, g *graph.Graph, o *graph.Op, i int32, last []int32, rel *dedup.Stamps, name func(graph.TensorID) string) []Instr {
+	rel.Next()
+	for _, in := range o.Inputs {
+		if last[in] != i || g.Tensors[in].Producer == graph.NoOp || rel.Seen(int32(in)) {
 			continue
 		}
 		out = append(out, Instr{Kind: Release, Name: name(in)})
