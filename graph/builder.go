@@ -22,6 +22,9 @@ type Builder struct {
 	// ops instead of several per op.
 	ids  []TensorID
 	dims []int64
+	// Equal shapes and attribute sets share one copy (intern.go).
+	shapes shapeTable
+	attrs  attrTable
 }
 
 // arenaChunk is the number of elements per chunk of carve.
@@ -164,7 +167,7 @@ func (b *Builder) valid(t TensorID) bool { return t >= 0 && int(t) < len(b.g.Ten
 // kind, with bytes derived from shape and dtype.
 func (b *Builder) NewTensor(name string, kind TensorKind, dt DType, shape ...int64) TensorID {
 	id := TensorID(len(b.g.Tensors))
-	sh := Shape(carve(&b.dims, shape))
+	sh := b.shapes.intern(&b.dims, shape)
 	by, err := sh.Bytes(dt)
 	if err != nil {
 		b.Errorf("tensor %q: %w", name, err)
@@ -379,6 +382,11 @@ func (b *Builder) Build() (*Graph, error) {
 	}
 	g := b.g
 	b.g = Graph{}
+	for i := range g.Ops {
+		if o := &g.Ops[i]; o.Attrs != nil {
+			o.Attrs = b.attrs.intern(o.Attrs)
+		}
+	}
 	if err := g.Validate(); err != nil {
 		return nil, err
 	}

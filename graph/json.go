@@ -594,6 +594,8 @@ type decoder struct {
 	scratch []int64
 	stack   []byte            // open containers while scanning a value
 	types   map[string]string // interned op types
+	shapes  shapeTable        // interned shapes
+	attrTab attrTable         // interned attribute sets
 	hint    [2]int            // expected tensors and ops (0: unknown)
 	elemAt  int               // buf index of the element elem delimited (-1: fully scanned)
 }
@@ -1513,7 +1515,7 @@ func (d *decoder) shape(field string) (Shape, error) {
 	if len(dims) == 0 {
 		return Shape{}, nil
 	}
-	return Shape(carve(&d.dims, dims)), nil
+	return d.shapes.intern(&d.dims, dims), nil
 }
 
 // idList parses an array of tensor ids (or null).
@@ -1644,6 +1646,7 @@ func (d *decoder) op(i int, o *Op) error {
 		case "attrs":
 			bit = ofAttrs
 			o.Attrs, err = p.attrs(".attrs")
+			o.Attrs = d.attrTab.intern(o.Attrs)
 		default:
 			return p.errf(kpos, "."+string(key), "unknown field %q, expected one of %s", key, opFields)
 		}

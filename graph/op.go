@@ -126,12 +126,18 @@ const (
 	Strided      = "strided"       // neither: a transposed or sliced view
 )
 
-// Op is one operation of the training graph.
+// Op is one operation of the training graph. (The small fields sit
+// together so that the struct has as little padding as it can: a
+// million-op graph holds a million of them.)
 type Op struct {
-	ID      OpID
+	ID    OpID
+	Phase Phase
+	Flags OpFlags
+	// Forward is, for a backward op, the forward op it differentiates (NoOp
+	// if none).
+	Forward OpID
 	Name    string
 	Type    string // lower-case op type: conv2d, linear, relu, batchnorm, ...
-	Phase   Phase
 	Inputs  []TensorID
 	Outputs []TensorID
 
@@ -140,11 +146,11 @@ type Op struct {
 	TimeNs        int64 // measured time; > 0 overrides the cost model
 	Workspace     int64 // temporary bytes alive while the op runs
 
-	// Forward is, for a backward op, the forward op it differentiates (NoOp
-	// if none).
-	Forward OpID
-	Flags   OpFlags
-	Attrs   map[string]string
+	// Attrs holds the op's attributes. Ops may share one map: a Builder
+	// and the JSON decoder give ops with equal attributes the same map,
+	// and copies of a graph share their ops' maps. Treat it as read-only;
+	// to change one op's attributes, give it a new map.
+	Attrs map[string]string
 }
 
 // Attr returns the attribute value and whether it is set.

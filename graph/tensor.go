@@ -80,13 +80,19 @@ func (k *TensorKind) UnmarshalText(b []byte) error {
 // from Shape and DType when the graph is built from shapes, or given
 // explicitly (traces often know sizes but not shapes). A tensor with AliasOf
 // set is a view sharing that tensor's storage: it adds no bytes of its own.
+//
+// The fields are ordered to keep the padding small (64 bytes in all): a
+// million-op graph holds about two million of them.
 type Tensor struct {
-	ID       TensorID
-	Name     string
-	DType    DType
+	ID    TensorID
+	DType DType
+	Kind  TensorKind
+	Name  string
+	// Shape is read-only: a Builder and the JSON decoder give tensors of
+	// equal shapes the same slice (its capacity is its length, so an
+	// append copies it).
 	Shape    Shape
 	Bytes    int64
-	Kind     TensorKind
 	Producer OpID     // NoOp if the tensor comes from outside the step
 	AliasOf  TensorID // NoTensor unless this tensor is a view of another
 }

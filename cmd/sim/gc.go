@@ -28,9 +28,9 @@ const (
 //   - from the first collection on, the default (GOGC 100) with a soft
 //     limit of gcCeiling: the heap may grow to twice the live heap, but
 //     not past the limit while the live heap is well below it, so a
-//     report on a million-op graph (800-835 MB live in its last
-//     collections, GODEBUG=gctrace=1) stays below 1 GiB instead of
-//     reaching up to 1.2 GB;
+//     report on a million-op graph (679 MB live in its last collection,
+//     GODEBUG=gctrace=1; 800-835 MB before graphs shared equal shapes and
+//     attribute maps) stays below 1 GiB instead of reaching up to 1.2 GB;
 //   - once the live heap after a collection comes within gcHeadroom of
 //     the ceiling, no limit (collecting at a limit near the live heap
 //     would run the collector almost continuously): GOGC 100 alone.
