@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"maps"
 	"strconv"
 	"testing"
 
@@ -189,11 +190,11 @@ func TestGeometryOneD(t *testing.T) {
 func TestCPULayoutCopies(t *testing.T) {
 	g := clConv(t, 2, 192, 4, 256, 1, 1, 1, true, true)
 	fw, bw := &g.Ops[0], &g.Ops[2]
-	fw.Attrs[graph.AttrInputFormat] = graph.Contiguous
+	setAttr(fw, graph.AttrInputFormat, graph.Contiguous)
 	cpu := CPU{Threads: 2}
 	assert.Equal(t, int64(233472), CPUWorkspace(g, fw, cpu), "forward")
 	assert.Equal(t, int64(418816), CPUWorkspace(g, bw, cpu), "backward")
-	fw.Attrs[graph.AttrInputFormat] = graph.ChannelsLast
+	setAttr(fw, graph.AttrInputFormat, graph.ChannelsLast)
 	assert.Equal(t, int64(233472-24576), CPUWorkspace(g, fw, cpu), "no copy of a channels-last input")
 
 	// The gradient: a channels-last convolution copies a contiguous one
@@ -201,17 +202,17 @@ func TestCPULayoutCopies(t *testing.T) {
 	// strided one.
 	bw.Attrs = map[string]string{graph.AttrGradFormat: graph.Contiguous}
 	assert.Equal(t, int64(418816-24576+32768), CPUWorkspace(g, bw, cpu), "contiguous gradient, channels-last convolution")
-	bw.Attrs[graph.AttrGradFormat] = graph.ChannelsLast
+	setAttr(bw, graph.AttrGradFormat, graph.ChannelsLast)
 	assert.Equal(t, int64(418816-24576), CPUWorkspace(g, bw, cpu))
 
 	p := convSpec{n: 2, c: 192, h: 4, k: 256, r: 1, s: 1, groups: 1, bias: true, traced: true}.build(t)
 	fw, bw = &p.Ops[0], &p.Ops[2]
-	fw.Attrs[graph.AttrInputFormat] = graph.Strided
+	setAttr(fw, graph.AttrInputFormat, graph.Strided)
 	assert.Equal(t, int64(245760), CPUWorkspace(p, fw, cpu), "strided input, plain convolution")
 	bw.Attrs = map[string]string{graph.AttrGradFormat: graph.Strided}
 	withCopies := CPUWorkspace(p, bw, cpu)
-	fw.Attrs[graph.AttrInputFormat] = graph.Contiguous
-	bw.Attrs[graph.AttrGradFormat] = graph.Contiguous
+	setAttr(fw, graph.AttrInputFormat, graph.Contiguous)
+	setAttr(bw, graph.AttrGradFormat, graph.Contiguous)
 	assert.Equal(t, int64(24576+32768), withCopies-CPUWorkspace(p, bw, cpu), "the backward copies the saved input and the gradient")
 }
 
@@ -228,7 +229,7 @@ func TestConvMemoryFormatDefault(t *testing.T) {
 			"op %d: the default gives the traced channels-last convolution's workspace", i)
 	}
 	assert.NotEqual(t, CPUConvWorkspace(plain, &plain.Ops[1], CPU{Threads: 2}), CPUConvWorkspace(plain, &plain.Ops[1], cpu))
-	traced.Ops[0].Attrs[graph.AttrMemoryFormat] = graph.Contiguous
+	setAttr(&traced.Ops[0], graph.AttrMemoryFormat, graph.Contiguous)
 	assert.Equal(t, CPUConvWorkspace(traced, &traced.Ops[2], CPU{Threads: 2}), CPUConvWorkspace(traced, &traced.Ops[2], cpu),
 		"a recorded contiguous convolution stays contiguous")
 
@@ -280,7 +281,7 @@ func TestCPUDilatedMatchesPyTorch(t *testing.T) {
 			g := convSpec{n: 2, c: tc.c, h: tc.h, k: tc.k, r: tc.r, s: 1, groups: tc.grp, dil: tc.dil,
 				traced: true, cl: tc.cl, weightCL: tc.cl}.build(t)
 			if !tc.cl {
-				g.Ops[0].Attrs[graph.AttrMemoryFormat] = graph.Contiguous
+				setAttr(&g.Ops[0], graph.AttrMemoryFormat, graph.Contiguous)
 			}
 			cpu := CPU{Threads: 2, ISA: tc.isa}
 			assert.Equal(t, tc.fwd-tc.fwdSlack, CPUConvWorkspace(g, &g.Ops[0], cpu), "forward")
@@ -312,7 +313,7 @@ func TestCPUPatchEmbeddingMatchesPyTorch(t *testing.T) {
 			// gradient of such a kernel is not modelled: +gx +cols -cols
 			// +gx-sized -gx-sized when the input needs one)
 			g := convSpec{n: tc.n, c: 3, h: 224, k: 768, r: tc.r, s: tc.r, groups: 1, noPad: true, noGX: true, bias: true, traced: true}.build(t)
-			g.Ops[0].Attrs[graph.AttrMemoryFormat] = graph.Contiguous
+			setAttr(&g.Ops[0], graph.AttrMemoryFormat, graph.Contiguous)
 			assert.Equal(t, tc.scratch, CPUConvWorkspace(g, &g.Ops[2], CPU{Threads: 2, ISA: ISAAVX512}), "backward")
 		})
 	}
@@ -426,4 +427,15 @@ func TestCPUConvTranspose(t *testing.T) {
 			assert.Equal(t, tc.bwd, CPUWorkspace(g, &g.Ops[2], cpu), "%s %s backward", tc.name, typ)
 		}
 	}
+}
+
+// setAttr gives op o a copy of its attributes with k set to v: the ops of
+// a built graph may share one attribute map (graph.Op.Attrs).
+func setAttr(o *graph.Op, k, v string) {
+	m := maps.Clone(o.Attrs)
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[k] = v
+	o.Attrs = m
 }
