@@ -28,6 +28,7 @@ func ToGraph(tr *Trace) (*graph.Graph, error) {
 	g := &graph.Graph{Name: tr.Name, Loss: graph.NoTensor}
 	g.Tensors = make([]graph.Tensor, len(tr.Tensors))
 	opOf := make([]graph.OpID, len(tr.Ops))
+	mutated := map[string]string{"dtr_mutate": "1"} // one map for every MUTATE (op attributes are read-only)
 	for i := range tr.Ops {
 		o := &tr.Ops[i]
 		if o.Constant {
@@ -50,7 +51,7 @@ func ToGraph(tr *Trace) (*graph.Graph, error) {
 			gop.Outputs[j] = graph.TensorID(r)
 		}
 		if o.Mutate {
-			gop.Attrs = map[string]string{"dtr_mutate": "1"}
+			gop.Attrs = mutated
 		}
 		g.Ops = append(g.Ops, gop)
 	}
