@@ -148,6 +148,12 @@ func TestBadInputs(t *testing.T) {
 		{"sweep log heuristic", []string{"sweep", "--dtr-log", in["nocall.log"], "--strategies", "dtr", "--heuristic", "bogus"}, "bogus"},
 		{"sweep log time overflow", []string{"sweep", "--dtr-log", in["bigtime.log"], "--strategies", "dtr"}, "TIME"},
 		{"sweep log dtr-heuristic", []string{"sweep", "--dtr-log", in["nocall.log"], "--strategies", "dtr", "--dtr-heuristic", "lru"}, "--heuristic"},
+		// a log sweep reads no device, budget, setting or model size: each
+		// ignored silently would answer another question
+		{"sweep log device", []string{"sweep", "--dtr-log", in["nocall.log"], "--strategies", "dtr", "--device", "a100-40gb"}, "--device: a --dtr-log sweep"},
+		{"sweep log budget and settings", []string{"sweep", "--dtr-log", in["nocall.log"], "--strategies", "dtr", "--dtr-threshold", "0.5", "--budget", "0.5", "--dtr-evictee-min-size", "2MiB"}, "--budget, --dtr-evictee-min-size, --dtr-threshold: a --dtr-log sweep"},
+		{"sweep log batch", []string{"sweep", "--dtr-log", in["nocall.log"], "--strategies", "dtr", "--batch", "4"}, "--batch: a --dtr-log sweep"},
+		{"sweep log budgets", []string{"sweep", "--dtr-log", in["nocall.log"], "--strategies", "dtr", "--budgets", "1GiB"}, "--budgets: a --dtr-log sweep"},
 		{"sweep graph heuristic", with("sweep", "--strategies", "dtr", "--heuristic", "lru"), "--dtr-heuristic"},
 		{"sweep log dtr-budget-scope", []string{"sweep", "--dtr-log", in["nocall.log"], "--strategies", "dtr", "--dtr-budget-scope", "saved"}, "a log has no passes"},
 		{"report dtr-budget-scope", with("report", "--strategies", "dtr", "--dtr-budget-scope", "activations"), "activations"},

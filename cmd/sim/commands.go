@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/remat-dev/remat/config"
 	"github.com/remat-dev/remat/dtr"
@@ -756,6 +757,9 @@ baseline compute, for each --heuristic; --parity follows the reference simulator
 			if plot != "" {
 				return usagef("--plot draws budget sweeps of graphs; a --dtr-log sweep prints its table only")
 			}
+			if err := logSweepFlags(cmd); err != nil {
+				return err
+			}
 			return a.sweepLog(ctx, c.in.dtrLog, heuristics, rs, parity, c.seed, format)
 		}
 		var bs []int64
@@ -795,6 +799,30 @@ baseline compute, for each --heuristic; --parity follows the reference simulator
 		return sw.Write(a.stdout, format)
 	}
 	return cmd
+}
+
+// logSweepReads are the flags a --dtr-log sweep with --strategies dtr
+// reads. It follows the DTR paper's protocol (docs/dtr.md): budgets are
+// ratios of the log's baseline peak, the rematerialization limit is the
+// baseline compute, and a log's bytes are counted as the reference
+// simulator counts them, with no device, allocator or setting.
+var logSweepReads = map[string]bool{"dtr-log": true, "strategies": true, "heuristic": true, "ratios": true, "parity": true, "seed": true, "format": true, "quiet": true}
+
+// logSweepFlags refuses, as a usage error, the flags given to a --dtr-log
+// sweep that it does not read (a device, a budget, a setting, a model's
+// sizes): each ignored silently would answer another question than the
+// one asked.
+func logSweepFlags(cmd *cobra.Command) error {
+	var unread []string
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if !logSweepReads[f.Name] {
+			unread = append(unread, "--"+f.Name)
+		}
+	})
+	if len(unread) == 0 {
+		return nil
+	}
+	return usagef("%s: a --dtr-log sweep follows the DTR paper's protocol and reads only --heuristic, --ratios, --parity and --seed (see docs/dtr.md)", strings.Join(unread, ", "))
 }
 
 func (a *app) sweepLog(ctx context.Context, path, heuristics string, ratios []float64, parity bool, seed uint64, format report.Format) error {

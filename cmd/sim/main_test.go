@@ -267,6 +267,9 @@ func TestConvertRoundTripAndDTRLogSweep(t *testing.T) {
 	require.Len(t, sw.Runs, 2)
 	assert.Len(t, sw.Runs[0].Results, 2)
 
+	// every flag the log sweep reads (logSweepReads) is accepted
+	out, errOut, code = run(t, fixedEnv, "sweep", "--dtr-log", logs[0], "--strategies", "dtr", "--heuristic", "search", "--ratios", "1,0.6", "--format", "json", "--seed", "7", "-q", "--parity=false")
+	require.Equal(t, 0, code, errOut)
 	out, errOut, code = run(t, fixedEnv, "sweep", "--dtr-log", logs[0], "--strategies", "dtr", "--heuristic", "search", "--ratios", "1,0.6", "--format", "json")
 	require.Equal(t, 0, code, errOut)
 	require.NoError(t, json.Unmarshal([]byte(out), &sw))
