@@ -153,6 +153,8 @@ func TestBadInputs(t *testing.T) {
 		{"sweep log device", []string{"sweep", "--dtr-log", in["nocall.log"], "--strategies", "dtr", "--device", "a100-40gb"}, "--device: a --dtr-log sweep"},
 		{"sweep log budget and settings", []string{"sweep", "--dtr-log", in["nocall.log"], "--strategies", "dtr", "--dtr-threshold", "0.5", "--budget", "0.5", "--dtr-evictee-min-size", "2MiB"}, "--budget, --dtr-evictee-min-size, --dtr-threshold: a --dtr-log sweep"},
 		{"sweep log batch", []string{"sweep", "--dtr-log", in["nocall.log"], "--strategies", "dtr", "--batch", "4"}, "--batch: a --dtr-log sweep"},
+		{"sweep log heuristic with other strategies", []string{"sweep", "--dtr-log", in["nocall.log"], "--strategies", "dtr,none", "--heuristic", "lru"}, "--heuristic applies to the DTR paper's protocol"},
+		{"sweep log parity with other strategies", []string{"sweep", "--dtr-log", in["nocall.log"], "--strategies", "none", "--parity"}, "--parity applies to the DTR paper's protocol"},
 		{"sweep log budgets", []string{"sweep", "--dtr-log", in["nocall.log"], "--strategies", "dtr", "--budgets", "1GiB"}, "--budgets: a --dtr-log sweep"},
 		{"sweep graph heuristic", with("sweep", "--strategies", "dtr", "--heuristic", "lru"), "--dtr-heuristic"},
 		{"sweep log dtr-budget-scope", []string{"sweep", "--dtr-log", in["nocall.log"], "--strategies", "dtr", "--dtr-budget-scope", "saved"}, "a log has no passes"},

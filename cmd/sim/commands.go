@@ -753,6 +753,15 @@ baseline compute, for each --heuristic; --parity follows the reference simulator
 		if c.in.dtrLog == "" && cmd.Flags().Changed("heuristic") {
 			return usagef("--heuristic names the heuristics of a --dtr-log sweep; on a training graph give the dtr strategy's with --dtr-heuristic")
 		}
+		if c.in.dtrLog != "" && c.strategies != "dtr" {
+			// the log is swept as the graph it converts to, by the listed
+			// strategies: the paper's protocol and its flags do not run
+			for _, name := range []string{"heuristic", "parity"} {
+				if cmd.Flags().Changed(name) {
+					return usagef("--%s applies to the DTR paper's protocol, which a --dtr-log sweep runs with --strategies dtr alone; with --strategies %s the log is swept as a training graph", name, c.strategies)
+				}
+			}
+		}
 		if c.in.dtrLog != "" && c.strategies == "dtr" {
 			if plot != "" {
 				return usagef("--plot draws budget sweeps of graphs; a --dtr-log sweep prints its table only")
