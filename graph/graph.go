@@ -89,15 +89,13 @@ func (g *Graph) Consumers(t TensorID) []OpID {
 func (g *Graph) buildIndex() {
 	nt := len(g.Tensors)
 	start := make([]int32, nt+1)
-	var wide *dedup.Stamps // repeated inputs of ops with more than wideOp
+	seen := dedup.New(nt) // an op's distinct inputs
 	for i := range g.Ops {
-		ins := g.Ops[i].Inputs
-		wide = nextWide(wide, ins, nt)
-		for j, t := range ins {
-			if isDup(wide, ins, j, t) {
-				continue
+		seen.Next()
+		for _, t := range g.Ops[i].Inputs {
+			if !seen.Seen(int32(t)) {
+				start[t+1]++
 			}
-			start[t+1]++
 		}
 	}
 	for t := 0; t < nt; t++ {
@@ -107,54 +105,15 @@ func (g *Graph) buildIndex() {
 	fill := make([]int32, nt)
 	copy(fill, start[:nt])
 	for i := range g.Ops {
-		ins := g.Ops[i].Inputs
-		wide = nextWide(wide, ins, nt)
-		for j, t := range ins {
-			if isDup(wide, ins, j, t) {
-				continue
+		seen.Next()
+		for _, t := range g.Ops[i].Inputs {
+			if !seen.Seen(int32(t)) {
+				list[fill[t]] = OpID(i)
+				fill[t]++
 			}
-			list[fill[t]] = OpID(i)
-			fill[t]++
 		}
 	}
 	g.consStart, g.consList = start, list
-}
-
-// wideOp is the number of inputs above which an op's repeated inputs are
-// found with stamps (internal/dedup) instead of a scan of the inputs before
-// each one, which is quadratic in them.
-const wideOp = 16
-
-// nextWide starts the inputs ins of the next op: for a wide op, a new list
-// of s (made, for keys below nt, on the first wide op); else s as it is.
-func nextWide(s *dedup.Stamps, ins []TensorID, nt int) *dedup.Stamps {
-	if len(ins) > wideOp {
-		if s == nil {
-			s = dedup.New(nt)
-		}
-		s.Next()
-	}
-	return s
-}
-
-// isDup reports whether t = ins[j] occurs in ins[:j], with the stamps s
-// that nextWide started for a wide op.
-func isDup(s *dedup.Stamps, ins []TensorID, j int, t TensorID) bool {
-	if len(ins) > wideOp {
-		return s.Seen(int32(t))
-	}
-	return dupBefore(ins, j, t)
-}
-
-// dupBefore reports whether t occurs in ins[:j]. Ops have few inputs, so a
-// linear scan beats any set.
-func dupBefore(ins []TensorID, j int, t TensorID) bool {
-	for _, u := range ins[:j] {
-		if u == t {
-			return true
-		}
-	}
-	return false
 }
 
 // StorageOf returns the tensor whose storage t uses: t itself, or the root of
