@@ -30,16 +30,30 @@ type BestResult struct {
 // (no Base, no Parity) stand in for the portfolio's eager-locking runs of
 // their heuristics, which are the same runs; the others are ignored.
 //
+// Only a run that recomputes less than the best so far can win a ratio,
+// so the runs after the first that fits one stop once they have recomputed
+// as much as it: the result is the one running every run to the end gives.
+//
 // A budget of a parity sweep of h_DTR or MSPS whose kept regions outgrow
 // their limit (StatusLimit, on logs far longer than the reference simulator
 // can replay) has no result and cannot win; the sweep's other budgets can.
 func SweepBest(ctx context.Context, tr *dtrlog.Trace, ratios []float64, done ...*SweepResult) ([]BestResult, error) {
-	return sweepBest(ctx, tr, ratios, 0, done...)
+	return sweepBest(ctx, tr, ratios, bestKnobs{}, done...)
 }
 
-// sweepBest is SweepBest with the parity runs' region limit (0: the
-// default).
-func sweepBest(ctx context.Context, tr *dtrlog.Trace, ratios []float64, regionLimit int64, done ...*SweepResult) ([]BestResult, error) {
+// bestKnobs are sweepBest's settings for tests.
+type bestKnobs struct {
+	// regionLimit: the parity runs' region limit (0: the default)
+	regionLimit int64
+	// noPrune runs every run to its end (see caps in sweepBest)
+	noPrune bool
+	// pruned, if set, counts the runs (one ratio each) stopped by a cap
+	// below the thrash limit or skipped
+	pruned *int
+}
+
+// sweepBest is SweepBest with settings for tests.
+func sweepBest(ctx context.Context, tr *dtrlog.Trace, ratios []float64, k bestKnobs, done ...*SweepResult) ([]BestResult, error) {
 	if err := checkTrace(tr); err != nil {
 		return nil, fmt.Errorf("dtr sweep best: %w", err)
 	}
@@ -62,13 +76,40 @@ func sweepBest(ctx context.Context, tr *dtrlog.Trace, ratios []float64, regionLi
 		return nil
 	}
 	best := make([]BestResult, len(ratios))
-	keep := func(res *SweepResult, name string) {
+	keep := func(res *SweepResult, name string, caps []int64) {
 		for i, rr := range res.Results {
+			if k.pruned != nil && caps != nil && (caps[i] < 0 || (caps[i] > 0 && rr.Status == StatusThrash && rr.RematComputeNs <= res.Baseline.ComputeNs)) {
+				*k.pruned++
+			}
 			b := &best[i]
 			if b.Winner == "" || (rr.Status == StatusOK && (b.Status != StatusOK || rr.Overhead < b.Overhead)) {
 				*b = BestResult{RatioResult: rr, Winner: name}
 			}
 		}
+	}
+	// A run can only win a ratio with less rematerialization compute than
+	// the best so far: every completed run computes each op of the trace
+	// once and a log sweep does not swap, so its clock is 1 + the model
+	// compute + its rematerialization compute, and a tie keeps the earlier
+	// winner. The runs after the first that fits a ratio stop once they
+	// recompute as much as it (or are skipped when it recomputed nothing),
+	// which leaves the best-of as running them to the end would.
+	caps := func() []int64 {
+		if k.noPrune {
+			return nil
+		}
+		c := make([]int64, len(best))
+		for i := range best {
+			b := &best[i]
+			switch {
+			case b.Winner == "" || b.Status != StatusOK:
+			case b.RematComputeNs == 0:
+				c[i] = -1
+			case b.RematComputeNs > 1:
+				c[i] = b.RematComputeNs - 1
+			}
+		}
+		return c
 	}
 	for _, lazy := range []bool{false, true} {
 		for _, h := range Heuristics {
@@ -77,9 +118,11 @@ func sweepBest(ctx context.Context, tr *dtrlog.Trace, ratios []float64, regionLi
 			base.LazyLock = lazy
 			base.KeepForRemat = true
 			res := reuse(h)
+			var c []int64
 			if lazy || res == nil {
 				var err error
-				if res, err = Sweep(ctx, tr, SweepOptions{Heuristic: h, Ratios: ratios, Base: &base}); err != nil {
+				c = caps()
+				if res, err = Sweep(ctx, tr, SweepOptions{Heuristic: h, Ratios: ratios, Base: &base, rematCap: c}); err != nil {
 					return nil, err
 				}
 			}
@@ -87,15 +130,16 @@ func sweepBest(ctx context.Context, tr *dtrlog.Trace, ratios []float64, regionLi
 			if lazy {
 				name += "+lazy"
 			}
-			keep(res, name)
+			keep(res, name, c)
 		}
 	}
 	for _, h := range ReferenceHeuristics {
-		res, err := Sweep(ctx, tr, SweepOptions{Heuristic: h, Ratios: ratios, Parity: true, regionLimit: regionLimit})
+		c := caps()
+		res, err := Sweep(ctx, tr, SweepOptions{Heuristic: h, Ratios: ratios, Parity: true, regionLimit: k.regionLimit, rematCap: c})
 		if err != nil {
 			return nil, err
 		}
-		keep(res, h.String()+"+parity")
+		keep(res, h.String()+"+parity", c)
 	}
 	return best, nil
 }

@@ -105,7 +105,7 @@ func TestRegionLimit(t *testing.T) {
 	want, err := SweepBest(ctx, tr, nil)
 	require.NoError(t, err)
 	for _, l := range []int64{limit, 1000} {
-		best, err := sweepBest(ctx, tr, nil, l)
+		best, err := sweepBest(ctx, tr, nil, bestKnobs{regionLimit: l})
 		require.NoError(t, err)
 		require.Equal(t, want, best, "limit %d", l)
 	}

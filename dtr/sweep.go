@@ -321,6 +321,11 @@ type SweepOptions struct {
 
 	// regionLimit (tests): Config.regionLimit of the parity runs
 	regionLimit int64
+	// rematCap (SweepBest), per ratio when set: a run there stops once
+	// its rematerialization compute exceeds rematCap[i] (> 0) if that is
+	// below the thrash limit, and is not run at all when rematCap[i] < 0;
+	// its result then cannot beat the portfolio's best so far.
+	rematCap []int64
 }
 
 // DefaultRatios are the paper's budget ratios, largest first.
@@ -360,7 +365,10 @@ func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResul
 		return nil, fmt.Errorf("dtr sweep: %w", err)
 	}
 	res := &SweepResult{Heuristic: opt.Heuristic.String(), Parity: opt.Parity, Baseline: base, Bound: ComputeLowerBound(tr), byDefault: !opt.Parity && opt.Base == nil}
-	one := func(p *replayer, ratio float64) (RatioResult, error) {
+	if opt.rematCap != nil && len(opt.rematCap) != len(ratios) {
+		return nil, fmt.Errorf("dtr sweep: %d remat caps for %d ratios", len(opt.rematCap), len(ratios))
+	}
+	one := func(p *replayer, i int, ratio float64) (RatioResult, error) {
 		var cfg Config
 		switch {
 		case opt.Parity:
@@ -379,6 +387,14 @@ func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResul
 		cfg.RematLimit = int64(float64(base.ComputeNs) * (lim - 1))
 		if cfg.RematLimit == 0 {
 			cfg.RematLimit = 1 // a limit of 0 means none; 1 ns keeps "no remat allowed"
+		}
+		if opt.rematCap != nil {
+			switch c := opt.rematCap[i]; {
+			case c < 0:
+				return RatioResult{Ratio: ratio, BudgetBytes: cfg.Budget, Status: StatusThrash}, nil
+			case c > 0 && c < cfg.RematLimit:
+				cfg.RematLimit = c
+			}
 		}
 		rt, err := p.run(ctx, cfg)
 		rr := RatioResult{Ratio: ratio, BudgetBytes: cfg.Budget, Status: StatusOK}
@@ -421,7 +437,7 @@ func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResul
 			errs[i] = err
 			return
 		}
-		out[i], errs[i] = one(ps[w], ratios[i])
+		out[i], errs[i] = one(ps[w], i, ratios[i])
 	})
 	for i := range ratios {
 		if errs[i] != nil {
