@@ -19,11 +19,15 @@ func TestSweepBestPruning(t *testing.T) {
 		name string
 		tr   *dtrlog.Trace
 	}
-	logs := []log{
-		{"lstm (zoo)", zooTrace(t, "lstm", models.Options{})},
-	}
+	var logs []log
 	if _, ok := logsPresent(); ok {
-		logs = append(logs, log{"resnet32", loadTrace(t, "resnet32")}, log{"unet", loadTrace(t, "unet")})
+		logs = append(logs, log{"unet", loadTrace(t, "unet")}, log{"resnet32", loadTrace(t, "resnet32")})
+	}
+	if !testing.Short() || len(logs) == 0 {
+		logs = append(logs, log{"lstm (zoo)", zooTrace(t, "lstm", models.Options{})})
+	}
+	if testing.Short() {
+		logs = logs[:1] // the race detector's run
 	}
 	ctx := context.Background()
 	for _, l := range logs {
