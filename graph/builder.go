@@ -68,12 +68,10 @@ func fromGraph(g *Graph, extraOps, extraTensors int) *Builder {
 	}
 	c := Graph{
 		Name:    g.Name,
-		Ops:     make([]Op, len(g.Ops), len(g.Ops)+max(extraOps, 0)),
-		Tensors: make([]Tensor, len(g.Tensors), len(g.Tensors)+max(extraTensors, 0)),
+		Ops:     grownCopy(g.Ops, extraOps),
+		Tensors: grownCopy(g.Tensors, extraTensors),
 		Loss:    g.Loss,
 	}
-	copyChunked(c.Ops, g.Ops)
-	copyChunked(c.Tensors, g.Tensors)
 	if g.Attrs != nil {
 		c.Attrs = make(map[string]string, len(g.Attrs))
 		for k, v := range g.Attrs {
@@ -206,18 +204,27 @@ func reserve[E any](s []E, extra int) []E {
 	if extra <= 0 || cap(s)-len(s) >= extra {
 		return s
 	}
-	n := make([]E, len(s), len(s)+extra)
-	copyChunked(n, s)
-	return n
+	return grownCopy(s, extra)
 }
 
-// copyChunked copies src into dst in pieces: one huge copy of
-// pointer-holding memory cannot be preempted, and stalls a concurrent
-// garbage collection waiting for it.
-func copyChunked[E any](dst, src []E) {
-	for i := 0; i < len(src); i += 1 << 12 {
-		copy(dst[i:], src[i:min(i+1<<12, len(src))])
+// grownCopy returns a copy of s in a new array with room for extra more
+// elements (none when extra <= 0), never sharing s's array. It copies as
+// append does when it grows a slice: one copy whose write barrier reads
+// only the source. Copying into a made slice while the collector marks
+// (it did in chunks, so that the copy could be preempted) reads each
+// destination word first, which maps every fresh page to the shared zero
+// page before the write copies it, a TLB flush on each core the process
+// runs on: perf put 20% of a 100k-op MLP report there and 20% more in
+// the collector waiting to stop the copying goroutine, and the report
+// took 0.30 s instead of 0.16 s (BenchmarkBuild100k in graph/models).
+func grownCopy[E any](s []E, extra int) []E {
+	switch {
+	case len(s) == 0:
+		return make([]E, 0, max(extra, 0))
+	case extra <= 0:
+		return append([]E(nil), s...)
 	}
+	return append(s[:len(s):len(s)], make([]E, extra)...)[:len(s)]
 }
 
 // OpBuilder adds outputs and costs to the op just created by Builder.Op.

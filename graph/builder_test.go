@@ -177,3 +177,29 @@ func TestBuilderReserve(t *testing.T) {
 	assert.Equal(t, build(false), g)
 	assert.Equal(t, 10, cap(g.Ops), "Reserve sized the op array exactly")
 }
+
+// TestGrownCopy: the copy has s's elements, room for extra more, and its
+// own array (appending to it or writing it leaves s alone).
+func TestGrownCopy(t *testing.T) {
+	for _, n := range []int{0, 1, 5, 300, 5000} {
+		for _, extra := range []int{-1, 0, 1, 7, 400, 20000} {
+			s := make([]Op, n, n+3)
+			for i := range s {
+				s[i].ID = OpID(i)
+			}
+			c := grownCopy(s, extra)
+			require.NotNil(t, c)
+			require.Len(t, c, n)
+			require.GreaterOrEqual(t, cap(c), n+max(extra, 0))
+			for i := range c {
+				require.Equal(t, OpID(i), c[i].ID)
+			}
+			c = append(c, Op{ID: -5})
+			if n > 0 {
+				c[0].ID = -7
+				require.Equal(t, OpID(0), s[0].ID, "n %d extra %d: the copy shares s's array", n, extra)
+			}
+			require.Equal(t, OpID(0), s[:n+1][n].ID, "n %d extra %d: appending to the copy wrote s's spare room", n, extra)
+		}
+	}
+}

@@ -28,7 +28,7 @@ const (
 //   - from the first collection on, the default (GOGC 100) with a soft
 //     limit of gcCeiling: the heap may grow to twice the live heap, but
 //     not past the limit while the live heap is well below it, so a
-//     report on a million-op graph (679 MB live in its last collection,
+//     report on a million-op graph (652 MB live in its last collection,
 //     GODEBUG=gctrace=1; 800-835 MB before graphs shared equal shapes and
 //     attribute maps) stays below 1 GiB instead of reaching up to 1.2 GB;
 //   - once the live heap after a collection comes within gcHeadroom of

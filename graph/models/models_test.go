@@ -340,3 +340,21 @@ func ExampleBuild() {
 func TestUNetOtherSizes(t *testing.T) {
 	checkShapes(t, "unet", Options{Image: 508, Batch: 2}, map[string]graph.Shape{"final": {2, 2, 324, 324}})
 }
+
+// BenchmarkBuild100k builds graphs of about 100k ops (forward, backward
+// and SGD updates), where the op and tensor arrays are tens of megabytes
+// and the garbage collector runs while they are copied.
+func BenchmarkBuild100k(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		o    Options
+	}{{"mlp", Options{Depth: 16666}}, {"resnet-cifar", Options{Depth: 9524}}} {
+		b.Run(c.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if _, err := Build(c.name, c.o); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
