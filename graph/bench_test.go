@@ -65,6 +65,24 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
+// BenchmarkCountElements runs ReadFile's first pass (the element counts
+// that size the arrays) over an encoded 100,000-op chain.
+func BenchmarkCountElements(b *testing.B) {
+	g := buildChain(b, 100_000, false)
+	var buf bytes.Buffer
+	if err := Encode(&buf, g); err != nil {
+		b.Fatal(err)
+	}
+	data := buf.Bytes()
+	b.SetBytes(int64(len(data)))
+	b.ResetTimer()
+	for b.Loop() {
+		if _, _, ok := countElements(bytes.NewReader(data)); !ok {
+			b.Fatal("not ok")
+		}
+	}
+}
+
 // BenchmarkDense builds the dense index of a 100,000-op chain (what the
 // first planner or simulator call on a graph pays once).
 func BenchmarkDense(b *testing.B) {

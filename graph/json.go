@@ -479,6 +479,7 @@ func countElements(r io.Reader) (nt, no int, ok bool) {
 		if n > 0 {
 			first = false
 		}
+		bs := -1 // index in chunk of the next backslash at or after the scan (-1: not looked for yet)
 		for i := 0; i < len(chunk); i++ {
 			c := chunk[i]
 			if inStr {
@@ -502,19 +503,42 @@ func countElements(r io.Reader) (nt, no int, ok bool) {
 					esc = false
 					continue
 				}
-				// Skip to the next quote or backslash.
-				j := bytes.IndexAny(chunk[i:], "\\\"")
-				if j < 0 {
+				// Skip to the closing quote: the next quote, unless a
+				// backslash comes first (the next backslash is found
+				// once per chunk and backslash, not once per string).
+				if bs < i {
+					if k := bytes.IndexByte(chunk[i:], '\\'); k >= 0 {
+						bs = i + k
+					} else {
+						bs = len(chunk)
+					}
+				}
+				q := len(chunk)
+				if k := bytes.IndexByte(chunk[i:], '"'); k >= 0 {
+					q = i + k
+				}
+				switch {
+				case bs < q:
+					i, esc = bs, true // the loop steps to the escaped byte
+				case q == len(chunk):
 					i = len(chunk)
-					continue
+				default:
+					i, inStr = q, false
 				}
-				i += j
-				if chunk[i] == '\\' {
-					esc = true
-					continue
-				}
-				inStr = false
 				continue
+			}
+			if depth > 2 {
+				// Inside an element only strings and nesting count:
+				// skip the bytes that are neither.
+				for !structural[c] {
+					if i++; i == len(chunk) {
+						break
+					}
+					c = chunk[i]
+				}
+				if i == len(chunk) {
+					break
+				}
 			}
 			switch c {
 			case '"':
@@ -1068,7 +1092,8 @@ func (d *decoder) elem(path vpath) error {
 	}
 }
 
-// structural marks the bytes elem's structural pass stops at.
+// structural marks the bytes elem's structural pass and countElements
+// (inside an element) stop at.
 var structural = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true}
 
 // elemErr turns a failure to parse the element elem delimited into the

@@ -537,15 +537,20 @@ func TestCountElements(t *testing.T) {
 		{hdr + `"tensors": [], "ops": []}`, 0, 0, true},
 		{hdr + `"name": "ops", "tensors": [{"id": 0, "name": "a,b]\"[", "shape": [1, 2]}, {"id": 1}], "ops": [{"attrs": {"tensors": "[,]"}}]}`, 2, 1, true},
 		{"\xef\xbb\xbf" + hdr + `"attrs": {"x": "\\"}, "ops": [1, 2, 3]}`, 0, 3, true},
+		{hdr + `"tensors": [{"name": "\\\"],[\\", "x": "\\\\"}, {"n": "q\\\\\"]\\\\"}, "\\"], "ops": ["]\\\\", "\\u005d"]}`, 3, 2, true},
 		{hdr + `"tensors": [{}, {}`, 0, 0, false},
 		{`]`, 0, 0, false},
 	}
 	for _, c := range cases {
-		nt, no, ok := countElements(strings.NewReader(c.in))
-		assert.Equal(t, c.ok, ok, c.in)
-		if c.ok {
-			assert.Equal(t, c.nt, nt, c.in)
-			assert.Equal(t, c.no, no, c.in)
+		// whole, and read a byte or half a buffer at a time (strings,
+		// escapes and keys cut at every place)
+		for _, r := range []io.Reader{strings.NewReader(c.in), iotest.OneByteReader(strings.NewReader(c.in)), iotest.HalfReader(strings.NewReader(c.in))} {
+			nt, no, ok := countElements(r)
+			assert.Equal(t, c.ok, ok, c.in)
+			if c.ok {
+				assert.Equal(t, c.nt, nt, c.in)
+				assert.Equal(t, c.no, no, c.in)
+			}
 		}
 	}
 }
