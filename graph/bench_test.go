@@ -47,14 +47,19 @@ func BenchmarkChain1M(b *testing.B) {
 	}
 }
 
-// BenchmarkDecode decodes an encoded 100,000-op chain.
-func BenchmarkDecode(b *testing.B) {
+// encodedChain returns a 100,000-op chain in the JSON format.
+func encodedChain(b *testing.B) []byte {
 	g := buildChain(b, 100_000, false)
 	var buf bytes.Buffer
 	if err := Encode(&buf, g); err != nil {
 		b.Fatal(err)
 	}
-	data := buf.Bytes()
+	return buf.Bytes()
+}
+
+// BenchmarkDecode decodes an encoded 100,000-op chain.
+func BenchmarkDecode(b *testing.B) {
+	data := encodedChain(b)
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -68,12 +73,7 @@ func BenchmarkDecode(b *testing.B) {
 // BenchmarkCountElements runs ReadFile's first pass (the element counts
 // that size the arrays) over an encoded 100,000-op chain.
 func BenchmarkCountElements(b *testing.B) {
-	g := buildChain(b, 100_000, false)
-	var buf bytes.Buffer
-	if err := Encode(&buf, g); err != nil {
-		b.Fatal(err)
-	}
-	data := buf.Bytes()
+	data := encodedChain(b)
 	b.SetBytes(int64(len(data)))
 	b.ResetTimer()
 	for b.Loop() {
