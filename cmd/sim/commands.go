@@ -810,12 +810,16 @@ baseline compute, for each --heuristic; --parity follows the reference simulator
 	return cmd
 }
 
-// logSweepReads are the flags a --dtr-log sweep with --strategies dtr
-// reads. It follows the DTR paper's protocol (docs/dtr.md): budgets are
-// ratios of the log's baseline peak, the rematerialization limit is the
-// baseline compute, and a log's bytes are counted as the reference
-// simulator counts them, with no device, allocator or setting.
-var logSweepReads = map[string]bool{"dtr-log": true, "strategies": true, "heuristic": true, "ratios": true, "parity": true, "seed": true, "format": true, "quiet": true}
+// logSweepProtocol are the flags of the DTR paper's protocol (docs/dtr.md)
+// that a --dtr-log sweep with --strategies dtr reads, beside the input and
+// output flags (logSweepIO). Budgets are ratios of the log's baseline peak,
+// the rematerialization limit is the baseline compute, and a log's bytes
+// are counted as the reference simulator counts them, with no device,
+// allocator or setting.
+var (
+	logSweepProtocol = []string{"heuristic", "ratios", "parity", "seed"}
+	logSweepIO       = []string{"dtr-log", "strategies", "format", "quiet"}
+)
 
 // logSweepFlags refuses, as a usage error, the flags given to a --dtr-log
 // sweep that it does not read (a device, a budget, a setting, a model's
@@ -824,14 +828,19 @@ var logSweepReads = map[string]bool{"dtr-log": true, "strategies": true, "heuris
 func logSweepFlags(cmd *cobra.Command) error {
 	var unread []string
 	cmd.Flags().Visit(func(f *pflag.Flag) {
-		if !logSweepReads[f.Name] {
+		if !slices.Contains(logSweepProtocol, f.Name) && !slices.Contains(logSweepIO, f.Name) {
 			unread = append(unread, "--"+f.Name)
 		}
 	})
 	if len(unread) == 0 {
 		return nil
 	}
-	return usagef("%s: a --dtr-log sweep follows the DTR paper's protocol and reads only --heuristic, --ratios, --parity and --seed (see docs/dtr.md)", strings.Join(unread, ", "))
+	reads := make([]string, len(logSweepProtocol))
+	for i, n := range logSweepProtocol {
+		reads[i] = "--" + n
+	}
+	last := len(reads) - 1
+	return usagef("%s: a --dtr-log sweep follows the DTR paper's protocol and reads only %s and %s (see docs/dtr.md)", strings.Join(unread, ", "), strings.Join(reads[:last], ", "), reads[last])
 }
 
 func (a *app) sweepLog(ctx context.Context, path, heuristics string, ratios []float64, parity bool, seed uint64, format report.Format) error {
