@@ -840,7 +840,7 @@ func logSweepFlags(cmd *cobra.Command) error {
 		reads[i] = "--" + n
 	}
 	last := len(reads) - 1
-	return usagef("%s: a --dtr-log sweep follows the DTR paper's protocol and reads only %s and %s (see docs/dtr.md)", strings.Join(unread, ", "), strings.Join(reads[:last], ", "), reads[last])
+	return usagef("%s: a --dtr-log sweep follows the DTR paper's protocol (docs/dtr.md) and reads only %s and %s", strings.Join(unread, ", "), strings.Join(reads[:last], ", "), reads[last])
 }
 
 func (a *app) sweepLog(ctx context.Context, path, heuristics string, ratios []float64, parity bool, seed uint64, format report.Format) error {
