@@ -143,6 +143,7 @@ type storage struct {
 	compute    int64 // sum of unique producer op times
 	est        int64 // sum of unique producer op input+output bytes
 	root       int32
+	lbBurst    uint32
 	tensors    []int32
 	lastAccess int64
 	poolPos    int32
@@ -172,16 +173,14 @@ type storage struct {
 	// expand (keepFrontier)
 	witN     int32
 	chg      int32
+	pendPos  int32 // index in the runtime's pending list while pendingFree
 	witBytes int64
 	// eqc: 1 + the index of its neighbour-class counts in the runtime's
 	// eqCaches (0: none; eqcache.go)
 	eqc int32
 	// witGen numbers the storage's witness sets (watch entries of older
-	// ones are stale); pendPos is its index in the runtime's pending list
-	// while pendingFree
-	witGen  uint32
-	pendPos int32
-	kept    bool // released, kept resident for evicted dependents (KeepForRemat)
+	// ones are stale)
+	witGen uint32
 	// liveKids (once refExt is 0, see markGone): the distinct dependent
 	// storages not yet gone
 	liveKids int32
@@ -194,36 +193,36 @@ type storage struct {
 	fresh       bool
 	freshMerged bool
 
-	// candidate index (index.go): heap key, bucket (-1 = not indexed),
-	// position in the bucket's heap, and pool sequence number (pool order).
-	ikey    float64
+	// candidate index (index.go): bucket (-1 = not indexed), position in
+	// the bucket's heap, heap key, and pool sequence number (pool order).
 	ibucket int16
 	ipos    int32
+	ikey    float64
 	seq     int64
 	// spos is the position in the runtime's small heap (-1: not in it).
-	spos  int32
-	inext int64 // lookahead index: next use when keyed
-	knum  int64 // the score numerator the key was computed with
+	spos int32
 	// kstick (a storage with neighbour-class counts): the index's stick
 	// stamp when its eq-class key part kpart was computed and registered,
 	// while that part stays a valid key part (keyNum reuses it); 0: none
 	kstick uint32
+	inext  int64 // lookahead index: next use when keyed
+	knum   int64 // the score numerator the key was computed with
 	kpart  int64
+	// ksize: the size term the key was computed with (the size, or for
+	// megengine with adjWatch the size plus the free bytes next to the
+	// block then)
+	ksize int64
+	// lb is a lower bound of the storage's score for the rest of eviction
+	// burst lbBurst (see startBurst).
+	lb float64
 	// kexact: keyed with its eq-classes' exact values rather than their
 	// floors (index.go; set when a search found the floors too low for it,
 	// cleared when it is evicted)
 	kexact bool
-	// ksize: the size term the key was computed with (the size, or for
-	// megengine with adjWatch the size plus the free bytes next to the
-	// block then); adjPend: listed in adjGrown
-	ksize   int64
+	// adjPend: listed in adjGrown; kmem: listed in the index's kept list
 	adjPend bool
-	// kmem: listed in the index's kept list
-	kmem bool
-	// lb is a lower bound of the storage's score for the rest of eviction
-	// burst lbBurst (see startBurst).
-	lb      float64
-	lbBurst uint32
+	kmem    bool
+	kept    bool // released, kept resident for evicted dependents (KeepForRemat)
 }
 
 type tensor struct {

@@ -132,3 +132,13 @@ func TestWalkNodes(t *testing.T) {
 func TestWalkNodeSize(t *testing.T) {
 	require.EqualValues(t, 64, unsafe.Sizeof(walkNode{}))
 }
+
+// TestStorageSize pins the runtime's per-storage record (one per log
+// tensor in every replay; the fields are ordered to keep padding small),
+// so that a new field or more padding changes it on purpose.
+func TestStorageSize(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("sizes pinned for 64-bit platforms")
+	}
+	require.EqualValues(t, 216, unsafe.Sizeof(storage{}))
+}
