@@ -82,9 +82,13 @@ func Differentiate(fwd *Graph, loss TensorID, opts BackwardOptions) (*Graph, err
 	// Forward sweep: which tensors need a gradient (depend on a parameter
 	// through differentiable edges).
 	need := make([]bool, nt)
+	trainable := 0 // parameters, each updated at most once
 	for i := range fwd.Tensors {
 		t := &fwd.Tensors[i]
 		need[i] = t.Kind == Parameter && t.Producer == NoOp && t.AliasOf == NoTensor && isFloat(t.DType)
+		if need[i] {
+			trainable++
+		}
 	}
 	for i := range fwd.Ops {
 		op, r := &fwd.Ops[i], ruleOf[i]
@@ -156,30 +160,19 @@ func Differentiate(fwd *Graph, loss TensorID, opts BackwardOptions) (*Graph, err
 	}
 
 	// Room for the backward and update ops and their tensors, so that the
-	// op and tensor arrays are copied once (from fwd) and not regrown: the
-	// zoo's models add 1 to 1.14 backward ops per forward op and 0.63 to
-	// 1.0 tensors per forward tensor (1.25 and 1.125 reserved; the LSTM's
-	// 2.2 and DenseNet's 2.2 and 1.5 regrow once), and one update op per
+	// op and tensor arrays are copied once (from fwd) and not regrown: most
+	// of the zoo's models add 1 to 1.14 backward ops per forward op and
+	// 0.63 to 1.01 tensors per forward tensor (1.25 and 1.125 reserved; the
+	// LSTM and DenseNet, 2.2 ops, regrow once: TestBackwardRoom in
+	// graph/models), and one update op per
 	// trainable parameter, whose outputs are the new parameter and its new
 	// optimizer states (at most one update each, counted here). Room
 	// reserved and not used is address space the collector counts as live
 	// heap, not resident memory.
 	updOps, updTensors := 0, 0
 	if opt != OptNone {
-		for i := range fwd.Tensors {
-			t := &fwd.Tensors[i]
-			if t.Kind == Parameter && t.Producer == NoOp && t.AliasOf == NoTensor && isFloat(t.DType) {
-				updOps++
-			}
-		}
-		states := 0 // inputs and outputs of the update op beside the parameter
-		switch opt {
-		case OptMomentum:
-			states = 1
-		case OptAdam:
-			states = 2
-		}
-		updTensors = updOps * (1 + 2*states)
+		// per update: the new parameter, and each state's tensor and new value
+		updOps, updTensors = trainable, trainable*(1+2*len(optimizerStates(opt)))
 	}
 	d := &differ{b: fromGraph(fwd, no+no/4+1+updOps, nt+nt/8+updTensors), fwd: fwd, grad: make([]TensorID, nt), contrib: contrib, got: make([]int32, nt), arrived: make([]int32, nt)}
 	for i := range d.grad {

@@ -43,18 +43,30 @@ func updateFLOPs(o Optimizer) int64 {
 	return 0
 }
 
+// optimizerStates names the state tensors o keeps per parameter (the
+// suffixes of their names).
+func optimizerStates(o Optimizer) []string {
+	switch o {
+	case OptMomentum:
+		return []string{"momentum_buffer"}
+	case OptAdam:
+		return []string{"exp_avg", "exp_avg_sq"}
+	}
+	return nil
+}
+
 // appendUpdate adds the update op of parameter p with gradient g. Updated
 // parameters keep kind Parameter and updated state kind OptimizerState; with
 // inPlace each output is an alias of the tensor it replaces.
 func appendUpdate(b *Builder, opt Optimizer, p, g TensorID, inPlace bool) {
 	pt := b.g.Tensors[p]
-	var states []string
+	states := optimizerStates(opt)
 	typ := OpSGDUpdate
 	switch opt {
 	case OptMomentum:
-		typ, states = OpMomentumUpdate, []string{"momentum_buffer"}
+		typ = OpMomentumUpdate
 	case OptAdam:
-		typ, states = OpAdamUpdate, []string{"exp_avg", "exp_avg_sq"}
+		typ = OpAdamUpdate
 	}
 	ins := []TensorID{p, g}
 	for _, s := range states {

@@ -267,7 +267,7 @@ func TestConvertRoundTripAndDTRLogSweep(t *testing.T) {
 	require.Len(t, sw.Runs, 2)
 	assert.Len(t, sw.Runs[0].Results, 2)
 
-	// every flag the log sweep reads (logSweepReads) is accepted
+	// every flag the log sweep reads (logSweepProtocol, logSweepIO) is accepted
 	out, errOut, code = run(t, fixedEnv, "sweep", "--dtr-log", logs[0], "--strategies", "dtr", "--heuristic", "search", "--ratios", "1,0.6", "--format", "json", "--seed", "7", "-q", "--parity=false")
 	require.Equal(t, 0, code, errOut)
 	out, errOut, code = run(t, fixedEnv, "sweep", "--dtr-log", logs[0], "--strategies", "dtr", "--heuristic", "search", "--ratios", "1,0.6", "--format", "json")

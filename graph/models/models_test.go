@@ -358,3 +358,39 @@ func BenchmarkBuild100k(b *testing.B) {
 		})
 	}
 }
+
+// TestBackwardRoom checks the room graph.Differentiate reserves for the
+// backward pass (1.25 ops per forward op, 1.125 tensors per forward
+// tensor, besides the exactly counted updates) against the zoo's models:
+// these fit it, so their op and tensor arrays are copied once and not
+// regrown; the LSTM and DenseNet do not (go test -v logs the ratios).
+func TestBackwardRoom(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		o    Options
+		fits bool
+	}{
+		{"mlp", Options{Depth: 1666}, true}, {"resnet-cifar", Options{Depth: 950}, true}, {"gpt", Options{Depth: 12}, true},
+		{"resnet50", Options{}, true}, {"vgg16", Options{}, true}, {"mobilenet_v2", Options{}, true}, {"unet", Options{}, true},
+		{"lstm", Options{}, false}, {"densenet121", Options{}, false},
+	} {
+		fwd, _, err := BuildForward(c.name, c.o)
+		require.NoError(t, err)
+		g, err := Build(c.name, c.o)
+		require.NoError(t, err)
+		var bwdOps, updOps int
+		for i := range g.Ops {
+			switch g.Ops[i].Phase {
+			case graph.Backward:
+				bwdOps++
+			case graph.Update:
+				updOps++
+			}
+		}
+		bwdTensors := len(g.Tensors) - len(fwd.Tensors) - updOps // SGD: one new parameter per update
+		no, nt := len(fwd.Ops), len(fwd.Tensors)
+		t.Logf("%-14s backward: %.2f ops per forward op, %.2f tensors per forward tensor", c.name, float64(bwdOps)/float64(no), float64(bwdTensors)/float64(nt))
+		fits := bwdOps <= no+no/4+1 && bwdTensors <= nt+nt/8
+		require.Equal(t, c.fits, fits, c.name)
+	}
+}
