@@ -311,6 +311,7 @@ func (r *Runtime) evaluate(s int32) score {
 	r.stats.HeuristicEvals++
 	r.wlist, r.wsum = r.wlist[:0], 0
 	r.eqOf = -1
+	r.evNext = math.MaxInt64
 	st := &r.storages[s]
 	switch r.cfg.Heuristic {
 	case HDTR:
@@ -342,6 +343,7 @@ func (r *Runtime) evaluate(s int32) score {
 		return sc
 	case Lookahead:
 		n := r.nextUse(s)
+		r.evNext = n
 		if n == math.MaxInt64 {
 			return mkScore(0, 1, 1)
 		}
@@ -352,6 +354,7 @@ func (r *Runtime) evaluate(s int32) score {
 		return mkScore(st.compute+r.eqNeighbours(s, false), r.sizeTerm(s), d)
 	case LookaheadMSPS:
 		n := r.nextUse(s)
+		r.evNext = n
 		if n == math.MaxInt64 {
 			return mkScore(0, 1, 1)
 		}
@@ -471,8 +474,9 @@ func (r *Runtime) checkScan(s int32) {
 	}
 	r.stats.HeuristicEvals = counted
 	if x := r.idx; x != nil && x.keptIdx {
-		// a kept storage's keyed next use must not be before the one a
-		// fresh, uncapped walk finds now
+		// a kept storage's keyed next use, and a refined one
+		// (refineNext), must not be before the one a fresh, uncapped walk
+		// finds now
 		walkCap := r.needCap
 		r.needCap = math.MaxInt
 		for _, k := range x.kept {
@@ -482,6 +486,16 @@ func (r *Runtime) checkScan(s int32) {
 			}
 			if n, _ := r.keptNext(k); n > st.inext {
 				r.idxBadKeys++
+			}
+		}
+		for _, h := range x.heaps {
+			for _, k := range h {
+				if st := &r.storages[k]; !st.kmem && st.rnextOK && st.inext == st.rnext {
+					r.refinedChecks++
+					if n, _ := r.keptNext(k); n > st.inext {
+						r.idxBadKeys++
+					}
+				}
 			}
 		}
 		r.needCap = walkCap

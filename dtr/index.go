@@ -156,6 +156,9 @@ type candIndex struct {
 	allow     int64
 	dropped   []int32
 	refresh   []int32
+	// renext lists the candidates a search found needed sooner than their
+	// keys' next use says (refineNext), re-keyed after it
+	renext []int32
 	// Outside neg epochs keys count the floors of the neighbouring
 	// classes (value less slack, Runtime.ufSlack), and a class whose value
 	// falls below its floor re-keys the candidates whose keys counted it:
@@ -223,7 +226,7 @@ func (x *candIndex) reset(k idxKind) {
 	}
 	clear(full)
 	*x = candIndex{kind: k, heaps: heaps, lo: lo, kmin: kmin, full: full, stack: x.stack[:0], kept: x.kept[:0],
-		zeroCost: x.zeroCost[:0], dropped: x.dropped[:0], refresh: x.refresh[:0], reg: x.reg.reset(), regX: x.regX.reset(),
+		zeroCost: x.zeroCost[:0], dropped: x.dropped[:0], refresh: x.refresh[:0], renext: x.renext[:0], reg: x.reg.reset(), regX: x.regX.reset(),
 		flush: x.flush[:0], flushX: x.flushX[:0], stick: x.stick + 1}
 }
 
@@ -292,6 +295,9 @@ func (r *Runtime) bucketOf(s int32) int {
 		n := st.inext // a kept storage's: keyKept's walk
 		if !st.kmem {
 			n = r.progNextUse(s)
+			if st.rnextOK && st.rnext < n {
+				n = st.rnext // an evaluation's (refineNext)
+			}
 		}
 		st.inext = n
 		st.ikey = -float64(n)
@@ -810,9 +816,40 @@ func (r *Runtime) idxUnfile(s int32) {
 	}
 }
 
+// refineNext (lookahead index, keptIdx) records, after evaluate(s), the
+// next use the evaluation scored s with when it is earlier than the one s
+// is keyed with, so that the search re-keys s with it (renext); bucketOf
+// (keyKept for a kept storage) keys s with it until s is read again. The score's next use is the
+// program's next read of s or, sooner, the earliest read of a referenced
+// evicted storage reachable from s through evicted dependents (neededBy).
+// Such a key stays a bound from below, by keyKept's argument: an eviction
+// only adds paths and makes that use sooner; a path from s gets cut, or
+// its far end's read passes, only when one of its storages is recomputed,
+// which recomputes the path back to s and so reads s; and the program's
+// own next read moves on only when s is read. Every read locks s (lock),
+// which drops the refined use. A capped walk (needWalk) finds a next use
+// no earlier than an uncapped one would, so its key is a bound as well.
+// Without it a candidate keyed when its dependents were resident keeps the
+// program's next use after they are evicted, scores far above its key,
+// and is evaluated, walking the evicted region below it, at every choice:
+// on a deep DAG with skip connections that share of the pool grows with
+// the model.
+func (r *Runtime) refineNext(s int32) {
+	st := &r.storages[s]
+	if !r.idx.keptIdx || r.evNext >= st.inext {
+		return
+	}
+	if !st.rnextOK || r.evNext < st.rnext {
+		st.rnext, st.rnextOK = r.evNext, true
+	}
+	r.idx.renext = append(r.idx.renext, s)
+}
+
 // keyKept files kept storage s, listed in kept: in the heaps when the index
-// keys kept storages (keptIdx) and the walk that finds its next use was not
-// capped, else with idxKeptList (evaluated at every choice).
+// keys kept storages (keptIdx), else with idxKeptList (evaluated at every
+// choice). Its key's next use is the one a walk found since s was last
+// read (rnext, from an earlier keying or an evaluation: refineNext), or a
+// fresh walk's.
 //
 // A kept storage is read by no program op (it is released); its next use is
 // the earliest step at which a referenced evicted dependent, reachable
@@ -822,23 +859,29 @@ func (r *Runtime) idxUnfile(s int32) {
 // dependent reading s directly is recomputed (its path is cut there), or
 // when the step passes it, which means such a dependent was recomputed
 // (the read at that step rematerialized the path from s). Either way s was
-// read, and every op locks its inputs, which takes s out of the index, and
-// files it again, with a fresh walk, when it unlocks them. So a key's next
-// use is never before the one a walk would find now, and its score bound
-// is a bound from below (checkScan checks both in the tests).
+// read, and every op locks its inputs (lock), which takes s out of the
+// index and drops rnext; it is filed again, with a fresh walk, when they
+// are unlocked. So a key's next use is never before the one a walk would
+// find now, and its score bound is a bound from below (checkScan checks
+// both in the tests). A walk that reached the cap (needWalk) left
+// dependents unvisited, so its next use is no earlier than an uncapped
+// walk's: a bound as well. Evaluations in a choice whose walks were capped
+// may score a candidate below its key; such a choice is not the scan's
+// either, whose capped walks depend on the order it evaluates in.
 func (r *Runtime) keyKept(s int32) {
 	st := &r.storages[s]
 	if !r.idx.keptIdx {
 		st.ibucket = idxKeptList
 		return
 	}
-	n, capped := r.keptNext(s)
-	if capped {
-		r.keptCapped++
-		st.ibucket = idxKeptList
-		return
+	if !st.rnextOK {
+		n, capped := r.keptNext(s)
+		if capped {
+			r.keptCapped++
+		}
+		st.rnext, st.rnextOK = n, true
 	}
-	st.inext = n
+	st.inext = st.rnext
 	r.keptKeyed++
 	r.idxFile(s, r.bucketOf(s))
 }
@@ -1166,20 +1209,10 @@ func (r *Runtime) chooseIndexed() (int32, score) {
 			}
 		}
 	}
-	// the kept storages without a key; and, when a walk of need was capped
-	// in this choice (so an evaluated next use may be later than a key's),
-	// the keyed ones too
-	for pass := 0; pass < 2; pass++ {
-		if pass == 1 {
-			if !r.needCapHit {
-				break
-			}
-			r.keptCapPasses++
-		}
+	// the kept storages without a key (all of them, unless the index keys
+	// them: keptIdx)
+	if !x.keptIdx {
 		for _, s := range x.kept {
-			if (r.storages[s].ibucket == idxKeptList) != (pass == 0) {
-				continue
-			}
 			if c.best >= 0 && r.lbSkip(s, c.bs.f) {
 				continue
 			}
@@ -1204,6 +1237,12 @@ func (r *Runtime) chooseIndexed() (int32, score) {
 		}
 	}
 	x.refresh = x.refresh[:0]
+	for _, s := range x.renext {
+		if st := &r.storages[s]; st.ibucket >= 0 && st.rnextOK && st.rnext < st.inext {
+			r.idxRekey(s)
+		}
+	}
+	x.renext = x.renext[:0]
 	x.lastZero = c.best >= 0 && c.bs.f == 0
 	return c.best, c.bs
 }
@@ -1327,8 +1366,6 @@ func (r *Runtime) idxSearch(b int, c *idxChoice) {
 		st := &r.storages[s]
 		stale := false
 		switch {
-		case st.kmem && b == idxNever && sc.f > 0:
-			stale = true // a kept storage needed again since it was keyed
 		case r.idx.eq && b != idxNever && r.eqOf == s:
 			if !r.idx.neg && !st.kexact && r.hcost(s)+r.eqSum > st.knum {
 				// the floors were too low for it: key it exactly from now on
@@ -1343,6 +1380,7 @@ func (r *Runtime) idxSearch(b int, c *idxChoice) {
 		if stale || (r.adjWatch && r.sizeTerm(s) < st.ksize) {
 			r.idx.refresh = append(r.idx.refresh, s)
 		}
+		r.refineNext(s)
 		if seq := r.storages[s].seq; c.best < 0 || r.idxBetter(sc, seq, c.bs, c.bseq) {
 			c.best, c.bs, c.bseq = s, sc, seq
 		}

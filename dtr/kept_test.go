@@ -64,12 +64,12 @@ func TestKeptIndexMatchesScan(t *testing.T) {
 }
 
 // TestKeptCappedWalks lowers the need walks' cap so that keying kept
-// storages hits it: a kept storage whose walk was capped stays in the list
-// evaluated at every choice, the keyed ones are evaluated exactly in a
-// choice whose walks were capped, and every filed key stays a bound of the
-// next use an uncapped walk finds (idxBadKeys). Choices themselves may
-// differ from the scan's here, since capped walks depend on the order
-// candidates are evaluated in; the runs must still fit their budgets.
+// storages hits it: a kept storage whose walk was capped is keyed with
+// the next use that walk found, and every filed key, kept or refined by an
+// evaluation (refineNext), stays a bound of the next use an uncapped walk
+// finds (idxBadKeys). Choices themselves may differ from the scan's here,
+// since capped walks depend on the order candidates are evaluated in; the
+// runs must still fit their budgets.
 func TestKeptCappedWalks(t *testing.T) {
 	cases := []struct {
 		model string
@@ -81,7 +81,7 @@ func TestKeptCappedWalks(t *testing.T) {
 		{"resnet-cifar", models.Options{Depth: 20, Batch: 8}, 0.3},
 		{"lstm", models.Options{Seq: 40, Batch: 32, Width: 64, Vocab: 100}, 0.45},
 	}
-	var keyed, capped, passes, choices, differ int64
+	var keyed, capped, refined, choices, differ int64
 	completed := 0
 	for _, walkCap := range []int{4, 24, 64} {
 		for _, c := range cases {
@@ -107,17 +107,17 @@ func TestKeptCappedWalks(t *testing.T) {
 					require.LessOrEqual(t, rt.Stats().PeakMemory, budget, name)
 					keyed += rt.keptKeyed
 					capped += rt.keptCapped
-					passes += rt.keptCapPasses
+					refined += rt.refinedChecks
 					choices += rt.Stats().Evictions
 					differ += rt.idxMismatch
 				}
 			}
 		}
 	}
-	t.Logf("%d runs completed; %d choices (%d unlike the scan's, %d evaluating keyed kept storages after a capped walk); %d kept storages keyed, %d left unkeyed by a capped walk",
-		completed, choices, differ, passes, keyed, capped)
+	t.Logf("%d runs completed; %d choices (%d unlike the scan's); %d kept storages keyed, %d of them from a capped walk; %d refined keys checked",
+		completed, choices, differ, keyed, capped, refined)
 	require.Greater(t, completed, 8)
 	require.Greater(t, keyed, int64(100))
 	require.Greater(t, capped, int64(100))
-	require.Greater(t, passes, int64(100))
+	require.Greater(t, refined, int64(100))
 }

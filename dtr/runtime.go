@@ -206,8 +206,14 @@ type storage struct {
 	// while that part stays a valid key part (keyNum reuses it); 0: none
 	kstick uint32
 	inext  int64 // lookahead index: next use when keyed
-	knum   int64 // the score numerator the key was computed with
-	kpart  int64
+	// rnext (with rnextOK): the next use an evaluation found for a
+	// candidate of the lookahead index, earlier than its program's
+	// (a referenced evicted dependent is read sooner); it keys the
+	// candidate until the storage is read again (lock clears it). See
+	// refineNext.
+	rnext int64
+	knum  int64 // the score numerator the key was computed with
+	kpart int64
 	// ksize: the size term the key was computed with (the size, or for
 	// megengine with adjWatch the size plus the free bytes next to the
 	// block then)
@@ -223,6 +229,7 @@ type storage struct {
 	adjPend bool
 	kmem    bool
 	kept    bool // released, kept resident for evicted dependents (KeepForRemat)
+	rnextOK bool
 }
 
 type tensor struct {
@@ -278,10 +285,13 @@ type Runtime struct {
 	// needRef (tests) is compared with every stillNeeded answer that its
 	// cap did not cut, counting the answers in needChecks and the
 	// disagreements in needMismatch.
-	needRef      func(s int32) bool
-	needChecks   int64
-	needMismatch int64
-	needCapped   bool
+	needRef func(s int32) bool
+	// refinedChecks (tests): keys from refineNext that checkScan compared
+	// with a fresh walk
+	refinedChecks int64
+	needChecks    int64
+	needMismatch  int64
+	needCapped    bool
 	// fixedRef (tests) is compared with every decision of releaseFixed
 	// that its witnesses made without a walk from the storage
 	// (fixedChecks; disagreements in fixedMismatch).
@@ -294,6 +304,9 @@ type Runtime struct {
 	// watch and chg arenas are never compacted.
 	arenaMin int
 
+	// evNext: the next use the last evaluation scored with (lookahead
+	// and lookahead-msps; MaxInt64 otherwise), which refineNext reads
+	evNext int64
 	// evalBest: the best score of the choice in progress (+Inf: none);
 	// evaluate may stop summing a numerator that puts a candidate above it
 	// (withRegions).
@@ -364,10 +377,7 @@ type Runtime struct {
 	needCapHit bool
 	needStack  []needFrame
 	keptKeyed  int64 // kept storages filed with a key (tests)
-	keptCapped int64 // kept storages left unkeyed: their walk was capped (tests)
-	// keptCapPasses: choices whose capped walks had the keyed kept
-	// storages evaluated exactly (tests)
-	keptCapPasses int64
+	keptCapped int64 // kept storages keyed from a capped walk (tests)
 	// fragEvals and fragSkips: candidates next to free memory that
 	// nextToFree evaluated, and that their index bound ruled out (tests)
 	fragEvals, fragSkips int64
@@ -1055,7 +1065,7 @@ func (r *Runtime) Release(t TensorID) error {
 				// rematerialized: it stays a candidate (its next use is
 				// that dependent's) instead of lengthening that
 				// dependent's rematerialization chain unseen
-				s.kept = true
+				s.kept, s.rnextOK = true, false // keyKept walks afresh
 				r.stats.KeptForRemat++
 				if s.ibucket != -1 {
 					r.idxRemove(tt.st)
@@ -2116,6 +2126,7 @@ func (r *Runtime) lock(s int32) {
 		r.makeUnevictable(s)
 	}
 	st.refInt++
+	st.rnextOK = false // read: its next use may move later (refineNext)
 }
 
 func (r *Runtime) unlock(s int32) {
@@ -2148,7 +2159,7 @@ func (r *Runtime) hcost(s int32) int64 {
 func (r *Runtime) evict(s int32, byHeuristic bool) {
 	st := &r.storages[s]
 	r.setResidency(s, false, false)
-	st.kept, st.kexact, st.kstick = false, false, 0
+	st.kept, st.kexact, st.kstick, st.rnextOK = false, false, 0, false
 	r.stats.Memory -= st.size
 	if st.unbud {
 		r.unbud -= st.size

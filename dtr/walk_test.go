@@ -140,5 +140,5 @@ func TestStorageSize(t *testing.T) {
 	if unsafe.Sizeof(uintptr(0)) != 8 {
 		t.Skip("sizes pinned for 64-bit platforms")
 	}
-	require.EqualValues(t, 216, unsafe.Sizeof(storage{}))
+	require.EqualValues(t, 224, unsafe.Sizeof(storage{}))
 }
