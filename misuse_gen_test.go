@@ -1521,6 +1521,7 @@ var misuseCases = []misuseCase{
 	{"alloc.Caching.Free", "zero", false, func() error { new(alloc.Caching).Free((alloc.Block)(0)); return nil }},
 	{"alloc.Caching.Free", "empty", false, func() error { new(alloc.Caching).Free((alloc.Block)(-1)); return nil }},
 	{"alloc.Caching.FreeNeighbours", "zero", false, func() error { new(alloc.Caching).FreeNeighbours((func(b alloc.Block))(nil)); return nil }},
+	{"alloc.Caching.Granule", "zero", false, func() error { _ = new(alloc.Caching).Granule(); return nil }},
 	{"alloc.Caching.Name", "zero", false, func() error { _ = new(alloc.Caching).Name(); return nil }},
 	{"alloc.Caching.NotifyFreeGrowth", "zero", false, func() error { new(alloc.Caching).NotifyFreeGrowth((func(b alloc.Block))(nil)); return nil }},
 	{"alloc.Caching.Reserve", "zero", false, func() error { new(alloc.Caching).Reserve((int)(0)); return nil }},

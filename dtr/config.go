@@ -2,6 +2,7 @@ package dtr
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -128,6 +129,15 @@ type Config struct {
 	// EvicteeMinSize: only storages of at least this many bytes are
 	// candidates (MegEngine default 1 MiB; 0 in parity mode).
 	EvicteeMinSize int64
+	// Granule: when > 0, every storage counts as the block an allocator
+	// with this granularity holds for it: its bytes rounded up to a
+	// multiple of Granule, and at least one Granule (PyTorch's caching
+	// allocator: 512, alloc.CachingMinBlock). The budget then bounds the
+	// bytes such an allocator reports as allocated rather than the tensor
+	// bytes, which fall short of them by the rounding. 0 (the default and
+	// parity mode's): exact bytes, as the DTR logs and the reference
+	// simulator count them.
+	Granule int64
 	// Heuristic scores candidates.
 	Heuristic Heuristic
 	// Drop allows evicting by dropping (and later recomputing); Swap allows
@@ -233,6 +243,27 @@ func ParityConfig(h Heuristic) Config {
 	return c
 }
 
+// maxGranule bounds Config.Granule (1 GiB, far above any allocator's
+// rounding).
+const maxGranule = 1 << 30
+
+// blockBytes returns the bytes a storage of the given size counts as: its
+// size, or with a Granule the block an allocator of that granularity holds
+// (see Config.Granule). A size within a granule of MaxInt64 stays as it is.
+func (c *Config) blockBytes(bytes int64) int64 {
+	g := c.Granule
+	if g <= 0 {
+		return bytes
+	}
+	if bytes < g {
+		return g
+	}
+	if bytes > math.MaxInt64-g {
+		return bytes
+	}
+	return (bytes + g - 1) / g * g
+}
+
 // Validate checks the configuration; errors name the field and the value.
 func (c *Config) Validate() error {
 	if c.Budget < 0 {
@@ -243,6 +274,12 @@ func (c *Config) Validate() error {
 	}
 	if c.EvicteeMinSize < 0 {
 		return fmt.Errorf("dtr config: EvicteeMinSize %d: expected >= 0 bytes", c.EvicteeMinSize)
+	}
+	if c.Granule < 0 || c.Granule > maxGranule {
+		return fmt.Errorf("dtr config: Granule %d: expected 0 (exact bytes) to %d bytes", c.Granule, int64(maxGranule))
+	}
+	if c.Parity && c.Granule != 0 {
+		return fmt.Errorf("dtr config: Parity=true with Granule=%d: parity mode counts exact bytes, as the reference simulator does (expected Granule 0)", c.Granule)
 	}
 	if c.Heuristic < HDTR || c.Heuristic > lastHeuristic {
 		return fmt.Errorf("dtr config: Heuristic %d: expected one of %s", c.Heuristic, strings.Join(heuristicNames[1:], ", "))

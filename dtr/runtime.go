@@ -879,11 +879,12 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 		} else if out.AliasOf >= 0 {
 			st = r.tensors[inputs[out.AliasOf]].st
 		} else {
-			o.sizes[i] = out.Bytes
-			o.total += out.Bytes
-			st = r.newStorage(storage{size: out.Bytes, root: t, lastAccess: negInf, poolPos: -1, ecn: -1, ibucket: -1, ipos: -1, spos: -1, unbud: out.Unbudgeted})
+			b := r.cfg.blockBytes(out.Bytes)
+			o.sizes[i] = b
+			o.total += b
+			st = r.newStorage(storage{size: b, root: t, lastAccess: negInf, poolPos: -1, ecn: -1, ibucket: -1, ipos: -1, spos: -1, unbud: out.Unbudgeted})
 			if out.Unbudgeted {
-				o.utotal += out.Bytes
+				o.utotal += b
 				r.unbudOn = true
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/remat-dev/remat/dtr"
 	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/sim"
+	"github.com/remat-dev/remat/sim/alloc"
 )
 
 var dtrRuntime = Strategy{
@@ -30,6 +31,12 @@ func planDTR(ctx context.Context, g *graph.Graph, o Options) (Result, error) {
 	// needs stays an eviction candidate rather than being freed unseen
 	// (dtr.Config.KeepForRemat; it applies to the next-use heuristics).
 	cfg.KeepForRemat = true
+	if gr, ok := so.Allocator.(alloc.Granular); ok && !cfg.SavedOnly {
+		// count each storage as the allocator's rounded block, so that the
+		// budget bounds its allocated bytes (a budget of the saved
+		// activations alone counts tensor bytes, as remat_torch.dtr does)
+		cfg.Granule = gr.Granule()
+	}
 	if cfg.Budget <= 0 && cfg.Threshold <= 0 {
 		return Result{Status: StatusInfeasible, Reason: "needs a budget (--budget), a device with a capacity or MEGENGINE_DTR_EVICTION_THRESHOLD"}, nil
 	}

@@ -35,6 +35,16 @@ type Allocator interface {
 	Reset()
 }
 
+// Granular is implemented by allocators that hold every request as a
+// multiple of a granule, and at least one, and count those bytes in
+// Allocated (the caching model: 512 B). A runtime that keeps its own byte
+// count under a budget counts storages so to match Allocated.
+type Granular interface {
+	Allocator
+	// Granule is the rounding in bytes (> 0).
+	Granule() int64
+}
+
 // AddressAllocator is implemented by allocators that place blocks at
 // addresses (the caching model). Fragmentation-aware eviction heuristics use
 // it to see which blocks are physically adjacent.

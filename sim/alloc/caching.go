@@ -184,6 +184,11 @@ func (c *Caching) Reset() {
 	c.stats = CachingStats{}
 }
 
+// Granule returns the caching model's rounding: every request is held as
+// a multiple of CachingMinBlock bytes, and at least one (see
+// CachingRoundSize). It implements Granular.
+func (c *Caching) Granule() int64 { return CachingMinBlock }
+
 // CachingRoundSize returns the size the caching model gives a request of
 // bytes: at least 512 B and rounded up to a multiple of 512 B.
 func CachingRoundSize(bytes int64) int64 {
