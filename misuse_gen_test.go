@@ -322,6 +322,18 @@ var misuseCases = []misuseCase{
 	}},
 	{"dtr.ParityConfig", "zero", false, func() error { _ = dtr.ParityConfig((dtr.Heuristic)(0)); return nil }},
 	{"dtr.ParseHeuristic", "zero", false, func() error { _, err := dtr.ParseHeuristic((string)("")); return err }},
+	{"dtr.PlanOnMachine", "zero", true, func() error {
+		_, _, _, err := dtr.PlanOnMachine(context.Background(), (*sim.Machine)(nil), *new(dtr.Config))
+		return err
+	}},
+	{"dtr.PlanOnMachine", "empty", false, func() error {
+		_, _, _, err := dtr.PlanOnMachine(context.Background(), new(sim.Machine), *new(dtr.Config))
+		return err
+	}},
+	{"dtr.PlanOnMachine", "foreign", false, func() error {
+		_, _, _, err := dtr.PlanOnMachine(context.Background(), misuseVal(sim.NewMachine(misuseBigGraph(), *new(sim.Options))), *new(dtr.Config))
+		return err
+	}},
 	{"dtr.Replay", "zero", true, func() error {
 		_, err := dtr.Replay(context.Background(), (*dtrlog.Trace)(nil), *new(dtr.Config), (dtr.Host)(nil))
 		return err

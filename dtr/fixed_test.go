@@ -114,7 +114,7 @@ func zooUnderDTR(t *testing.T, name string, o models.Options, ratio float64, con
 	require.NoError(t, err)
 	setup(rt)
 	h.d = newDriver(g, rt)
-	_, err = drive(context.Background(), h.d, m.OpTime)
+	_, err = drive(context.Background(), h.d, m.OpTime, m.OpWorkspace)
 	return rt, m.Result(), err
 }
 

@@ -207,7 +207,7 @@ func cachingUnderDTRHost(t *testing.T, name string, o models.Options, h Heuristi
 	require.NoError(t, err)
 	rt.idxCheck = check
 	host.d = newDriver(g, rt)
-	_, err = drive(context.Background(), host.d, m.OpTime)
+	_, err = drive(context.Background(), host.d, m.OpTime, m.OpWorkspace)
 	return rt, m.Result(), err
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/graph/models"
 	"github.com/remat-dev/remat/sim"
 	"github.com/remat-dev/remat/sim/alloc"
 	"github.com/stretchr/testify/require"
@@ -93,7 +94,7 @@ func TestGranuleCountsBlocks(t *testing.T) {
 			require.NoError(t, err)
 			h.rt = rt
 			h.d = newDriver(g, rt)
-			_, err = drive(context.Background(), h.d, m.OpTime)
+			_, err = drive(context.Background(), h.d, m.OpTime, m.OpWorkspace)
 			require.NoError(t, err, "ratio %.1f granule %d", ratio, granule)
 			require.Greater(t, rt.stats.Evictions, int64(0), "ratio %.1f", ratio)
 			require.Greater(t, h.checked, len(g.Ops), "ratio %.1f", ratio)
@@ -122,4 +123,60 @@ func TestGranuleBlockBytes(t *testing.T) {
 	c = DefaultConfig()
 	c.Parity, c.Granule = true, 512
 	require.ErrorContains(t, c.Validate(), "Parity=true with Granule=512")
+}
+
+// workspaceModel builds resnet-cifar (depth 20, batch 64) and simulates it
+// without recomputation with cuDNN's limited_workspace algorithms, as the
+// CLI picks them; it returns the graph, those options and the result.
+func workspaceModel(t *testing.T) (*graph.Graph, sim.Options, *sim.Result) {
+	t.Helper()
+	g, err := models.Build("resnet-cifar", models.Options{Depth: 20, Batch: 64})
+	require.NoError(t, err)
+	opts := sim.Options{CudnnTune: sim.CudnnLimitedWorkspace}
+	base, err := sim.Simulate(g, sim.DefaultPlan(g), opts)
+	require.NoError(t, err)
+	return g, opts, base
+}
+
+// TestWorkspaceBoundsAllocated runs the lookahead runtime on a Machine with
+// the ideal allocator (no rounding, no split blocks) on resnet-cifar, whose
+// convolutions take cuDNN workspaces, at budgets from 0.5 to 0.9 of the
+// no-recompute peak. Given each op's workspace (RunOnMachine passes
+// Machine.OpWorkspace), the runtime makes room for it with the outputs, so
+// the Machine's allocated peak, workspaces included, stays within the
+// budget and equals the runtime's own peak; driven without them, the
+// workspaces push the Machine past the budget.
+func TestWorkspaceBoundsAllocated(t *testing.T) {
+	g, opts, base := workspaceModel(t)
+	over := 0
+	for _, ratio := range []float64{0.5, 0.6, 0.7, 0.8, 0.9} {
+		for _, withWs := range []bool{false, true} {
+			opts.Allocator, opts.Capacity = alloc.NewIdeal(-1), -1
+			m, err := sim.NewMachine(g, opts)
+			require.NoError(t, err)
+			cfg := DefaultConfig()
+			cfg.Heuristic, cfg.KeepForRemat = Lookahead, true
+			cfg.Budget = int64(float64(base.PeakAllocated) * ratio)
+			h := &SimHost{M: m}
+			rt, err := New(cfg, h)
+			require.NoError(t, err)
+			h.d = newDriver(g, rt)
+			ws := func(graph.OpID) int64 { return 0 }
+			if withWs {
+				ws = m.OpWorkspace
+			}
+			_, err = drive(context.Background(), h.d, m.OpTime, ws)
+			require.NoError(t, err, "ratio %.1f", ratio)
+			res := m.Result()
+			if !withWs {
+				if res.PeakAllocated > cfg.Budget {
+					over++
+				}
+				continue
+			}
+			require.LessOrEqual(t, res.PeakAllocated, cfg.Budget, "ratio %.1f", ratio)
+			require.Equal(t, res.PeakAllocated, rt.stats.PeakMemory, "ratio %.1f", ratio)
+		}
+	}
+	require.Positive(t, over, "without workspaces some run passes the budget")
 }

@@ -242,10 +242,13 @@ type tensor struct {
 }
 
 type op struct {
-	cost    int64
-	est     int64
-	total   int64
-	utotal  int64 // bytes of the outputs made outside the budget (Output.Unbudgeted)
+	cost   int64
+	est    int64
+	total  int64
+	utotal int64 // bytes of the outputs made outside the budget (Output.Unbudgeted)
+	// ws: the transient bytes the op holds while it runs (a workspace),
+	// besides its outputs: room is made for them too (computeWith)
+	ws      int64
 	args    []int32
 	results []int32
 	sizes   []int64
@@ -832,11 +835,28 @@ func (r *Runtime) constant(bytes int64, unbudgeted bool) (TensorID, error) {
 // outputs; each output starts with one external reference. It returns the
 // op's ID and its output tensors.
 func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, []TensorID, error) {
+	return r.computeWith(inputs, cost, 0, outs)
+}
+
+// computeWith is Compute for an op that also holds ws transient bytes (its
+// workspace) while it runs, every time it runs: the runtime makes room for
+// them with its outputs and counts them in its peak, and they are gone once
+// it has run. The graph driver gives each op the workspace its Machine
+// allocates for it, so that the budget bounds the bytes the allocator
+// holds at the op. Not with SavedOnly, whose budget counts saved
+// activations alone.
+func (r *Runtime) computeWith(inputs []TensorID, cost, ws int64, outs []Output) (OpID, []TensorID, error) {
 	if r.dead != nil {
 		return -1, nil, fmt.Errorf("dtr: compute after a failed run: %w", r.dead)
 	}
 	if cost < 0 {
 		return -1, nil, fmt.Errorf("dtr: compute cost %d: expected >= 0 ns", cost)
+	}
+	if ws < 0 {
+		return -1, nil, fmt.Errorf("dtr: compute workspace %d: expected >= 0 bytes", ws)
+	}
+	if r.cfg.SavedOnly {
+		ws = 0
 	}
 	if len(outs) == 0 {
 		return -1, nil, fmt.Errorf("dtr: compute with 0 outputs: expected at least one")
@@ -858,7 +878,7 @@ func (r *Runtime) Compute(inputs []TensorID, cost int64, outs []Output) (OpID, [
 		}
 	}
 	id := int32(len(r.ops))
-	o := op{cost: cost, args: r.alloc32(len(inputs)), results: r.alloc32(len(outs)), sizes: r.alloc64(len(outs))}
+	o := op{cost: cost, ws: r.cfg.blockBytesWs(ws), args: r.alloc32(len(inputs)), results: r.alloc32(len(outs)), sizes: r.alloc64(len(outs))}
 	for i, t := range inputs {
 		o.args[i] = int32(t)
 		st := &r.storages[r.tensors[t].st]
@@ -2652,7 +2672,7 @@ func (r *Runtime) materialize(t int32, remat bool) error {
 	} else if err := r.acquireTouched(o.args); err != nil {
 		return err
 	}
-	need := o.total
+	need := o.total + o.ws
 	if !remat {
 		need -= o.utotal // made outside the budget the first time
 	}
@@ -2728,8 +2748,8 @@ func (r *Runtime) compute(t int32, remat bool) error {
 	}
 	r.stats.Clock += o.cost
 	r.stats.Memory += o.total
-	if r.stats.Memory > r.stats.PeakMemory {
-		r.stats.PeakMemory = r.stats.Memory
+	if m := r.stats.Memory + o.ws; m > r.stats.PeakMemory {
+		r.stats.PeakMemory = m // the workspace is freed when the op returns
 	}
 	r.setResidency(tt.st, true, false)
 	tt.defined = true

@@ -172,29 +172,49 @@ func (h *SimHost) WatchAdjacentFree(grew func(t TensorID)) bool {
 }
 
 // RunOnMachine runs g's default schedule under DTR on m (op times from
-// m.OpTime) and returns the Machine's result and the runtime's counters.
-// The op sequence is known, so the Lookahead heuristic gets an Oracle built
-// from it. When the Machine's allocator fails although the runtime's
-// accounting fits (fragmentation), the runtime evicts more and retries
-// (see ErrHostOutOfMemory).
+// m.OpTime, workspaces from m.OpWorkspace: the runtime makes room for an
+// op's workspace with its outputs) and returns the Machine's result and the
+// runtime's counters. The op sequence is known, so the Lookahead heuristic
+// gets an Oracle built from it. When the Machine's allocator fails although
+// the runtime's accounting fits (fragmentation), the runtime evicts more
+// and retries (see ErrHostOutOfMemory).
 func RunOnMachine(ctx context.Context, m *sim.Machine, cfg Config) (*sim.Result, Stats, error) {
+	res, _, st, err := runOnMachine(ctx, m, cfg, false)
+	return res, st, err
+}
+
+// PlanOnMachine is RunOnMachine that also returns what the runtime did as
+// a sim.Plan: every compute (first or again), free (evictions and eager
+// frees) and swap, in order, including the evictions made for the
+// allocator's failures.
+func PlanOnMachine(ctx context.Context, m *sim.Machine, cfg Config) (*sim.Plan, *sim.Result, Stats, error) {
+	res, p, st, err := runOnMachine(ctx, m, cfg, true)
+	return p, res, st, err
+}
+
+// runOnMachine runs RunOnMachine, recording the plan when record is set.
+func runOnMachine(ctx context.Context, m *sim.Machine, cfg Config, record bool) (*sim.Result, *sim.Plan, Stats, error) {
 	if m == nil {
-		return nil, Stats{}, errors.New("dtr on machine: nil *sim.Machine (expected one from sim.NewMachine)")
+		return nil, nil, Stats{}, errors.New("dtr on machine: nil *sim.Machine (expected one from sim.NewMachine)")
 	}
 	h := &SimHost{M: m}
 	rt, err := New(cfg, h)
 	if err != nil {
-		return nil, Stats{}, err
+		return nil, nil, Stats{}, err
 	}
 	g := m.Graph()
 	// drive fills the recorder's maps as it goes; the host reads them.
 	h.d = newDriver(g, rt)
-	h.d.rec.noSteps = true
-	_, err = drive(ctx, h.d, m.OpTime)
+	h.d.rec.noSteps = !record
+	_, err = drive(ctx, h.d, m.OpTime, m.OpWorkspace)
 	// the run is over: the Machine stops reporting to its runtime
 	h.WatchAdjacentFree(nil)
 	if err != nil {
-		return m.Result(), rt.Stats(), fmt.Errorf("dtr on machine: %w", err)
+		return m.Result(), nil, rt.Stats(), fmt.Errorf("dtr on machine: %w", err)
 	}
-	return m.Result(), rt.Stats(), nil
+	var p *sim.Plan
+	if record {
+		p = &sim.Plan{Strategy: "dtr/" + cfg.Heuristic.String(), Steps: h.d.rec.steps}
+	}
+	return m.Result(), p, rt.Stats(), nil
 }

@@ -177,7 +177,7 @@ func (o *graphOracle) NextUse(t TensorID, now int64) int64 {
 // (updated parameters and state) are pinned when produced, as the Machine
 // pins them; an op's inputs are released after their last consumer;
 // tensors nobody consumes stay referenced.
-func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*graphDriver, error) {
+func drive(ctx context.Context, d *graphDriver, cost, ws func(graph.OpID) int64) (*graphDriver, error) {
 	g, rt := d.g, d.rt
 	// The loops below read the graph's dense index: at 100k ops the Op and
 	// Tensor structs no longer fit in the cache.
@@ -300,7 +300,7 @@ func drive(ctx context.Context, d *graphDriver, cost func(graph.OpID) int64) (*g
 		extra = extra[:0]
 		d.rec.opMap = append(d.rec.opMap, graph.OpID(i))
 		d.rec.tenMap = append(d.rec.tenMap, oOuts...)
-		opID, res, err := rt.Compute(ins, cost(graph.OpID(i)), outs)
+		opID, res, err := rt.computeWith(ins, cost(graph.OpID(i)), ws(graph.OpID(i)), outs)
 		if err != nil {
 			return d, fmt.Errorf("dtr static: op %d %q: %w", i, o.Name, err)
 		}
@@ -571,8 +571,10 @@ func rerunnable(g *graph.Graph, op graph.OpID) bool {
 }
 
 // StaticPlan runs DTR once on g's default schedule (op times from TimeNs, or 1 ns
-// when unset) and exports what it did as a sim.Plan: every compute (first
-// or again), free (evictions and eager frees) and swap, in order.
+// when unset; workspaces from Workspace) and exports what it did as a
+// sim.Plan: every compute (first or again), free (evictions and eager frees)
+// and swap, in order. Without a Machine it sees no allocator: PlanOnMachine
+// records the run on one.
 func StaticPlan(ctx context.Context, g *graph.Graph, cfg Config) (*sim.Plan, Stats, error) {
 	rt, err := New(cfg, nil)
 	if err != nil {
@@ -583,7 +585,7 @@ func StaticPlan(ctx context.Context, g *graph.Graph, cfg Config) (*sim.Plan, Sta
 			return t
 		}
 		return 1
-	})
+	}, func(op graph.OpID) int64 { return max(g.Ops[op].Workspace, 0) })
 	if err != nil {
 		return nil, rt.Stats(), err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/sim"
+	"github.com/remat-dev/remat/sim/alloc"
 )
 
 // chain builds an n-layer MLP-like chain with a reverse (backward) sweep.
@@ -56,4 +57,31 @@ func TestRunOnMachine(t *testing.T) {
 	require.Greater(t, st.Remats, int64(0))
 	require.Equal(t, int(st.Remats), int(res.Recomputes))
 	t.Logf("machine peak %d, clock %d, runtime clock %d", res.PeakAllocated, m.Clock(), st.Clock)
+}
+
+// TestPlanOnMachineReplays records a run on a Machine with the caching
+// allocator and cuDNN workspaces, and replays the plan on the simulator with
+// the same options: the replay's peak and time are the run's, and the peak
+// stays within the budget.
+func TestPlanOnMachineReplays(t *testing.T) {
+	g, opts, base := workspaceModel(t)
+	for _, ratio := range []float64{0.6, 0.8} {
+		opts.Allocator, opts.Capacity = alloc.NewCaching(-1), -1
+		m, err := sim.NewMachine(g, opts)
+		require.NoError(t, err)
+		cfg := DefaultConfig()
+		cfg.Heuristic, cfg.KeepForRemat = Lookahead, true
+		cfg.Granule = alloc.CachingMinBlock
+		cfg.Budget = int64(float64(base.PeakAllocated) * ratio)
+		plan, res, st, err := PlanOnMachine(context.Background(), m, cfg)
+		require.NoError(t, err, "ratio %.1f", ratio)
+		require.Greater(t, st.Remats, int64(0), "ratio %.1f", ratio)
+		require.Equal(t, "dtr/lookahead", plan.Strategy)
+		opts.Allocator = alloc.NewCaching(-1)
+		replay, err := sim.Simulate(g, plan, opts)
+		require.NoError(t, err, "ratio %.1f: the recorded plan is valid on the simulator", ratio)
+		require.Equal(t, res.PeakAllocated, replay.PeakAllocated, "ratio %.1f", ratio)
+		require.Equal(t, res.TotalNs, replay.TotalNs, "ratio %.1f", ratio)
+		require.LessOrEqual(t, res.PeakAllocated, cfg.Budget, "ratio %.1f", ratio)
+	}
 }

@@ -59,11 +59,13 @@ func planDTR(ctx context.Context, g *graph.Graph, o Options) (Result, error) {
 		cfg.RematLimit = max(int64(min(float64(base)*o.DTRRematLimit, math.MaxInt64/2)), 1)
 	}
 	res, st, err := dtr.RunOnMachine(ctx, m, cfg)
-	// The runtime counts tensor bytes; the allocator counts its rounded
-	// blocks, which can sum to more. When that difference breaks the budget,
-	// run again with the runtime's budget lowered, by 0.5% of the budget and
-	// then twice as much each time. A budget of the saved activations alone
-	// (dtr.budget_scope saved) is not a bound on the peak.
+	// The runtime counts the allocator's blocks (Granule) and each op's
+	// workspace; the caching allocator can still hold more (a free
+	// remainder too small to split off stays with its block). When that
+	// breaks the budget, run again with the runtime's budget lowered, by
+	// 0.5% of the budget and then twice as much each time. A budget of the
+	// saved activations alone (dtr.budget_scope saved) is not a bound on
+	// the peak.
 	want, step := cfg.Budget, cfg.Budget/200
 	for i := 0; i < 5 && err == nil && want > 0 && !cfg.SavedOnly && res.PeakAllocated > want; i++ {
 		cfg.Budget -= max(step, res.PeakAllocated-want)
