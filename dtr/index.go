@@ -131,8 +131,9 @@ type candIndex struct {
 	// kept: the storages kept for rematerialization (storage.kmem; their
 	// next use is a dependent's). With keptIdx (lookahead family, without
 	// swaps or banishing) they are also filed in the heaps, keyed with the
-	// next use their evicted dependents give them (keyKept); the others,
-	// and those whose walk was capped, have ibucket idxKeptList and are
+	// next use their evicted dependents give them (keyKept), and every
+	// candidate's key takes the next use its evaluations found
+	// (refineNext); without it they have ibucket idxKeptList and are
 	// evaluated exactly on every choice.
 	kept    []int32
 	keptIdx bool
@@ -819,9 +820,10 @@ func (r *Runtime) idxUnfile(s int32) {
 // refineNext (lookahead index, keptIdx) records, after evaluate(s), the
 // next use the evaluation scored s with when it is earlier than the one s
 // is keyed with, so that the search re-keys s with it (renext); bucketOf
-// (keyKept for a kept storage) keys s with it until s is read again. The score's next use is the
-// program's next read of s or, sooner, the earliest read of a referenced
-// evicted storage reachable from s through evicted dependents (neededBy).
+// (keyKept for a kept storage) keys s with it until s is read again. The
+// score's next use is the program's next read of s or, sooner, the
+// earliest read of a referenced evicted storage reachable from s through
+// evicted dependents (neededBy).
 // Such a key stays a bound from below, by keyKept's argument: an eviction
 // only adds paths and makes that use sooner; a path from s gets cut, or
 // its far end's read passes, only when one of its storages is recomputed,
