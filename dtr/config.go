@@ -264,15 +264,6 @@ func (c *Config) blockBytes(bytes int64) int64 {
 	return (bytes + g - 1) / g * g
 }
 
-// blockBytesWs is blockBytes for a workspace, which an allocator holds
-// only when there is one (0 stays 0).
-func (c *Config) blockBytesWs(bytes int64) int64 {
-	if bytes == 0 {
-		return 0
-	}
-	return c.blockBytes(bytes)
-}
-
 // Validate checks the configuration; errors name the field and the value.
 func (c *Config) Validate() error {
 	if c.Budget < 0 {

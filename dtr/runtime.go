@@ -288,13 +288,10 @@ type Runtime struct {
 	// needRef (tests) is compared with every stillNeeded answer that its
 	// cap did not cut, counting the answers in needChecks and the
 	// disagreements in needMismatch.
-	needRef func(s int32) bool
-	// refinedChecks (tests): keys from refineNext that checkScan compared
-	// with a fresh walk
-	refinedChecks int64
-	needChecks    int64
-	needMismatch  int64
-	needCapped    bool
+	needRef      func(s int32) bool
+	needChecks   int64
+	needMismatch int64
+	needCapped   bool
 	// fixedRef (tests) is compared with every decision of releaseFixed
 	// that its witnesses made without a walk from the storage
 	// (fixedChecks; disagreements in fixedMismatch).
@@ -381,6 +378,9 @@ type Runtime struct {
 	needStack  []needFrame
 	keptKeyed  int64 // kept storages filed with a key (tests)
 	keptCapped int64 // kept storages keyed from a capped walk (tests)
+	// refinedChecks (tests): keys from refineNext that checkScan compared
+	// with a fresh walk
+	refinedChecks int64
 	// fragEvals and fragSkips: candidates next to free memory that
 	// nextToFree evaluated, and that their index bound ruled out (tests)
 	fragEvals, fragSkips int64
@@ -857,6 +857,8 @@ func (r *Runtime) computeWith(inputs []TensorID, cost, ws int64, outs []Output) 
 	}
 	if r.cfg.SavedOnly {
 		ws = 0
+	} else if ws > 0 {
+		ws = r.cfg.blockBytes(ws) // an allocator's block, when there is one
 	}
 	if len(outs) == 0 {
 		return -1, nil, fmt.Errorf("dtr: compute with 0 outputs: expected at least one")
@@ -878,7 +880,7 @@ func (r *Runtime) computeWith(inputs []TensorID, cost, ws int64, outs []Output) 
 		}
 	}
 	id := int32(len(r.ops))
-	o := op{cost: cost, ws: r.cfg.blockBytesWs(ws), args: r.alloc32(len(inputs)), results: r.alloc32(len(outs)), sizes: r.alloc64(len(outs))}
+	o := op{cost: cost, ws: ws, args: r.alloc32(len(inputs)), results: r.alloc32(len(outs)), sizes: r.alloc64(len(outs))}
 	for i, t := range inputs {
 		o.args[i] = int32(t)
 		st := &r.storages[r.tensors[t].st]

@@ -192,7 +192,7 @@ func PlanOnMachine(ctx context.Context, m *sim.Machine, cfg Config) (*sim.Plan, 
 	return p, res, st, err
 }
 
-// runOnMachine runs RunOnMachine, recording the plan when record is set.
+// runOnMachine is RunOnMachine, and PlanOnMachine when record is set.
 func runOnMachine(ctx context.Context, m *sim.Machine, cfg Config, record bool) (*sim.Result, *sim.Plan, Stats, error) {
 	if m == nil {
 		return nil, nil, Stats{}, errors.New("dtr on machine: nil *sim.Machine (expected one from sim.NewMachine)")

@@ -58,7 +58,18 @@ func planDTR(ctx context.Context, g *graph.Graph, o Options) (Result, error) {
 		}
 		cfg.RematLimit = max(int64(min(float64(base)*o.DTRRematLimit, math.MaxInt64/2)), 1)
 	}
-	res, st, err := dtr.RunOnMachine(ctx, m, cfg)
+	// With DTRPlan each run is recorded as a plan of compute, free and swap
+	// steps (dtr.PlanOnMachine); the plan returned is the last run's.
+	var plan *sim.Plan
+	run := func() (*sim.Result, dtr.Stats, error) {
+		if !o.DTRPlan {
+			return dtr.RunOnMachine(ctx, m, cfg)
+		}
+		p, res, st, err := dtr.PlanOnMachine(ctx, m, cfg)
+		plan = p
+		return res, st, err
+	}
+	res, st, err := run()
 	// The runtime counts the allocator's blocks (Granule) and each op's
 	// workspace; the caching allocator can still hold more (a free
 	// remainder too small to split off stays with its block). When that
@@ -73,7 +84,7 @@ func planDTR(ctx context.Context, g *graph.Graph, o Options) (Result, error) {
 		if err = m.Reset(); err != nil {
 			return Result{}, err
 		}
-		res, st, err = dtr.RunOnMachine(ctx, m, cfg)
+		res, st, err = run()
 	}
 	stats := Stats{Detail: fmt.Sprintf("%d evictions, %d remats", st.Evictions, st.Remats), Evaluations: int(st.HeuristicEvals)}
 	if cfg.SavedOnly {
@@ -90,13 +101,6 @@ func planDTR(ctx context.Context, g *graph.Graph, o Options) (Result, error) {
 	case err != nil:
 		return Result{Stats: stats}, err
 	}
-	if o.DTRPlan {
-		// The same run, recorded as a plan of compute, free and swap steps.
-		p, _, err := dtr.StaticPlan(ctx, g, cfg)
-		if err != nil {
-			return out, err
-		}
-		out.Plan = p
-	}
+	out.Plan = plan
 	return out, nil
 }

@@ -62,8 +62,8 @@ type Options struct {
 	// Progress, when not nil, is told how long searches get on.
 	Progress sim.Progress
 	// DTRPlan makes the dtr strategy also record the schedule its run
-	// amounts to (Result.Plan; 'sim plan --strategy dtr'). It costs a
-	// second run, so reports leave it off.
+	// amounts to (Result.Plan; 'sim plan --strategy dtr'). The run keeps
+	// every compute, free and swap step in memory, so reports leave it off.
 	DTRPlan bool
 
 	// Settings is the snapshot the options came from (for provenance).

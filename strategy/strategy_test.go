@@ -348,3 +348,31 @@ func TestDTRRematLimit(t *testing.T) {
 	_, _, err = config.Load(config.MapEnv{"REMAT_DTR_REMAT_LIMIT": "-1"})
 	require.ErrorContains(t, err, "REMAT_DTR_REMAT_LIMIT")
 }
+
+// TestDTRPlanIsTheRun plans dtr with DTRPlan (what sim plan --strategy dtr
+// does) on the CLI's options and replays the plan on the simulator with
+// the same options: it reaches the run's peak and time, so the plan is the
+// run that the report shows, replans and host retries included.
+func TestDTRPlanIsTheRun(t *testing.T) {
+	g, err := models.Build("resnet-cifar", models.Options{Depth: 20, Batch: 64})
+	require.NoError(t, err)
+	s, err := Lookup("dtr")
+	require.NoError(t, err)
+	for _, ratio := range []float64{0.5, 0.7} {
+		o, _, err := OptionsFor(config.Defaults(), sim.Profile{})
+		require.NoError(t, err)
+		o.DTRPlan = true
+		o, err = WithBudgetRatio(context.Background(), g, o, ratio)
+		require.NoError(t, err)
+		res, err := s.Plan(context.Background(), g, o)
+		require.NoError(t, err)
+		require.Equal(t, StatusOK, res.Status, "ratio %.1f: %s", ratio, res.Reason)
+		require.NotNil(t, res.Plan, "ratio %.1f", ratio)
+		so, err := o.SimOptions()
+		require.NoError(t, err)
+		replay, err := sim.Simulate(g, res.Plan, so)
+		require.NoError(t, err, "ratio %.1f", ratio)
+		require.Equal(t, res.Sim.PeakAllocated, replay.PeakAllocated, "ratio %.1f", ratio)
+		require.Equal(t, res.Sim.TotalNs, replay.TotalNs, "ratio %.1f", ratio)
+	}
+}
