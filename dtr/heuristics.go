@@ -362,7 +362,9 @@ func (r *Runtime) evaluate(s int32) score {
 		m := r.sizeTerm(s)
 		return mkScore(r.withRegions(s, false, m, d), m, d)
 	case LookaheadDTR:
-		if r.nextUse(s) == math.MaxInt64 {
+		n := r.nextUse(s)
+		r.evNext = n
+		if n == math.MaxInt64 {
 			return mkScore(0, 1, 1) // never read again: first to go
 		}
 		m, d := r.sizeTerm(s), r.staleness(s)

@@ -48,7 +48,9 @@ import (
 //     the score's next use can only be earlier (a pending rematerialization
 //     needs the storage sooner), which raises the score above the bound. Candidates never used again score exactly 0
 //     and go to a bucket ordered by pool sequence. lookahead-dtr is of the
-//     staleness family but sends its never-used candidates there too.
+//     staleness family but sends its never-used candidates there too: the
+//     ones whose next use, the program's or one an evaluation or a kept
+//     storage's walk found (refineNext, keyKept), is none.
 //
 // In the bucket of zero-cost candidates (bound 0) and the never-used bucket,
 // the heap is ordered by pool sequence number: once a zero score is found,
@@ -129,16 +131,17 @@ type candIndex struct {
 	// after it: the lazy update).
 	eq bool
 	// kept: the storages kept for rematerialization (storage.kmem; their
-	// next use is a dependent's). With keptIdx (lookahead family, without
-	// swaps or banishing) they are also filed in the heaps, keyed with the
-	// next use their evicted dependents give them (keyKept), and every
-	// candidate's key takes the next use its evaluations found
-	// (refineNext); without it they have ibucket idxKeptList and are
-	// evaluated exactly on every choice.
+	// next use is a dependent's). With keptIdx (lookahead family and
+	// lookahead-dtr, without swaps or banishing) they are also filed in
+	// the heaps, keyed with the next use their evicted dependents give
+	// them (keyKept), and every candidate's key takes the next use its
+	// evaluations found (refineNext); without it they have ibucket
+	// idxKeptList and are evaluated exactly on every choice.
 	kept    []int32
 	keptIdx bool
 	// never: storages never read again score 0 (lookahead-dtr): they go
-	// to the never-used bucket
+	// to the never-used bucket, until a walk finds one needed by an
+	// evicted dependent (bucketOf)
 	never bool
 	// exact (lru, size): the one heap's key is the exact score, and the
 	// heap is ordered as the scan ranks its candidates (idxBefore), ties
@@ -277,9 +280,23 @@ func (r *Runtime) bucketOf(s int32) int {
 	st := &r.storages[s]
 	switch r.idx.kind {
 	case idxStale:
-		if r.idx.never && r.progNextUse(s) == math.MaxInt64 {
-			st.ikey = float64(st.seq)
-			return idxNever
+		if r.idx.never {
+			// lookahead-dtr: a storage scores 0 while nothing reads it
+			// again; once a walk finds a referenced evicted dependent that
+			// needs it (keyKept, refineNext), it scores as h_DTR until it
+			// is read
+			n := st.inext // a kept storage's: keyKept's walk
+			if !st.kmem {
+				n = r.progNextUse(s)
+				if st.rnextOK && st.rnext < n {
+					n = st.rnext
+				}
+			}
+			st.inext = n
+			if n == math.MaxInt64 {
+				st.ikey = float64(st.seq)
+				return idxNever
+			}
 		}
 		st.ikey = float64(st.lastAccess)
 		kn := r.keyNum(s, true)
@@ -817,9 +834,11 @@ func (r *Runtime) idxUnfile(s int32) {
 	}
 }
 
-// refineNext (lookahead index, keptIdx) records, after evaluate(s), the
-// next use the evaluation scored s with when it is earlier than the one s
-// is keyed with, so that the search re-keys s with it (renext); bucketOf
+// refineNext (keptIdx) records, after evaluate(s), the next use the
+// evaluation scored s with when it is earlier than the one s is keyed
+// with, so that the search re-keys s with it (renext); for lookahead-dtr
+// only when s is in the never-used bucket (a needed one scores as h_DTR,
+// whose key ignores the next use); bucketOf
 // (keyKept for a kept storage) keys s with it until s is read again. The
 // score's next use is the program's next read of s or, sooner, the
 // earliest read of a referenced evicted storage reachable from s through
@@ -840,6 +859,9 @@ func (r *Runtime) refineNext(s int32) {
 	st := &r.storages[s]
 	if !r.idx.keptIdx || r.evNext >= st.inext {
 		return
+	}
+	if r.idx.kind == idxStale && st.inext != math.MaxInt64 {
+		return // lookahead-dtr: the next use only decides the never-used bucket
 	}
 	if !st.rnextOK || r.evNext < st.rnext {
 		st.rnext, st.rnextOK = r.evNext, true

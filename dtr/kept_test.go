@@ -42,7 +42,7 @@ func TestKeptIndexMatchesScan(t *testing.T) {
 	}
 	var keyed, choices int64
 	for _, c := range cases {
-		for _, h := range []Heuristic{Lookahead, LookaheadMSPS} {
+		for _, h := range []Heuristic{Lookahead, LookaheadMSPS, LookaheadDTR} {
 			for _, lazy := range []bool{false, true} {
 				for _, ratio := range c.ratios {
 					name := fmt.Sprintf("%s %s lazy=%v %.2f", c.model, h, lazy, ratio)
@@ -85,7 +85,7 @@ func TestKeptCappedWalks(t *testing.T) {
 	completed := 0
 	for _, walkCap := range []int{4, 24, 64} {
 		for _, c := range cases {
-			for _, h := range []Heuristic{Lookahead, LookaheadMSPS} {
+			for _, h := range []Heuristic{Lookahead, LookaheadMSPS, LookaheadDTR} {
 				for _, lazy := range []bool{false, true} {
 					name := fmt.Sprintf("cap %d %s %s lazy=%v %.2f", walkCap, c.model, h, lazy, c.ratio)
 					var budget int64

@@ -205,7 +205,7 @@ type storage struct {
 	// stamp when its eq-class key part kpart was computed and registered,
 	// while that part stays a valid key part (keyNum reuses it); 0: none
 	kstick uint32
-	inext  int64 // lookahead index: next use when keyed
+	inext  int64 // next use when keyed (lookahead index; lookahead-dtr: MaxInt64 in the never-used bucket)
 	// rnext (with rnextOK): the next use an evaluation found for a
 	// candidate of the lookahead index, earlier than its program's
 	// (a referenced evicted dependent is read sooner); it keys the
@@ -589,7 +589,7 @@ func (r *Runtime) init(cfg Config, host Host) {
 		r.idx.eq = cfg.Heuristic == HDTREqClass || cfg.Heuristic == Lookahead || cfg.Heuristic == MegEngine
 		r.idx.never = cfg.Heuristic == LookaheadDTR
 		r.idx.exact = k == idxLRU || cfg.Heuristic == Size
-		r.idx.keptIdx = k == idxAhead && !cfg.Swap && !cfg.Banish
+		r.idx.keptIdx = (k == idxAhead || cfg.Heuristic == LookaheadDTR) && !cfg.Swap && !cfg.Banish
 		r.idx.region = regionKeyed(&cfg)
 		r.wregCap = wregFirstCap
 	} else {

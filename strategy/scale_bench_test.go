@@ -278,7 +278,9 @@ func skipDAG(tb testing.TB, n, window int) *graph.Graph {
 // keys refined by evaluations (refineNext) and kept storages keyed from
 // capped walks keep the evaluations per eviction from growing with the
 // model (before both: 50 and 117 per eviction at 100k ops, against 3.2 and 3.8
-// at 10k).
+// at 10k). lookahead-dtr (the -lookahead-dtr cases) evaluated its kept
+// storages at every choice until they were keyed too: 51 per eviction on
+// far at 10k ops, and at 100k ops the run did not finish in 150 s.
 //
 //	go test ./strategy -run XXX -bench DTRSkipDAG -benchtime 1x
 func BenchmarkDTRSkipDAG(b *testing.B) {
@@ -299,10 +301,19 @@ func BenchmarkDTRSkipDAG(b *testing.B) {
 			if o, err = WithBudgetRatio(context.Background(), g, o, 0.5); err != nil {
 				b.Fatal(err)
 			}
-			b.Run(c.name+"/ops="+strconv.Itoa(len(g.Ops)), func(b *testing.B) {
-				res := benchPlanDTR(b, dtrS, g, o)
-				b.ReportMetric(float64(res.Stats.Evaluations)/float64(res.Sim.Evictions), "evals/eviction")
-			})
+			for _, h := range []string{"", "lookahead-dtr"} {
+				name, o := c.name, o
+				if h != "" {
+					if o.DTR.Heuristic, err = dtr.ParseHeuristic(h); err != nil {
+						b.Fatal(err)
+					}
+					name += "-" + h
+				}
+				b.Run(name+"/ops="+strconv.Itoa(len(g.Ops)), func(b *testing.B) {
+					res := benchPlanDTR(b, dtrS, g, o)
+					b.ReportMetric(float64(res.Stats.Evaluations)/float64(res.Sim.Evictions), "evals/eviction")
+				})
+			}
 		}
 	}
 }

@@ -376,3 +376,29 @@ func TestDTRPlanIsTheRun(t *testing.T) {
 		require.Equal(t, res.Sim.TotalNs, replay.TotalNs, "ratio %.1f", ratio)
 	}
 }
+
+// TestLookaheadDTRKeysKept plans dtr with lookahead-dtr on a residual DAG
+// whose skips reach back to any earlier layer (skipDAG's far family), on
+// the CLI's options at half the baseline peak. There many storages are
+// kept for rematerialization (released, needed by evicted dependents): the
+// index keys them (keyKept) instead of evaluating them at every choice,
+// which cost 51 evaluations per eviction at this size (at 100k ops the run
+// did not finish in 150 s). It also checks that the run fits.
+func TestLookaheadDTRKeysKept(t *testing.T) {
+	g := skipDAG(t, 3300, 0)
+	o, _, err := OptionsFor(config.Defaults(), sim.Profile{})
+	require.NoError(t, err)
+	o, err = WithBudgetRatio(context.Background(), g, o, 0.5)
+	require.NoError(t, err)
+	o.DTR.Heuristic = dtr.LookaheadDTR
+	s, err := Lookup("dtr")
+	require.NoError(t, err)
+	res, err := s.Plan(context.Background(), g, o)
+	require.NoError(t, err)
+	require.Equal(t, StatusOK, res.Status, res.Reason)
+	require.NotNil(t, res.Sim)
+	require.Greater(t, res.Sim.Evictions, 1000)
+	perEviction := float64(res.Stats.Evaluations) / float64(res.Sim.Evictions)
+	t.Logf("%d evictions, %.2f evaluations per eviction", res.Sim.Evictions, perEviction)
+	require.Less(t, perEviction, 10.0)
+}
