@@ -40,10 +40,18 @@ func TestKeptIndexMatchesScan(t *testing.T) {
 		{"resnet-cifar", models.Options{Depth: 20, Batch: 8}, []float64{0.3}},
 		{"lstm", models.Options{Seq: 40, Batch: 32, Width: 64, Vocab: 100}, []float64{0.45}},
 	}
+	lazies, minKeyed := []bool{false, true}, int64(1000)
+	if testing.Short() {
+		// the race detector's run: one locking mode, one ratio per model
+		lazies, minKeyed = lazies[:1], 100
+		for i := range cases {
+			cases[i].ratios = cases[i].ratios[:1]
+		}
+	}
 	var keyed, choices int64
 	for _, c := range cases {
 		for _, h := range []Heuristic{Lookahead, LookaheadMSPS, LookaheadDTR} {
-			for _, lazy := range []bool{false, true} {
+			for _, lazy := range lazies {
 				for _, ratio := range c.ratios {
 					name := fmt.Sprintf("%s %s lazy=%v %.2f", c.model, h, lazy, ratio)
 					ri, errI := keptRun(t, c.model, c.o, h, ratio, lazy, false)
@@ -60,7 +68,7 @@ func TestKeptIndexMatchesScan(t *testing.T) {
 		}
 	}
 	t.Logf("%d choices checked, %d kept storages keyed", choices, keyed)
-	require.Greater(t, keyed, int64(1000))
+	require.Greater(t, keyed, minKeyed)
 }
 
 // TestKeptCappedWalks lowers the need walks' cap so that keying kept
@@ -81,12 +89,17 @@ func TestKeptCappedWalks(t *testing.T) {
 		{"resnet-cifar", models.Options{Depth: 20, Batch: 8}, 0.3},
 		{"lstm", models.Options{Seq: 40, Batch: 32, Width: 64, Vocab: 100}, 0.45},
 	}
+	caps, lazies, minRuns, minKeys := []int{4, 24, 64}, []bool{false, true}, 8, int64(100)
+	if testing.Short() {
+		// the race detector's run: one cap, one locking mode
+		caps, lazies, minRuns, minKeys = caps[1:2], lazies[:1], 2, 10
+	}
 	var keyed, capped, refined, choices, differ int64
 	completed := 0
-	for _, walkCap := range []int{4, 24, 64} {
+	for _, walkCap := range caps {
 		for _, c := range cases {
 			for _, h := range []Heuristic{Lookahead, LookaheadMSPS, LookaheadDTR} {
-				for _, lazy := range []bool{false, true} {
+				for _, lazy := range lazies {
 					name := fmt.Sprintf("cap %d %s %s lazy=%v %.2f", walkCap, c.model, h, lazy, c.ratio)
 					var budget int64
 					rt, _, err := zooUnderDTR(t, c.model, c.o, c.ratio, func(cfg *Config, base *sim.Result) {
@@ -116,8 +129,8 @@ func TestKeptCappedWalks(t *testing.T) {
 	}
 	t.Logf("%d runs completed; %d choices (%d unlike the scan's); %d kept storages keyed, %d of them from a capped walk; %d refined keys checked",
 		completed, choices, differ, keyed, capped, refined)
-	require.Greater(t, completed, 8)
-	require.Greater(t, keyed, int64(100))
-	require.Greater(t, capped, int64(100))
-	require.Greater(t, refined, int64(100))
+	require.Greater(t, completed, minRuns)
+	require.Greater(t, keyed, minKeys)
+	require.Greater(t, capped, minKeys)
+	require.Greater(t, refined, minKeys)
 }
