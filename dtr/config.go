@@ -134,7 +134,11 @@ type Config struct {
 	// multiple of Granule, and at least one Granule (PyTorch's caching
 	// allocator: 512, alloc.CachingMinBlock). The budget then bounds the
 	// bytes such an allocator reports as allocated rather than the tensor
-	// bytes, which fall short of them by the rounding. 0 (the default and
+	// bytes, which fall short of them by the rounding. On a host whose
+	// allocator hands out larger blocks (SimHost on the caching model,
+	// which keeps a remainder too small to split off with its block) the
+	// runtime counts each block as the host reports it, and makes room
+	// for the blocks the allocator would hand out. 0 (the default and
 	// parity mode's): exact bytes, as the DTR logs and the reference
 	// simulator count them.
 	Granule int64

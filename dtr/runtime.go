@@ -31,6 +31,21 @@ type Host interface {
 	SwapIn(t TensorID) error
 }
 
+// blockHost is implemented by hosts whose allocator can hand out a block
+// larger than the rounded request (SimHost on the caching model: a free
+// remainder too small to split off stays with its block). With a Granule
+// the runtime counts those bytes too: it makes room for the block an
+// allocation would get now (HoldFor) and, once a storage is resident,
+// counts the block it got (Held).
+type blockHost interface {
+	// HoldFor returns the size of the block a new allocation of bytes
+	// would get now (bytes when the allocator does not say).
+	HoldFor(bytes int64) int64
+	// Held returns the size of the block holding storage t (0 when it is
+	// not resident or the allocator does not say).
+	Held(t TensorID) int64
+}
+
 // AdjacencyHost is implemented by hosts that place storages at addresses
 // (sim's caching allocator): the MegEngine heuristic adds the free bytes
 // physically adjacent to a candidate to its size term.
@@ -256,10 +271,16 @@ type op struct {
 
 // Runtime is a DTR runtime. It is not safe for concurrent use.
 type Runtime struct {
-	cfg    Config
-	host   Host
-	adj    AdjacencyHost
-	oracle Oracle
+	cfg  Config
+	host Host
+	adj  AdjacencyHost
+	// holds (with a Granule, see blockHost): extra[s] is what the block of
+	// resident storage s holds beyond its size, counted in Memory;
+	// wsExtra the same for the running op's workspace, as predicted
+	holds   blockHost
+	extra   []int64
+	wsExtra int64
+	oracle  Oracle
 	// soracle: oracle's storage queries, when it answers them
 	soracle storageOracle
 	rng     *rand.Rand
@@ -561,6 +582,9 @@ func (r *Runtime) init(cfg Config, host Host) {
 	if a, ok := host.(AdjacencyHost); ok {
 		r.adj = a
 	}
+	if b, ok := host.(blockHost); ok && cfg.Granule > 0 && !cfg.SavedOnly {
+		r.holds = b
+	}
 	switch {
 	case cfg.Budget > 0 && (cfg.Threshold == 0 || cfg.Budget <= cfg.Threshold):
 		// SavedOnly goes over the budget when nothing is evictable, as
@@ -653,6 +677,7 @@ func (r *Runtime) recycle(cfg Config, host Host) error {
 		ownGrp:     old.ownGrp[:0],
 		deadAt:     old.deadAt[:0],
 		kg:         old.kg[:0],
+		extra:      old.extra[:0],
 		wreg:       old.wreg[:0],
 		wregLive:   old.wregLive[:0],
 		wlist:      old.wlist[:0],
@@ -703,6 +728,9 @@ func (r *Runtime) newStorage(s storage) int32 {
 	r.ownGrp = append(r.ownGrp, -1)
 	r.deadAt = append(r.deadAt, 0)
 	r.kg = append(r.kg, 0)
+	if r.holds != nil {
+		r.extra = append(r.extra, 0)
+	}
 	if r.idx != nil && r.idx.region {
 		w := slot(&r.wreg)
 		*w = (*w)[:0]
@@ -2184,6 +2212,7 @@ func (r *Runtime) evict(s int32, byHeuristic bool) {
 	r.setResidency(s, false, false)
 	st.kept, st.kexact, st.kstick, st.rnextOK = false, false, 0, false
 	r.stats.Memory -= st.size
+	r.dropExtra(s)
 	if st.unbud {
 		r.unbud -= st.size
 	}
@@ -2296,10 +2325,8 @@ func liveNeg(v int64, l int32) int64 {
 // swapIn brings swapped storage s back.
 func (r *Runtime) swapIn(s int32) error {
 	st := &r.storages[s]
-	if r.used()+st.size > r.limit {
-		if err := r.free(st.size); err != nil {
-			return err
-		}
+	if err := r.makeRoom(st.size, func() int64 { return r.holdExtra(st.size) }); err != nil {
+		return err
 	}
 	if r.host != nil {
 		for {
@@ -2321,7 +2348,7 @@ func (r *Runtime) swapIn(s int32) error {
 	r.stats.SwapTime += dt
 	r.stats.SwapIns++
 	r.setResidency(s, true, false)
-	r.stats.Memory += st.size
+	r.stats.Memory += st.size + r.chargeHeld(s)
 	if r.stats.Memory > r.stats.PeakMemory {
 		r.stats.PeakMemory = r.stats.Memory
 	}
@@ -2350,8 +2377,81 @@ func (r *Runtime) swapOut(s int32) error {
 	r.stats.SwapOuts++
 	r.setResidency(s, false, true)
 	r.stats.Memory -= st.size
+	r.dropExtra(s)
 	r.makeUnevictable(s)
 	return nil
+}
+
+// makeRoom frees memory until need more bytes, plus the extra bytes the
+// allocator's blocks would hold for them now (extra: 0 without a
+// blockHost), fit the limit. Evictions change which free blocks the
+// allocator would pick, so the extra is asked again after each round; it
+// stops when a round frees nothing (a limit that is not hard).
+func (r *Runtime) makeRoom(need int64, extra func() int64) error {
+	for {
+		n := need
+		if r.holds != nil {
+			n += extra()
+		}
+		u := r.used()
+		if u+n <= r.limit {
+			return nil
+		}
+		if err := r.free(n); err != nil {
+			return err
+		}
+		if r.holds == nil || r.used() >= u {
+			return nil
+		}
+	}
+}
+
+// holdExtra is what the block of a new allocation of size bytes would
+// hold beyond them now (blockHost).
+func (r *Runtime) holdExtra(size int64) int64 {
+	return max(r.holds.HoldFor(size)-size, 0)
+}
+
+// opExtra is what the blocks of op o's outputs that are not resident, and
+// of its workspace (kept in wsExtra), would hold beyond their sizes now.
+func (r *Runtime) opExtra(o *op) int64 {
+	var e int64
+	for i, t := range o.results {
+		if b := o.sizes[i]; b > 0 {
+			if st := &r.storages[r.tensors[t].st]; !st.material && !st.unbud {
+				e += r.holdExtra(b)
+			}
+		}
+	}
+	r.wsExtra = 0
+	if o.ws > 0 {
+		r.wsExtra = r.holdExtra(o.ws)
+	}
+	return e + r.wsExtra
+}
+
+// chargeHeld records and returns what the block of storage s, just made
+// resident, holds beyond its size (blockHost; 0 without one, and for a
+// storage outside the budget).
+func (r *Runtime) chargeHeld(s int32) int64 {
+	if r.holds == nil || r.extra[s] != 0 {
+		return 0
+	}
+	st := &r.storages[s]
+	if st.unbud {
+		return 0
+	}
+	e := max(r.holds.Held(TensorID(st.root))-st.size, 0)
+	r.extra[s] = e
+	return e
+}
+
+// dropExtra uncounts the extra bytes of storage s's block, freed.
+func (r *Runtime) dropExtra(s int32) {
+	if r.holds != nil {
+		r.stats.Memory -= r.extra[s]
+		r.extra[s] = 0
+	}
 }
 
 // used returns the resident bytes the budget counts.
@@ -2680,8 +2780,8 @@ func (r *Runtime) materialize(t int32, remat bool) error {
 	}
 	// SavedOnly does not check before an op's first run: remat_torch.dtr
 	// checks when autograd saves a tensor (pack, after the op)
-	if (remat || !r.cfg.SavedOnly) && r.used()+need > r.limit {
-		if err := r.free(need); err != nil {
+	if remat || !r.cfg.SavedOnly {
+		if err := r.makeRoom(need, func() int64 { return r.opExtra(o) }); err != nil {
 			return err
 		}
 	}
@@ -2750,9 +2850,15 @@ func (r *Runtime) compute(t int32, remat bool) error {
 	}
 	r.stats.Clock += o.cost
 	r.stats.Memory += o.total
-	if m := r.stats.Memory + o.ws; m > r.stats.PeakMemory {
+	if r.holds != nil {
+		for _, s := range r.scratch[rs:] {
+			r.stats.Memory += r.chargeHeld(s)
+		}
+	}
+	if m := r.stats.Memory + o.ws + r.wsExtra; m > r.stats.PeakMemory {
 		r.stats.PeakMemory = m // the workspace is freed when the op returns
 	}
+	r.wsExtra = 0
 	r.setResidency(tt.st, true, false)
 	tt.defined = true
 	if remat {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/sim"
+	"github.com/remat-dev/remat/sim/alloc"
 )
 
 // SimHost adapts a sim.Machine to Host: the runtime's decisions become
@@ -105,6 +106,34 @@ func (h *SimHost) AdjacentFree(t TensorID) int64 {
 		return 0
 	}
 	return h.M.AdjacentFree(g)
+}
+
+var _ blockHost = (*SimHost)(nil)
+
+// HoldFor implements blockHost: the size of the block the Machine's
+// allocator would hand out now for bytes (alloc.Holder: the caching model
+// keeps a remainder too small to split off with its block), bytes when it
+// does not say.
+func (h *SimHost) HoldFor(bytes int64) int64 {
+	if h == nil || h.M == nil {
+		return bytes
+	}
+	if a, ok := h.M.Allocator().(alloc.Holder); ok {
+		return a.Hold(bytes)
+	}
+	return bytes
+}
+
+// Held implements blockHost: the size of the block holding runtime
+// storage t on the Machine (sim.Machine.BlockBytes), 0 when it is not
+// resident, the allocator does not report block sizes or h is not bound to
+// a graph run.
+func (h *SimHost) Held(t TensorID) int64 {
+	g, err := h.tensorOf("held", t)
+	if err != nil || g == graph.NoTensor {
+		return 0
+	}
+	return max(h.M.BlockBytes(g), 0)
 }
 
 // FreeNeighbours implements neighbourHost: it calls visit with the runtime

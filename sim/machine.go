@@ -1407,6 +1407,28 @@ func (m *Machine) SwapTime(t graph.TensorID) int64 {
 	return m.cost.SwapNs(m.bytes[m.root[t]])
 }
 
+// BlockBytes returns the size of the block that holds t's storage while it
+// is resident, as the allocator counts it in Allocated (with the caching
+// model it can exceed the rounded request: a remainder too small to split
+// off stays with the block); 0 when the storage is not resident, and -1
+// when the allocator does not report block sizes (it is not an
+// alloc.AddressAllocator).
+func (m *Machine) BlockBytes(t graph.TensorID) int64 {
+	if !m.hasTensor(t) {
+		return 0
+	}
+	r := m.root[t]
+	b := m.block[r]
+	if m.state[r] != Resident || b < 0 {
+		return 0
+	}
+	a, ok := m.alloc.(alloc.AddressAllocator)
+	if !ok {
+		return -1
+	}
+	return a.Size(b)
+}
+
 // Allocator returns the allocator model.
 func (m *Machine) Allocator() alloc.Allocator {
 	if m == nil {

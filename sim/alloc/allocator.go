@@ -45,6 +45,18 @@ type Granular interface {
 	Granule() int64
 }
 
+// Holder is implemented by allocators whose blocks can be larger than the
+// rounded request (the caching model keeps a free remainder too small to
+// split off with its block) and that can tell, without allocating, how
+// large the block for a request would be now. A runtime that keeps its
+// own byte count under a budget makes room for that many bytes.
+type Holder interface {
+	Allocator
+	// Hold returns the size of the block Alloc(bytes) would return if
+	// called now, in the allocator's current state (bytes >= 0).
+	Hold(bytes int64) int64
+}
+
 // AddressAllocator is implemented by allocators that place blocks at
 // addresses (the caching model). Fragmentation-aware eviction heuristics use
 // it to see which blocks are physically adjacent.

@@ -277,6 +277,31 @@ func (c *Caching) Alloc(bytes int64) (Block, error) {
 	return Block(b), nil
 }
 
+// Hold implements Holder: the size of the block Alloc(bytes) would return
+// now. That is the rounded request, unless the best-fitting cached block
+// (or, without one, a new segment) leaves a remainder too small to split
+// off, which stays with the block. A request Alloc would refuse (negative
+// or too large) holds bytes as they are.
+func (c *Caching) Hold(bytes int64) int64 {
+	c.init()
+	if bytes < 0 || bytes > maxRequest {
+		return bytes
+	}
+	size := CachingRoundSize(bytes)
+	pool := uint8(poolLarge)
+	if size <= CachingSmallSize {
+		pool = poolSmall
+	}
+	block := CachingSegmentSize(size)
+	if b := c.pools[pool].lowerBound(c.nodes, size); b >= 0 {
+		block = c.nodes[b].k1
+	}
+	if shouldSplit(pool, block-size) {
+		return size
+	}
+	return block
+}
+
 // Free returns block b to its pool's cache, merging it with free neighbours
 // in its segment. Freeing a block that is not live (unknown, or already
 // free) does nothing, as with Ideal.

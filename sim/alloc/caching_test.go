@@ -21,6 +21,7 @@ var (
 	_ AddressAllocator   = (*Caching)(nil)
 	_ NeighbourAllocator = (*Caching)(nil)
 	_ InPlaceAllocator   = (*Static)(nil)
+	_ Holder             = (*Caching)(nil)
 )
 
 // keyLess orders treap keys (the order the trees must keep).
@@ -71,6 +72,42 @@ func TestCachingSegmentSizes(t *testing.T) {
 		assert.Equal(t, tc.seg, CachingSegmentSize(CachingRoundSize(tc.req)))
 		checkCaching(t, c)
 	}
+}
+
+// TestCachingHold: before every allocation of a random sequence of
+// allocations and frees (small and large requests, remainders on both
+// sides of the split thresholds), Hold predicts the size of the block
+// Alloc then returns, and leaves the allocator as it was. Some blocks
+// keep a remainder, so Hold is not just the rounded request.
+func TestCachingHold(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	sizes := []int64{1, 511, 512, 513, 100 * kib, 1*mib - 512, 1 * mib, 1*mib + 1, 3 * mib, 9*mib + 700*kib, 10 * mib, 19 * mib, 19*mib - 512, 21*mib + 3}
+	c := NewCaching(0)
+	require.Equal(t, int64(-1), c.Hold(-1), "a refused request holds its bytes")
+	var live []Block
+	kept := 0
+	for i := 0; i < 20000; i++ {
+		if len(live) > 0 && rng.IntN(5) < 2 {
+			k := rng.IntN(len(live))
+			c.Free(live[k])
+			live[k] = live[len(live)-1]
+			live = live[:len(live)-1]
+			continue
+		}
+		bytes := sizes[rng.IntN(len(sizes))] + rng.Int64N(4096) - 2048
+		bytes = max(bytes, 0)
+		before := c.Stats()
+		h := c.Hold(bytes)
+		require.Equal(t, before, c.Stats(), "Hold changes nothing")
+		b := mustAlloc(t, c, bytes)
+		require.Equal(t, c.Size(b), h, "alloc %d (step %d)", bytes, i)
+		if h > CachingRoundSize(bytes) {
+			kept++
+		}
+		live = append(live, b)
+	}
+	checkCaching(t, c)
+	require.Greater(t, kept, 100, "some blocks keep a remainder")
 }
 
 func TestCachingSplitThresholds(t *testing.T) {
