@@ -15,13 +15,18 @@ import (
 // multiples of the caching allocator's 512-byte granule: batch 997, widths
 // 301 and 203, f32.
 func oddMLP(t *testing.T, layers int) *graph.Graph {
+	return oddMLPWidths(t, layers, 203, 301)
+}
+
+// oddMLPWidths is oddMLP with hidden widths w0 (even layers) and w1.
+func oddMLPWidths(t *testing.T, layers, w0, w1 int) *graph.Graph {
 	t.Helper()
 	b := graph.NewBuilder("odd-mlp")
 	x := b.Input("x", graph.F32, 997, 301)
 	for i := 0; i < layers; i++ {
-		w := 301
+		w := w1
 		if i%2 == 0 {
-			w = 203
+			w = w0
 		}
 		x = b.ReLU("relu", b.Linear("fc", x, w, true))
 	}
@@ -192,4 +197,38 @@ func TestWorkspaceBoundsAllocated(t *testing.T) {
 		}
 	}
 	require.Positive(t, over, "without workspaces some run passes the budget")
+}
+
+// TestGranuleCountsBlocksWithSwaps is TestGranuleCountsBlocks with every
+// eviction a swap, on activations of two large-pool sizes (1.2 and 1.4
+// MB): a storage swapped out gives its block back, and one swapped in gets
+// a block, at times a larger free one that keeps the difference, which the
+// runtime counts as the allocator holds it. Before every graph op the
+// runtime's count equals the Machine's allocated bytes, and the Machine's
+// peak stays within the budget.
+func TestGranuleCountsBlocksWithSwaps(t *testing.T) {
+	g := oddMLPWidths(t, 40, 353, 301) // large-pool blocks of two sizes
+	base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{Allocator: alloc.NewCaching(-1)})
+	require.NoError(t, err)
+	var swaps int64
+	for _, ratio := range []float64{0.5, 0.6, 0.7, 0.8, 0.9} {
+		m, err := sim.NewMachine(g, sim.Options{Allocator: alloc.NewCaching(-1), Capacity: -1})
+		require.NoError(t, err)
+		cfg := DefaultConfig()
+		cfg.Heuristic, cfg.Swap, cfg.Drop = Lookahead, true, false // swap every eviction
+		cfg.Budget = int64(float64(base.PeakAllocated) * ratio)
+		cfg.Granule = alloc.CachingMinBlock
+		h := &blockCheck{SimHost: &SimHost{M: m}}
+		rt, err := New(cfg, h)
+		require.NoError(t, err)
+		h.rt = rt
+		h.d = newDriver(g, rt)
+		_, err = drive(context.Background(), h.d, m.OpTime, m.OpWorkspace)
+		require.NoError(t, err, "ratio %.1f", ratio)
+		require.GreaterOrEqual(t, h.checked, len(g.Ops), "ratio %.1f", ratio)
+		require.Zero(t, h.wrong, "ratio %.1f: the runtime counts the blocks", ratio)
+		require.LessOrEqual(t, m.Result().PeakAllocated, cfg.Budget, "ratio %.1f", ratio)
+		swaps += rt.stats.SwapIns
+	}
+	require.Positive(t, swaps, "storages were swapped in")
 }
