@@ -412,6 +412,7 @@ var registry = [numKeys]def{
 		desc: "The heuristic the dtr strategy evicts by on a training graph (docs/dtr.md has the formulas). " +
 			"The default, lookahead, uses the graph's known op sequence (the next use of each tensor), which a runtime cannot know; " +
 			"to ask what a runtime DTR does, give its heuristic: megengine for MegEngine's, dtr-eqclass (or the one passed to it) for remat_torch.dtr. " +
+			"dtr, msps and lookahead-dtr sum the evicted regions next to a candidate by walking them: where a deep model's evicted tensors form one region (GPT at batch 1), their time can grow with the square of the depth (docs/dtr.md, \"Region key parts\"). " +
 			"Sweeps of a DTR log take theirs from --heuristic.",
 	},
 	RecomputeForwardOnly: {
