@@ -34,13 +34,14 @@ type Host interface {
 // blockHost is implemented by hosts whose allocator can hand out a block
 // larger than the rounded request (SimHost on the caching model: a free
 // remainder too small to split off stays with its block). With a Granule
-// the runtime counts those bytes too: it makes room for the block an
-// allocation would get now (HoldFor) and, once a storage is resident,
+// the runtime counts those bytes too: it makes room for the blocks an op's
+// allocations would get now (HoldFor) and, once a storage is resident,
 // counts the block it got (Held).
 type blockHost interface {
-	// HoldFor returns the size of the block a new allocation of bytes
-	// would get now (bytes when the allocator does not say).
-	HoldFor(bytes int64) int64
+	// HoldFor returns the summed sizes of the blocks that allocations of
+	// sizes, made in turn now, would get (their sum when the allocator
+	// does not say).
+	HoldFor(sizes []int64) int64
 	// Held returns the size of the block holding storage t (0 when it is
 	// not resident or the allocator does not say).
 	Held(t TensorID) int64
@@ -280,6 +281,7 @@ type Runtime struct {
 	holds   blockHost
 	extra   []int64
 	wsExtra int64
+	holdBuf []int64 // scratch: the sizes asked for
 	oracle  Oracle
 	// soracle: oracle's storage queries, when it answers them
 	soracle storageOracle
@@ -2325,7 +2327,7 @@ func liveNeg(v int64, l int32) int64 {
 // swapIn brings swapped storage s back.
 func (r *Runtime) swapIn(s int32) error {
 	st := &r.storages[s]
-	if err := r.makeRoom(st.size, func() int64 { return r.holdExtra(st.size) }); err != nil {
+	if err := r.makeRoom(st.size, func() int64 { return r.sizeExtra(st.size) }); err != nil {
 		return err
 	}
 	if r.host != nil {
@@ -2406,28 +2408,43 @@ func (r *Runtime) makeRoom(need int64, extra func() int64) error {
 	}
 }
 
-// holdExtra is what the block of a new allocation of size bytes would
-// hold beyond them now (blockHost).
-func (r *Runtime) holdExtra(size int64) int64 {
-	return max(r.holds.HoldFor(size)-size, 0)
+// holdExtra is what the blocks of new allocations of r.holdBuf's sizes,
+// made in turn now, would hold beyond those sizes (blockHost).
+func (r *Runtime) holdExtra() int64 {
+	var sum int64
+	for _, b := range r.holdBuf {
+		sum += b
+	}
+	return max(r.holds.HoldFor(r.holdBuf)-sum, 0)
 }
 
-// opExtra is what the blocks of op o's outputs that are not resident, and
-// of its workspace (kept in wsExtra), would hold beyond their sizes now.
+// sizeExtra is holdExtra for one allocation of size bytes.
+func (r *Runtime) sizeExtra(size int64) int64 {
+	r.holdBuf = append(r.holdBuf[:0], size)
+	return r.holdExtra()
+}
+
+// opExtra is what the blocks of op o's outputs that are not resident and
+// of its workspace would hold beyond their sizes now, allocated in that
+// order (the Machine's); the workspace's share is kept in wsExtra.
 func (r *Runtime) opExtra(o *op) int64 {
-	var e int64
+	r.holdBuf = r.holdBuf[:0]
 	for i, t := range o.results {
 		if b := o.sizes[i]; b > 0 {
 			if st := &r.storages[r.tensors[t].st]; !st.material && !st.unbud {
-				e += r.holdExtra(b)
+				r.holdBuf = append(r.holdBuf, b)
 			}
 		}
 	}
 	r.wsExtra = 0
-	if o.ws > 0 {
-		r.wsExtra = r.holdExtra(o.ws)
+	if o.ws == 0 {
+		return r.holdExtra()
 	}
-	return e + r.wsExtra
+	outs := r.holdExtra()
+	r.holdBuf = append(r.holdBuf, o.ws)
+	all := r.holdExtra()
+	r.wsExtra = max(all-outs, 0)
+	return all
 }
 
 // chargeHeld records and returns what the block of storage s, just made

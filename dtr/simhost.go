@@ -110,18 +110,21 @@ func (h *SimHost) AdjacentFree(t TensorID) int64 {
 
 var _ blockHost = (*SimHost)(nil)
 
-// HoldFor implements blockHost: the size of the block the Machine's
-// allocator would hand out now for bytes (alloc.Holder: the caching model
-// keeps a remainder too small to split off with its block), bytes when it
-// does not say.
-func (h *SimHost) HoldFor(bytes int64) int64 {
-	if h == nil || h.M == nil {
-		return bytes
+// HoldFor implements blockHost: the summed sizes of the blocks the
+// Machine's allocator would hand out for sizes, allocated in turn from now
+// (alloc.Holder: the caching model keeps a remainder too small to split
+// off with its block); the sum of sizes when it does not say.
+func (h *SimHost) HoldFor(sizes []int64) int64 {
+	if h != nil && h.M != nil {
+		if a, ok := h.M.Allocator().(alloc.Holder); ok {
+			return a.HoldSeq(sizes)
+		}
 	}
-	if a, ok := h.M.Allocator().(alloc.Holder); ok {
-		return a.Hold(bytes)
+	var sum int64
+	for _, b := range sizes {
+		sum += b
 	}
-	return bytes
+	return sum
 }
 
 // Held implements blockHost: the size of the block holding runtime

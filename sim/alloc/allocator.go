@@ -55,6 +55,9 @@ type Holder interface {
 	// Hold returns the size of the block Alloc(bytes) would return if
 	// called now, in the allocator's current state (bytes >= 0).
 	Hold(bytes int64) int64
+	// HoldSeq returns the summed sizes of the blocks Alloc would return
+	// for each of sizes, called in turn from the current state.
+	HoldSeq(sizes []int64) int64
 }
 
 // AddressAllocator is implemented by allocators that place blocks at

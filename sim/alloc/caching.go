@@ -3,6 +3,7 @@ package alloc
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Constants of PyTorch's CUDA caching allocator
@@ -300,6 +301,73 @@ func (c *Caching) Hold(bytes int64) int64 {
 		return size
 	}
 	return block
+}
+
+// HoldSeq implements Holder: the summed sizes of the blocks that Alloc
+// would return for each of sizes in turn, from the allocator's current
+// state, without changing it. Each request takes the best-fitting free
+// block left by the ones before it (the cached blocks not yet taken and the
+// remainders split off so far) or a new segment, as Alloc does when new
+// segments fit; under a capacity that makes Alloc release cached segments
+// first, those segments still count as free here. Negative or too large
+// requests count as their bytes.
+func (c *Caching) HoldSeq(sizes []int64) int64 {
+	c.init()
+	if len(sizes) == 1 {
+		return c.Hold(sizes[0])
+	}
+	type free struct {
+		size, addr int64
+		pool       uint8
+	}
+	var takenBuf [8]int32
+	var splitBuf [8]free
+	taken := takenBuf[:0] // cached blocks the requests so far took
+	split := splitBuf[:0] // remainders split off by them, still free
+	next := c.nextAddr
+	var total int64
+	for _, bytes := range sizes {
+		if bytes < 0 || bytes > maxRequest {
+			total += bytes
+			continue
+		}
+		size := CachingRoundSize(bytes)
+		pool := uint8(poolLarge)
+		if size <= CachingSmallSize {
+			pool = poolSmall
+		}
+		// the best cached block of the pool not taken yet
+		k1, k2 := size, int64(math.MinInt64)
+		b := c.pools[pool].lowerBound2(c.nodes, k1, k2)
+		for b >= 0 && slices.Contains(taken, b) {
+			b = c.pools[pool].lowerBound2(c.nodes, c.nodes[b].k1, c.nodes[b].k2+1)
+		}
+		// or a remainder split off before, if it fits better
+		r := -1
+		for i, f := range split {
+			if f.pool == pool && f.size >= size && (r < 0 || f.size < split[r].size || (f.size == split[r].size && f.addr < split[r].addr)) {
+				r = i
+			}
+		}
+		var block, addr int64
+		switch {
+		case r >= 0 && (b < 0 || split[r].size < c.nodes[b].k1 || (split[r].size == c.nodes[b].k1 && split[r].addr < c.nodes[b].k2)):
+			block, addr = split[r].size, split[r].addr
+			split = append(split[:r], split[r+1:]...)
+		case b >= 0:
+			block, addr = c.nodes[b].k1, c.nodes[b].k2
+			taken = append(taken, b)
+		default:
+			block, addr = CachingSegmentSize(size), next
+			next += block
+		}
+		if rem := block - size; shouldSplit(pool, rem) {
+			split = append(split, free{size: rem, addr: addr + size, pool: pool})
+			block = size
+		}
+		total += block
+	}
+	return total
 }
 
 // Free returns block b to its pool's cache, merging it with free neighbours
@@ -670,6 +738,21 @@ func (t *treap) lowerBound(n []tnode, k1 int64) int32 {
 			best = cur
 		}
 		cur = nc.ch[1-b2i(ge)]
+	}
+	return best
+}
+
+// lowerBound2 returns the node with the smallest key (k1, k2) at or above
+// the given one, or -1.
+func (t *treap) lowerBound2(n []tnode, k1, k2 int64) int32 {
+	best := int32(-1)
+	for cur := t.root; cur >= 0; {
+		nc := &n[cur]
+		ge := geq(nc.k1, nc.k2, k1, k2)
+		if ge == 1 {
+			best = cur
+		}
+		cur = nc.ch[1-ge]
 	}
 	return best
 }

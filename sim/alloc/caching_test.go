@@ -110,6 +110,53 @@ func TestCachingHold(t *testing.T) {
 	require.Greater(t, kept, 100, "some blocks keep a remainder")
 }
 
+// TestCachingHoldSeq: from random allocator states (allocations and frees
+// of small and large requests), HoldSeq of two to four requests equals the
+// summed sizes of the blocks Alloc then returns for them in turn, and
+// leaves the allocator as it was; often the requests' own splits change
+// which block a later one gets, so the sum of single Holds would not.
+func TestCachingHoldSeq(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	sizes := []int64{1, 513, 100 * kib, 1*mib - 512, 1*mib + 1, 1500 * kib, 3 * mib, 9*mib + 700*kib, 10 * mib, 19*mib - 512, 21*mib + 3}
+	c := NewCaching(0)
+	var live []Block
+	differ := 0
+	for i := 0; i < 5000; i++ {
+		if len(live) > 0 && rng.IntN(3) == 0 {
+			for k := rng.IntN(4); k >= 0 && len(live) > 0; k-- {
+				j := rng.IntN(len(live))
+				c.Free(live[j])
+				live[j] = live[len(live)-1]
+				live = live[:len(live)-1]
+			}
+			continue
+		}
+		seq := make([]int64, 2+rng.IntN(3))
+		var single int64
+		for j := range seq {
+			seq[j] = max(sizes[rng.IntN(len(sizes))]+rng.Int64N(4096)-2048, 0)
+			single += c.Hold(seq[j])
+		}
+		before := c.Stats()
+		h := c.HoldSeq(seq)
+		require.Equal(t, before, c.Stats(), "HoldSeq changes nothing")
+		var got int64
+		for _, bytes := range seq {
+			b := mustAlloc(t, c, bytes)
+			got += c.Size(b)
+			live = append(live, b)
+		}
+		require.Equal(t, got, h, "step %d: %v", i, seq)
+		if single != h {
+			differ++
+		}
+	}
+	checkCaching(t, c)
+	require.Greater(t, differ, 50, "the requests' own blocks matter")
+	require.Equal(t, c.Hold(7), c.HoldSeq([]int64{7}))
+	require.Equal(t, int64(-3), c.HoldSeq([]int64{-3}))
+}
+
 func TestCachingSplitThresholds(t *testing.T) {
 	t.Run("small pool splits remainders of 512 B", func(t *testing.T) {
 		c := NewCaching(0)
