@@ -78,6 +78,19 @@ func (b *blockCheck) Compute(op OpID) error {
 	return b.SimHost.Compute(op)
 }
 
+// runBlockCheck drives g's default schedule under a runtime with cfg on
+// Machine m through a blockCheck host (op times and workspaces from m).
+func runBlockCheck(t *testing.T, g *graph.Graph, m *sim.Machine, cfg Config) (*Runtime, *blockCheck, error) {
+	t.Helper()
+	h := &blockCheck{SimHost: &SimHost{M: m}}
+	rt, err := New(cfg, h)
+	require.NoError(t, err)
+	h.rt = rt
+	h.d = newDriver(g, rt)
+	_, err = drive(context.Background(), h.d, m.OpTime, m.OpWorkspace)
+	return rt, h, err
+}
+
 // TestGranuleCountsBlocks runs the lookahead runtime on a Machine with the
 // caching allocator at budgets from 0.5 to 0.9 of the no-recompute peak,
 // on a model whose tensors are not multiples of 512 bytes. With
@@ -88,7 +101,8 @@ func (b *blockCheck) Compute(op OpID) error {
 // allocated peak; counting tensor bytes it falls short of them by the
 // rounding before every op. (Before the runtime counted the remainders
 // too, the dtr strategy ran again with a lower budget whenever they took
-// the allocator's peak past the budget: 20 of 50 zoo cells.)
+// the allocator's peak past the budget; strategy's TestDTRFirstRunFits
+// checks that its first run fits.)
 func TestGranuleCountsBlocks(t *testing.T) {
 	g := oddMLP(t, 40)
 	kept := 0
@@ -104,12 +118,7 @@ func TestGranuleCountsBlocks(t *testing.T) {
 			cfg.Heuristic, cfg.KeepForRemat = Lookahead, true
 			cfg.Budget = int64(float64(base.PeakAllocated) * ratio)
 			cfg.Granule = granule
-			h := &blockCheck{SimHost: &SimHost{M: m}}
-			rt, err := New(cfg, h)
-			require.NoError(t, err)
-			h.rt = rt
-			h.d = newDriver(g, rt)
-			_, err = drive(context.Background(), h.d, m.OpTime, m.OpWorkspace)
+			rt, h, err := runBlockCheck(t, g, m, cfg)
 			require.NoError(t, err, "ratio %.1f granule %d", ratio, granule)
 			require.Greater(t, rt.stats.Evictions, int64(0), "ratio %.1f", ratio)
 			require.Greater(t, h.checked, len(g.Ops), "ratio %.1f", ratio)
@@ -218,12 +227,7 @@ func TestGranuleCountsBlocksWithSwaps(t *testing.T) {
 		cfg.Heuristic, cfg.Swap, cfg.Drop = Lookahead, true, false // swap every eviction
 		cfg.Budget = int64(float64(base.PeakAllocated) * ratio)
 		cfg.Granule = alloc.CachingMinBlock
-		h := &blockCheck{SimHost: &SimHost{M: m}}
-		rt, err := New(cfg, h)
-		require.NoError(t, err)
-		h.rt = rt
-		h.d = newDriver(g, rt)
-		_, err = drive(context.Background(), h.d, m.OpTime, m.OpWorkspace)
+		rt, h, err := runBlockCheck(t, g, m, cfg)
 		require.NoError(t, err, "ratio %.1f", ratio)
 		require.GreaterOrEqual(t, h.checked, len(g.Ops), "ratio %.1f", ratio)
 		require.Zero(t, h.wrong, "ratio %.1f: the runtime counts the blocks", ratio)

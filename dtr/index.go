@@ -275,6 +275,20 @@ var octaveSteps = func() (s [idxPerOctave]float64) {
 	return s
 }()
 
+// keyNext sets and returns the next use storage s is keyed with
+// (storage.inext): a kept storage's from keyKept's walk, else the
+// program's, or the earlier one an evaluation found (refineNext).
+func (r *Runtime) keyNext(s int32) int64 {
+	st := &r.storages[s]
+	if !st.kmem {
+		st.inext = r.progNextUse(s)
+		if st.rnextOK && st.rnext < st.inext {
+			st.inext = st.rnext
+		}
+	}
+	return st.inext
+}
+
 // bucketOf returns the bucket of storage s and sets its heap key.
 func (r *Runtime) bucketOf(s int32) int {
 	st := &r.storages[s]
@@ -285,15 +299,7 @@ func (r *Runtime) bucketOf(s int32) int {
 			// again; once a walk finds a referenced evicted dependent that
 			// needs it (keyKept, refineNext), it scores as h_DTR until it
 			// is read
-			n := st.inext // a kept storage's: keyKept's walk
-			if !st.kmem {
-				n = r.progNextUse(s)
-				if st.rnextOK && st.rnext < n {
-					n = st.rnext
-				}
-			}
-			st.inext = n
-			if n == math.MaxInt64 {
+			if r.keyNext(s) == math.MaxInt64 {
 				st.ikey = float64(st.seq)
 				return idxNever
 			}
@@ -310,14 +316,7 @@ func (r *Runtime) bucketOf(s int32) int {
 		}
 		return logBucket(kn, st.ksize)
 	case idxAhead:
-		n := st.inext // a kept storage's: keyKept's walk
-		if !st.kmem {
-			n = r.progNextUse(s)
-			if st.rnextOK && st.rnext < n {
-				n = st.rnext // an evaluation's (refineNext)
-			}
-		}
-		st.inext = n
+		n := r.keyNext(s)
 		st.ikey = -float64(n)
 		st.ksize = r.keySize(s)
 		switch {
@@ -836,11 +835,10 @@ func (r *Runtime) idxUnfile(s int32) {
 
 // refineNext (keptIdx) records, after evaluate(s), the next use the
 // evaluation scored s with when it is earlier than the one s is keyed
-// with, so that the search re-keys s with it (renext); for lookahead-dtr
-// only when s is in the never-used bucket (a needed one scores as h_DTR,
-// whose key ignores the next use); bucketOf
-// (keyKept for a kept storage) keys s with it until s is read again. The
-// score's next use is the program's next read of s or, sooner, the
+// with, so that the search re-keys s with it (renext), and keyNext (keyKept
+// for a kept storage) keys s with it until s is read again; for
+// lookahead-dtr only when s is in the never-used bucket (a needed one
+// scores as h_DTR, whose key ignores the next use). The score's next use is the program's next read of s or, sooner, the
 // earliest read of a referenced evicted storage reachable from s through
 // evicted dependents (neededBy).
 // Such a key stays a bound from below, by keyKept's argument: an eviction

@@ -223,7 +223,8 @@ type storage struct {
 	kstick uint32
 	inext  int64 // next use when keyed (lookahead index; lookahead-dtr: MaxInt64 in the never-used bucket)
 	// rnext (with rnextOK): the next use an evaluation found for a
-	// candidate of the lookahead index, earlier than its program's
+	// candidate of the lookahead index (or lookahead-dtr's), earlier than
+	// its program's
 	// (a referenced evicted dependent is read sooner); it keys the
 	// candidate until the storage is read again (lock clears it). See
 	// refineNext.
@@ -277,10 +278,12 @@ type Runtime struct {
 	adj  AdjacencyHost
 	// holds (with a Granule, see blockHost): extra[s] is what the block of
 	// resident storage s holds beyond its size, counted in Memory;
-	// wsExtra the same for the running op's workspace, as predicted
+	// opExtra what the running op's blocks were predicted to hold beyond
+	// their sizes, outputs and workspace (compute takes the outputs'
+	// actual share off it for the workspace's)
 	holds   blockHost
 	extra   []int64
-	wsExtra int64
+	opExtra int64
 	holdBuf []int64 // scratch: the sizes asked for
 	oracle  Oracle
 	// soracle: oracle's storage queries, when it answers them
@@ -327,8 +330,8 @@ type Runtime struct {
 	// watch and chg arenas are never compacted.
 	arenaMin int
 
-	// evNext: the next use the last evaluation scored with (lookahead
-	// and lookahead-msps; MaxInt64 otherwise), which refineNext reads
+	// evNext: the next use the last evaluation scored with (the next-use
+	// heuristics; MaxInt64 otherwise), which refineNext reads
 	evNext int64
 	// evalBest: the best score of the choice in progress (+Inf: none);
 	// evaluate may stop summing a numerator that puts a candidate above it
@@ -2424,10 +2427,10 @@ func (r *Runtime) sizeExtra(size int64) int64 {
 	return r.holdExtra()
 }
 
-// opExtra is what the blocks of op o's outputs that are not resident and
-// of its workspace would hold beyond their sizes now, allocated in that
-// order (the Machine's); the workspace's share is kept in wsExtra.
-func (r *Runtime) opExtra(o *op) int64 {
+// predictOp returns, and keeps in r.opExtra, what the blocks of op o's
+// outputs that are not resident and of its workspace would hold beyond
+// their sizes now, allocated in that order (the Machine's).
+func (r *Runtime) predictOp(o *op) int64 {
 	r.holdBuf = r.holdBuf[:0]
 	for i, t := range o.results {
 		if b := o.sizes[i]; b > 0 {
@@ -2436,15 +2439,11 @@ func (r *Runtime) opExtra(o *op) int64 {
 			}
 		}
 	}
-	r.wsExtra = 0
-	if o.ws == 0 {
-		return r.holdExtra()
+	if o.ws > 0 {
+		r.holdBuf = append(r.holdBuf, o.ws)
 	}
-	outs := r.holdExtra()
-	r.holdBuf = append(r.holdBuf, o.ws)
-	all := r.holdExtra()
-	r.wsExtra = max(all-outs, 0)
-	return all
+	r.opExtra = r.holdExtra()
+	return r.opExtra
 }
 
 // chargeHeld records and returns what the block of storage s, just made
@@ -2798,7 +2797,7 @@ func (r *Runtime) materialize(t int32, remat bool) error {
 	// SavedOnly does not check before an op's first run: remat_torch.dtr
 	// checks when autograd saves a tensor (pack, after the op)
 	if remat || !r.cfg.SavedOnly {
-		if err := r.makeRoom(need, func() int64 { return r.opExtra(o) }); err != nil {
+		if err := r.makeRoom(need, func() int64 { return r.predictOp(o) }); err != nil {
 			return err
 		}
 	}
@@ -2867,15 +2866,21 @@ func (r *Runtime) compute(t int32, remat bool) error {
 	}
 	r.stats.Clock += o.cost
 	r.stats.Memory += o.total
+	wsExtra := int64(0) // the workspace block's, predicted
 	if r.holds != nil {
+		outs := int64(0)
 		for _, s := range r.scratch[rs:] {
-			r.stats.Memory += r.chargeHeld(s)
+			outs += r.chargeHeld(s)
 		}
+		r.stats.Memory += outs
+		if o.ws > 0 {
+			wsExtra = max(r.opExtra-outs, 0)
+		}
+		r.opExtra = 0
 	}
-	if m := r.stats.Memory + o.ws + r.wsExtra; m > r.stats.PeakMemory {
+	if m := r.stats.Memory + o.ws + wsExtra; m > r.stats.PeakMemory {
 		r.stats.PeakMemory = m // the workspace is freed when the op returns
 	}
-	r.wsExtra = 0
 	r.setResidency(tt.st, true, false)
 	tt.defined = true
 	if remat {

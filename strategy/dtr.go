@@ -21,42 +21,9 @@ var dtrRuntime = Strategy{
 }
 
 func planDTR(ctx context.Context, g *graph.Graph, o Options) (Result, error) {
-	so, err := o.SimOptions()
-	if err != nil {
-		return Result{}, err
-	}
-	cfg := o.DTR
-	cfg.Budget = o.Limit()
-	// The op sequence is known, so a storage an evicted dependent still
-	// needs stays an eviction candidate rather than being freed unseen
-	// (dtr.Config.KeepForRemat; it applies to the next-use heuristics).
-	cfg.KeepForRemat = true
-	if gr, ok := so.Allocator.(alloc.Granular); ok && !cfg.SavedOnly {
-		// count each storage as the allocator's rounded block, so that the
-		// budget bounds its allocated bytes (a budget of the saved
-		// activations alone counts tensor bytes, as remat_torch.dtr does)
-		cfg.Granule = gr.Granule()
-	}
-	if cfg.Budget <= 0 && cfg.Threshold <= 0 {
-		return Result{Status: StatusInfeasible, Reason: "needs a budget (--budget), a device with a capacity or MEGENGINE_DTR_EVICTION_THRESHOLD"}, nil
-	}
-	so.Capacity = -1
-	so.Timeline = o.Timeline
-	m, err := sim.NewMachine(g, so)
-	if errors.Is(err, sim.ErrOutOfMemory) {
-		// the parameters and inputs alone do not fit the device: nothing
-		// to evict, a verdict rather than an error
-		return Result{Status: StatusOOM, Reason: "the tensors resident from the start do not fit: " + err.Error()}, nil
-	}
-	if err != nil {
-		return Result{}, err
-	}
-	if o.DTRRematLimit > 0 {
-		var base int64 // the step's compute without recomputation
-		for i := range g.Ops {
-			base += m.OpTime(graph.OpID(i))
-		}
-		cfg.RematLimit = max(int64(min(float64(base)*o.DTRRematLimit, math.MaxInt64/2)), 1)
+	m, cfg, verdict, err := dtrSetup(g, o)
+	if m == nil {
+		return verdict, err
 	}
 	// With DTRPlan each run is recorded as a plan of compute, free and swap
 	// steps (dtr.PlanOnMachine); the plan returned is the last run's.
@@ -70,13 +37,13 @@ func planDTR(ctx context.Context, g *graph.Graph, o Options) (Result, error) {
 		return res, st, err
 	}
 	res, st, err := run()
-	// The runtime counts the allocator's blocks (Granule) and each op's
-	// workspace; the caching allocator can still hold more (a free
-	// remainder too small to split off stays with its block). When that
-	// breaks the budget, run again with the runtime's budget lowered, by
-	// 0.5% of the budget and then twice as much each time. A budget of the
-	// saved activations alone (dtr.budget_scope saved) is not a bound on
-	// the peak.
+	// The runtime counts the allocator's blocks as the allocator holds
+	// them (Granule, with the remainders a block keeps) and each op's
+	// workspace. Should the allocator still hold more at some op (under a
+	// capacity that makes it release cached segments between an op's
+	// allocations), run again with the runtime's budget lowered, by 0.5% of
+	// the budget and then twice as much each time. A budget of the saved
+	// activations alone (dtr.budget_scope saved) is not a bound on the peak.
 	want, step := cfg.Budget, cfg.Budget/200
 	for i := 0; i < 5 && err == nil && want > 0 && !cfg.SavedOnly && res.PeakAllocated > want; i++ {
 		cfg.Budget -= max(step, res.PeakAllocated-want)
@@ -103,4 +70,48 @@ func planDTR(ctx context.Context, g *graph.Graph, o Options) (Result, error) {
 	}
 	out.Plan = plan
 	return out, nil
+}
+
+// dtrSetup returns the Machine and the runtime configuration strategy dtr
+// runs g with under o; without a Machine, a verdict (a Result with a
+// status) when there is nothing to run, or an error.
+func dtrSetup(g *graph.Graph, o Options) (*sim.Machine, dtr.Config, Result, error) {
+	so, err := o.SimOptions()
+	if err != nil {
+		return nil, dtr.Config{}, Result{}, err
+	}
+	cfg := o.DTR
+	cfg.Budget = o.Limit()
+	// The op sequence is known, so a storage an evicted dependent still
+	// needs stays an eviction candidate rather than being freed unseen
+	// (dtr.Config.KeepForRemat; it applies to the next-use heuristics).
+	cfg.KeepForRemat = true
+	if gr, ok := so.Allocator.(alloc.Granular); ok && !cfg.SavedOnly {
+		// count each storage as the allocator's rounded block, so that the
+		// budget bounds its allocated bytes (a budget of the saved
+		// activations alone counts tensor bytes, as remat_torch.dtr does)
+		cfg.Granule = gr.Granule()
+	}
+	if cfg.Budget <= 0 && cfg.Threshold <= 0 {
+		return nil, cfg, Result{Status: StatusInfeasible, Reason: "needs a budget (--budget), a device with a capacity or MEGENGINE_DTR_EVICTION_THRESHOLD"}, nil
+	}
+	so.Capacity = -1
+	so.Timeline = o.Timeline
+	m, err := sim.NewMachine(g, so)
+	if errors.Is(err, sim.ErrOutOfMemory) {
+		// the parameters and inputs alone do not fit the device: nothing
+		// to evict, a verdict rather than an error
+		return nil, cfg, Result{Status: StatusOOM, Reason: "the tensors resident from the start do not fit: " + err.Error()}, nil
+	}
+	if err != nil {
+		return nil, cfg, Result{}, err
+	}
+	if o.DTRRematLimit > 0 {
+		var base int64 // the step's compute without recomputation
+		for i := range g.Ops {
+			base += m.OpTime(graph.OpID(i))
+		}
+		cfg.RematLimit = max(int64(min(float64(base)*o.DTRRematLimit, math.MaxInt64/2)), 1)
+	}
+	return m, cfg, Result{}, nil
 }

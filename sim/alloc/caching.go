@@ -213,6 +213,14 @@ func CachingSegmentSize(size int64) int64 {
 	}
 }
 
+// poolOf returns the pool that serves a rounded request of size bytes.
+func poolOf(size int64) uint8 {
+	if size <= CachingSmallSize {
+		return poolSmall
+	}
+	return poolLarge
+}
+
 func shouldSplit(pool uint8, remaining int64) bool {
 	if pool == poolSmall {
 		return remaining >= CachingMinBlock
@@ -235,10 +243,7 @@ func (c *Caching) Alloc(bytes int64) (Block, error) {
 		return -1, fmt.Errorf("caching allocator: alloc bytes %d: expected 0..%d", bytes, int64(maxRequest))
 	}
 	size := CachingRoundSize(bytes)
-	pool := uint8(poolLarge)
-	if size <= CachingSmallSize {
-		pool = poolSmall
-	}
+	pool := poolOf(size)
 	tr := &c.pools[pool]
 	b := tr.takeLowerBound(c.nodes, size)
 	if b >= 0 {
@@ -284,23 +289,7 @@ func (c *Caching) Alloc(bytes int64) (Block, error) {
 // off, which stays with the block. A request Alloc would refuse (negative
 // or too large) holds bytes as they are.
 func (c *Caching) Hold(bytes int64) int64 {
-	c.init()
-	if bytes < 0 || bytes > maxRequest {
-		return bytes
-	}
-	size := CachingRoundSize(bytes)
-	pool := uint8(poolLarge)
-	if size <= CachingSmallSize {
-		pool = poolSmall
-	}
-	block := CachingSegmentSize(size)
-	if b := c.pools[pool].lowerBound(c.nodes, size); b >= 0 {
-		block = c.nodes[b].k1
-	}
-	if shouldSplit(pool, block-size) {
-		return size
-	}
-	return block
+	return c.HoldSeq([]int64{bytes})
 }
 
 // HoldSeq implements Holder: the summed sizes of the blocks that Alloc
@@ -313,9 +302,6 @@ func (c *Caching) Hold(bytes int64) int64 {
 // requests count as their bytes.
 func (c *Caching) HoldSeq(sizes []int64) int64 {
 	c.init()
-	if len(sizes) == 1 {
-		return c.Hold(sizes[0])
-	}
 	type free struct {
 		size, addr int64
 		pool       uint8
@@ -332,13 +318,9 @@ func (c *Caching) HoldSeq(sizes []int64) int64 {
 			continue
 		}
 		size := CachingRoundSize(bytes)
-		pool := uint8(poolLarge)
-		if size <= CachingSmallSize {
-			pool = poolSmall
-		}
+		pool := poolOf(size)
 		// the best cached block of the pool not taken yet
-		k1, k2 := size, int64(math.MinInt64)
-		b := c.pools[pool].lowerBound2(c.nodes, k1, k2)
+		b := c.pools[pool].lowerBound(c.nodes, size)
 		for b >= 0 && slices.Contains(taken, b) {
 			b = c.pools[pool].lowerBound2(c.nodes, c.nodes[b].k1, c.nodes[b].k2+1)
 		}
