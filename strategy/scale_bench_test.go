@@ -62,6 +62,7 @@ func BenchmarkScale(b *testing.B) {
 			for _, s := range All() {
 				b.Run(f.name+"/"+s.Name+"/ops="+strconv.Itoa(len(g.Ops)), func(b *testing.B) {
 					var res Result
+					var err error
 					for i := 0; i < b.N; i++ {
 						if res, err = s.Plan(context.Background(), g, o); err != nil {
 							b.Fatal(err)
