@@ -838,9 +838,10 @@ func (r *Runtime) idxUnfile(s int32) {
 // with, so that the search re-keys s with it (renext), and keyNext (keyKept
 // for a kept storage) keys s with it until s is read again; for
 // lookahead-dtr only when s is in the never-used bucket (a needed one
-// scores as h_DTR, whose key ignores the next use). The score's next use is the program's next read of s or, sooner, the
-// earliest read of a referenced evicted storage reachable from s through
-// evicted dependents (neededBy).
+// scores as h_DTR, whose key ignores the next use). The score's next use
+// is the program's next read of s or, sooner, the earliest read of a
+// referenced evicted storage reachable from s through evicted dependents
+// (neededBy).
 // Such a key stays a bound from below, by keyKept's argument: an eviction
 // only adds paths and makes that use sooner; a path from s gets cut, or
 // its far end's read passes, only when one of its storages is recomputed,
@@ -858,7 +859,7 @@ func (r *Runtime) refineNext(s int32) {
 	if !r.idx.keptIdx || r.evNext >= st.inext {
 		return
 	}
-	if r.idx.kind == idxStale && st.inext != math.MaxInt64 {
+	if r.idx.never && st.inext != math.MaxInt64 {
 		return // lookahead-dtr: the next use only decides the never-used bucket
 	}
 	if !st.rnextOK || r.evNext < st.rnext {
