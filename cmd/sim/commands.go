@@ -381,7 +381,7 @@ func (c *commonRun) register(cmd *cobra.Command, warn io.Writer, list bool, defa
 	}
 	f.StringVar(&c.budget, "budget", "", "memory budget: a size with a unit (8GiB, 512MB) or a ratio of the baseline peak in (0, 1] (0.5) or a percentage (50%)")
 	f.Uint64Var(&c.seed, "seed", strategy.DefaultSeed, "seed of the randomized searches")
-	f.IntVar(&c.slots, "slots", 0, "memory slots of optimal-chain's dynamic program (0: 500); more slots plan finer, and deeper chains are grouped sooner")
+	countVar(f, &c.slots, "slots", "memory slots of optimal-chain's dynamic program (0: 500); more slots plan finer, and deeper chains are grouped sooner")
 	c.sf = registerSettings(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("device", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return sim.DeviceNames(), cobra.ShellCompDirectiveNoFileComp

@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -68,6 +69,59 @@ func TestParseRatios(t *testing.T) {
 		_, err := parseRatios(in)
 		assert.Error(t, err, "%q", in)
 	}
+}
+
+func TestParseCount(t *testing.T) {
+	good := map[string]int{"56": 56, " 56 ": 56, "-3": -3, "0x40": 64, "1_000": 1000, "1e5": 100000, "2.5e4": 25000,
+		"100.0": 100, "1E2": 100, "9223372036854775807": math.MaxInt64, "-9223372036854775808": math.MinInt64, "4e18": 4e18}
+	for in, want := range good {
+		got, err := parseCount(in)
+		require.NoError(t, err, "%q", in)
+		assert.Equal(t, want, got, "%q", in)
+	}
+	bad := map[string]string{"": "expected an integer", "eight": "expected an integer", "1.5": "not a whole number",
+		"1e-3": "not a whole number", "nan": "expected an integer", "inf": "out of range", "1e19": "out of range",
+		"9223372036854775808": "out of range", "-1e19": "out of range", "1e400": "out of range", "0x": "expected an integer"}
+	for in, want := range bad {
+		_, err := parseCount(in)
+		assert.ErrorContains(t, err, want, "%q", in)
+	}
+}
+
+// TestCountFlags checks that the model-size flags take scientific notation:
+// --depth 1e1 builds the graph --depth 10 does.
+func TestCountFlags(t *testing.T) {
+	run := func(depth string) string {
+		out, errOut, code := run(t, fixedEnv, "report", "--model", "mlp", "--depth", depth, "--device", "none", "--strategies", "none", "--format", "json")
+		require.Equal(t, 0, code, errOut)
+		return out
+	}
+	assert.Equal(t, run("10"), run("1e1"))
+	assert.NotEqual(t, run("10"), run("9"))
+}
+
+// FuzzParseCount checks the integer flags' grammar never panics and that a
+// value it accepts is the integer the text writes.
+func FuzzParseCount(f *testing.F) {
+	for _, s := range []string{"56", "1e5", "2.5e4", "0x40", "1_000", "-0", "1.5", "nan", "9.3e18", "-9223372036854775808", "1e-400"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := parseCount(s)
+		if err != nil {
+			return
+		}
+		if x, err := strconv.ParseInt(strings.TrimSpace(s), 0, 64); err == nil {
+			if int64(v) != x {
+				t.Fatalf("parseCount(%q) = %d, ParseInt %d", s, v, x)
+			}
+			return
+		}
+		x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil || x != float64(v) {
+			t.Fatalf("parseCount(%q) = %d, ParseFloat %g, %v", s, v, x, err)
+		}
+	})
 }
 
 // FuzzParseBudget checks the --budget grammar never panics and that what it

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/remat-dev/remat"
@@ -39,14 +41,14 @@ func (in *inputFlags) register(cmd *cobra.Command, warn io.Writer) {
 	in.warn = warn
 	f := cmd.Flags()
 	f.StringVarP(&in.model, "model", "m", "", "zoo model (see 'sim models')")
-	f.IntVar(&in.batch, "batch", 0, "batch size (0: the model's default)")
-	f.IntVar(&in.seq, "seq", 0, "sequence length (gpt, lstm)")
-	f.IntVar(&in.image, "image", 0, "input image size (vision models)")
-	f.IntVar(&in.depth, "depth", 0, "layers (chain, mlp, resnet-cifar, gpt, lstm)")
-	f.IntVar(&in.width, "width", 0, "hidden width (mlp, gpt d_model, lstm)")
-	f.IntVar(&in.heads, "heads", 0, "attention heads (gpt)")
-	f.IntVar(&in.vocab, "vocab", 0, "vocabulary size (gpt, lstm)")
-	f.IntVar(&in.classes, "classes", 0, "output classes (vision models, mlp)")
+	countVar(f, &in.batch, "batch", "batch size (0: the model's default)")
+	countVar(f, &in.seq, "seq", "sequence length (gpt, lstm)")
+	countVar(f, &in.image, "image", "input image size (vision models)")
+	countVar(f, &in.depth, "depth", "layers (chain, mlp, resnet-cifar, gpt, lstm)")
+	countVar(f, &in.width, "width", "hidden width (mlp, gpt d_model, lstm)")
+	countVar(f, &in.heads, "heads", "attention heads (gpt)")
+	countVar(f, &in.vocab, "vocab", "vocabulary size (gpt, lstm)")
+	countVar(f, &in.classes, "classes", "output classes (vision models, mlp)")
 	f.StringVar(&in.dtype, "dtype", "", "element type: f32, f16, bf16, f64 (default f32)")
 	f.StringVar(&in.optimizer, "optimizer", "", "optimizer update ops: none (backward only; each gradient stays allocated as .grad), sgd, momentum, adam (default sgd)")
 	f.StringVar(&in.graphFile, "graph", "", "a graph in remat's JSON format")
@@ -60,6 +62,64 @@ func (in *inputFlags) register(cmd *cobra.Command, warn io.Writer) {
 	_ = cmd.RegisterFlagCompletionFunc("dtype", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"f32", "f16", "bf16", "f64"}, cobra.ShellCompDirectiveNoFileComp
 	})
+}
+
+// countVar defines an integer flag that also takes integral numbers in
+// scientific notation (--depth 1e5), as the sizes a scaling study sweeps
+// are written; the value's range is checked where it is used (a model's
+// options, the graph size limits).
+func countVar(f *pflag.FlagSet, p *int, name, usage string) {
+	*p = 0
+	f.Var(countValue{p}, name, usage)
+}
+
+// countValue is the pflag.Value of countVar.
+type countValue struct{ p *int }
+
+// String returns the flag's value in decimal.
+func (c countValue) String() string {
+	if c.p == nil {
+		return "0"
+	}
+	return strconv.Itoa(*c.p)
+}
+
+// Type names the value in the usage text.
+func (c countValue) Type() string { return "int" }
+
+// Set parses s with parseCount.
+func (c countValue) Set(s string) error {
+	v, err := parseCount(s)
+	if err != nil {
+		return err
+	}
+	*c.p = v
+	return nil
+}
+
+// parseCount parses an integer flag: an integer as Go writes it (56, 0x40,
+// 1_000) or an integral number in decimal or scientific notation (1e5,
+// 2.5e4, 100.0) that fits an int.
+func parseCount(s string) (int, error) {
+	s = strings.TrimSpace(s)
+	v, err := strconv.ParseInt(s, 0, strconv.IntSize)
+	if err == nil {
+		return int(v), nil
+	}
+	if errors.Is(err, strconv.ErrRange) {
+		return 0, fmt.Errorf("out of range: expected an integer in [%d, %d]", math.MinInt, math.MaxInt)
+	}
+	const want = "expected an integer such as 56 or 1e5"
+	f, ferr := strconv.ParseFloat(s, 64)
+	switch {
+	case ferr != nil && !errors.Is(ferr, strconv.ErrRange), math.IsNaN(f):
+		return 0, errors.New(want)
+	case math.IsInf(f, 0) || f >= math.MaxInt || f < math.MinInt:
+		return 0, fmt.Errorf("out of range: expected an integer in [%d, %d]", math.MinInt, math.MaxInt)
+	case f != math.Trunc(f):
+		return 0, fmt.Errorf("not a whole number: %s", want)
+	}
+	return int(f), nil
 }
 
 func (in *inputFlags) given() int {
