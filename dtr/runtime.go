@@ -333,9 +333,10 @@ type Runtime struct {
 	// evNext: the next use the last evaluation scored with (the next-use
 	// heuristics; MaxInt64 otherwise), which refineNext reads
 	evNext int64
-	// evalBest: the best score of the choice in progress (+Inf: none);
-	// evaluate may stop summing a numerator that puts a candidate above it
-	// (withRegions).
+	// evalBest: the best score of the choice in progress (+Inf, or 0
+	// before the first choice: none); evaluate may stop summing a
+	// numerator that puts a candidate above it (withRegions, which reads
+	// only a finite positive best).
 	evalBest float64
 
 	// noise (OfflineSearch) perturbs every score by exp(noiseSigma * N(0,1)).

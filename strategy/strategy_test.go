@@ -2,6 +2,7 @@ package strategy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -436,7 +437,9 @@ func TestDTRFirstRunFits(t *testing.T) {
 			}
 			res, _, err := dtr.RunOnMachine(context.Background(), m, cfg)
 			if err != nil {
-				continue // no plan fits (out of memory or thrashing)
+				// no plan fits: out of memory or thrashing, and nothing else
+				require.True(t, errors.Is(err, sim.ErrOutOfMemory) || errors.Is(err, dtr.ErrThrashing), "%s at %.1f: %v", c.model, ratio, err)
+				continue
 			}
 			ran++
 			t.Logf("%s %.1f: peak %d budget %d evictions %d", c.model, ratio, res.PeakAllocated, cfg.Budget, res.Evictions)
