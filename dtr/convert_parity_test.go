@@ -67,6 +67,7 @@ func TestConvertedParityIndexMatchesScan(t *testing.T) {
 			name := fmt.Sprintf("%s ratio %.1f", h, ratio)
 			require.Zero(t, ri.idxMismatch, name)
 			require.Zero(t, ri.idxBadKeys, name)
+			require.Zero(t, ri.idxBadRefs, name)
 			require.Equal(t, errS == nil, errI == nil, name)
 			require.Equal(t, rs.Stats(), ri.Stats(), name)
 			evictions += ri.Stats().Evictions

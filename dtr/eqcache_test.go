@@ -157,6 +157,7 @@ func TestKeptKeyPartsMatchScan(t *testing.T) {
 	check := func(rt *Runtime, name string) {
 		require.Zero(t, rt.idxMismatch, name)
 		require.Zero(t, rt.idxBadKeys, name)
+		require.Zero(t, rt.idxBadRefs, name)
 		reuses += rt.keyReuses
 		evictions += rt.Stats().Evictions
 	}

@@ -283,6 +283,7 @@ func TestMegEngineIndexMatchesScan(t *testing.T) {
 				require.Equal(t, !listing, rt.adjWatch, name)
 				require.Zero(t, rt.idxMismatch, name)
 				require.Zero(t, rt.idxBadKeys, name)
+				require.Zero(t, rt.idxBadRefs, name)
 				if err != nil {
 					require.True(t, errors.Is(err, sim.ErrOutOfMemory) || errors.Is(err, ErrThrashing), name)
 				}

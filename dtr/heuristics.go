@@ -237,12 +237,18 @@ func (r *Runtime) nextUse(s int32) int64 {
 
 // progNextUse is the step of s's next use by the program (the oracle's).
 func (r *Runtime) progNextUse(s int32) int64 {
+	return r.progNextUseRoot(s, r.storages[s].root)
+}
+
+// progNextUseRoot is progNextUse for storage s whose root tensor the
+// caller has at hand: with a storage-level oracle it reads nothing of s.
+func (r *Runtime) progNextUseRoot(s, root int32) int64 {
 	best := int64(math.MaxInt64)
 	if r.oracle == nil {
 		return best
 	}
 	if r.soracle != nil {
-		return r.soracle.NextUseStorage(TensorID(r.storages[s].root), r.step)
+		return r.soracle.NextUseStorage(TensorID(root), r.step)
 	}
 	for _, t := range r.storages[s].tensors {
 		if n := r.oracle.NextUse(TensorID(t), r.step); n < best {
@@ -473,6 +479,19 @@ func (r *Runtime) checkScan(s int32) {
 	counted := r.stats.HeuristicEvals
 	if r.scan() != s {
 		r.idxMismatch++
+	}
+	for i := range r.storages {
+		want := int32(-1)
+		if r.storages[i].refExt > 0 {
+			want = r.storages[i].root
+		}
+		if r.refRoot[i] != want {
+			r.idxBadRefs++
+		}
+		w := &r.walk[i]
+		if r.needSkip[i] != (!w.evicted || w.banished || r.gone[i]) {
+			r.idxBadRefs++
+		}
 	}
 	r.stats.HeuristicEvals = counted
 	if x := r.idx; x != nil && x.keptIdx {

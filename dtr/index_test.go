@@ -81,6 +81,7 @@ func requireIndexAgreed(t *testing.T, name string, ri *Runtime, errI, errS error
 	t.Helper()
 	require.Zero(t, ri.idxMismatch, name)
 	require.Zero(t, ri.idxBadKeys, name)
+	require.Zero(t, ri.idxBadRefs, name)
 	require.Equal(t, errS == nil, errI == nil, name)
 	if errS != nil {
 		require.Equal(t, errors.Is(errS, ErrThrashing), errors.Is(errI, ErrThrashing), name)
@@ -157,6 +158,7 @@ func TestIndexMatchesScanRandom(t *testing.T) {
 				name := fmt.Sprintf("seed %d %s min %d", seed, h, minSize)
 				require.Zero(t, rt.idxMismatch, name)
 				require.Zero(t, rt.idxBadKeys, name)
+				require.Zero(t, rt.idxBadRefs, name)
 				evictions += rt.Stats().Evictions
 			}
 		}
@@ -397,6 +399,7 @@ func (c *tieChecks) check(t *testing.T, rt *Runtime, name string) {
 	t.Helper()
 	require.Zero(t, rt.idxMismatch, name)
 	require.Zero(t, rt.idxBadKeys, name)
+	require.Zero(t, rt.idxBadRefs, name)
 	c.prunes += rt.stalePrunes
 	c.evictions += rt.Stats().Evictions
 }

@@ -117,6 +117,7 @@ func TestKeptCappedWalks(t *testing.T) {
 						completed++
 					}
 					require.Zero(t, rt.idxBadKeys, name)
+					require.Zero(t, rt.idxBadRefs, name)
 					require.LessOrEqual(t, rt.Stats().PeakMemory, budget, name)
 					keyed += rt.keptKeyed
 					capped += rt.keptCapped

@@ -52,6 +52,7 @@ func TestRegionKeys(t *testing.T) {
 				}
 				require.Zero(t, rt.idxMismatch, name)
 				require.Zero(t, rt.idxBadKeys, name)
+				require.Zero(t, rt.idxBadRefs, name)
 				st[i], errs[i] = rt.Stats(), err
 				if !off {
 					flushes += rt.regionFlushes
@@ -77,6 +78,7 @@ func TestRegionKeys(t *testing.T) {
 				name := fmt.Sprintf("%s %s region=%v", p.name, h, !off)
 				require.Zero(t, rt.idxMismatch, name)
 				require.Zero(t, rt.idxBadKeys, name)
+				require.Zero(t, rt.idxBadRefs, name)
 				st[i] = rt.Stats()
 				if !off {
 					flushes += rt.regionFlushes

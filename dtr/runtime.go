@@ -307,10 +307,13 @@ type Runtime struct {
 	idx *candIndex
 	// idxCheck (tests) runs the scan after every indexed choice and counts
 	// disagreements in idxMismatch, and checks every filed key against the
-	// state, counting keys that are no bound in idxBadKeys.
+	// state, counting keys that are no bound in idxBadKeys, and counts in
+	// idxBadRefs the storages whose refRoot disagrees with their refExt or
+	// whose needSkip with their walk node and gone flag.
 	idxCheck    bool
 	idxMismatch int64
 	idxBadKeys  int64
+	idxBadRefs  int64
 	// needRef (tests) is compared with every stillNeeded answer that its
 	// cap did not cut, counting the answers in needChecks and the
 	// disagreements in needMismatch.
@@ -395,8 +398,18 @@ type Runtime struct {
 	// search stack, needGen+1 once needVal[s] is final for this state.
 	needStamp []uint32
 	needVal   []int64
-	needGen   uint32
-	needLeft  int // storages need may still visit in this choice
+	// refRoot: per storage, its root tensor while the program references
+	// it (refExt > 0), else -1: what need reads of a storage it reaches,
+	// kept apart from the storage records so that a walk over a large
+	// dropped region reads 4 bytes per storage, not a record's cache line
+	refRoot []int32
+	// needSkip: per storage, whether need passes it over (not evicted,
+	// banished, or gone): the walk node's flags and gone in one byte, so
+	// that need's look at each dependent of a storage it visits reads a
+	// byte instead of the dependent's 64-byte walk node (syncSkip keeps it)
+	needSkip []bool
+	needGen  uint32
+	needLeft int // storages need may still visit in this choice
 	// needCap: the storages need and stillNeeded may visit per choice
 	// (needWalk; tests lower it to reach the capped paths)
 	needCap int
@@ -667,6 +680,8 @@ func (r *Runtime) recycle(cfg Config, host Host) error {
 		needVal:    old.needVal,
 		needStack:  old.needStack[:0],
 		gone:       old.gone[:0],
+		refRoot:    old.refRoot[:0],
+		needSkip:   old.needSkip[:0],
 		upStack:    old.upStack[:0],
 		nn:         old.nn[:0],
 		nnVisit:    old.nnVisit[:0],
@@ -727,6 +742,8 @@ func (r *Runtime) newStorage(s storage) int32 {
 	*p = s
 	r.walk = append(r.walk, newWalkNode())
 	r.gone = append(r.gone, false)
+	r.refRoot = append(r.refRoot, -1)
+	r.needSkip = append(r.needSkip, false) // evicted until computed
 	r.nn = append(r.nn, false)
 	r.watchHead = append(r.watchHead, -1)
 	r.trav = append(r.trav, false)
@@ -768,6 +785,7 @@ func (r *Runtime) setResidency(s int32, material, swapped bool) {
 	w := &r.walk[s]
 	was := w.evicted
 	w.evicted = !material && !swapped
+	r.syncSkip(s)
 	if was && !w.evicted && r.idx != nil && r.idx.region {
 		// the keys that counted s in their region parts lose it
 		if len(r.wreg[s]) > 0 {
@@ -924,6 +942,9 @@ func (r *Runtime) computeWith(inputs []TensorID, cost, ws int64, outs []Output) 
 			// markGone's counts no longer hold
 			r.goneOff = true
 			clear(r.gone)
+			for x := range r.needSkip {
+				r.syncSkip(int32(x))
+			}
 		}
 	}
 	for i, out := range outs {
@@ -966,7 +987,9 @@ func (r *Runtime) computeWith(inputs []TensorID, cost, ws int64, outs []Output) 
 				r.markDirty(r.tensors[t].st)
 			}
 		}
-		s.refExt++
+		if s.refExt++; s.refExt == 1 {
+			r.refRoot[r.tensors[t].st] = s.root
+		}
 		if !seen {
 			s.compute += cost
 			r.walk[r.tensors[t].st].compute = s.compute
@@ -1039,6 +1062,7 @@ func (r *Runtime) markFresh(results []int32, outs []Output) {
 		st.ecn, st.ecv = r.ufNew(0), 0
 		st.fresh, st.freshMerged = true, false
 		r.walk[s].evicted = true
+		r.syncSkip(s)
 		if r.nnOn {
 			r.nnDropped(s)
 		}
@@ -1073,6 +1097,9 @@ func (r *Runtime) Release(t TensorID) error {
 	}
 	s.refExt--
 	tt.refExt--
+	if s.refExt == 0 {
+		r.refRoot[tt.st] = -1
+	}
 	if s.refExt == 0 && r.watchHead[tt.st] >= 0 {
 		r.notify(tt.st)
 	}
@@ -1334,8 +1361,8 @@ func (r *Runtime) need(e int32) int64 {
 		r.needLeft--
 		r.needStamp[x] = g // on the stack
 		v := int64(math.MaxInt64)
-		if r.storages[x].refExt > 0 {
-			v = r.progNextUse(x)
+		if root := r.refRoot[x]; root >= 0 {
+			v = r.progNextUseRoot(x, root)
 		}
 		r.needVal[x] = v
 		ns, c := r.neighbours(x, kidsList)
@@ -1356,7 +1383,7 @@ func (r *Runtime) need(e int32) int64 {
 			}
 			cs := f.left[0]
 			f.left = f.left[1:]
-			if w := &r.walk[cs]; !w.evicted || w.banished || r.gone[cs] {
+			if r.needSkip[cs] {
 				continue
 			}
 			switch r.needStamp[cs] {
@@ -1420,6 +1447,7 @@ func (r *Runtime) markGone(s int32) {
 	}
 	stack := append(r.upStack[:0], s)
 	r.gone[s] = true
+	r.needSkip[s] = true
 	for len(stack) > 0 {
 		x := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -1437,6 +1465,7 @@ func (r *Runtime) markGone(s int32) {
 				}
 				if ps.liveKids--; ps.liveKids == 0 {
 					r.gone[p] = true
+					r.needSkip[p] = true
 					stack = append(stack, p)
 				}
 			}
@@ -1458,6 +1487,12 @@ func (r *Runtime) resetNeed() {
 		clear(r.needStamp)
 		r.needGen = 2
 	}
+}
+
+// syncSkip sets needSkip[s] from s's walk node and gone flag.
+func (r *Runtime) syncSkip(s int32) {
+	w := &r.walk[s]
+	r.needSkip[s] = !w.evicted || w.banished || r.gone[s]
 }
 
 // needFrame is a storage on need's search stack: the rest of its current
@@ -2997,6 +3032,7 @@ func (r *Runtime) tryBanish(s int32) {
 	st = &r.storages[s]
 	st.banished = true
 	r.walk[s].banished = true
+	r.syncSkip(s)
 	r.stats.Banished++
 	for _, t := range st.tensors {
 		for _, c := range r.tensors[t].children {
