@@ -95,28 +95,29 @@ const idxKeptList = -2
 const (
 	// idxPerOctave buckets per factor of 2 of c/m: a candidate's bound is
 	// at most 2^(1/16) = 4.4% below its local score.
-	idxPerOctave = 16
-	idxOctaves   = 64 // c/m from 2^-64 to 2^64, clamped beyond
-	idxZero      = 0  // c = 0: bound 0
-	idxLow       = 1  // c/m below 2^-64: bound 0
-	idxFirst     = 2  // first log bucket
-	idxInfB      = idxFirst + 2*idxOctaves*idxPerOctave
-	idxNever     = idxInfB + 1  // lookahead: never used again, score 0
-	idxBuckets   = idxNever + 1 // idxInfB: m = 0, bound +Inf
-	idxSlack     = 1e-9         // relative slack on bounds, far above float rounding
+	idxOctaveShift = 4
+	idxPerOctave   = 1 << idxOctaveShift
+	idxOctaves     = 64 // c/m from 2^-64 to 2^64, clamped beyond
+	idxZero        = 0  // c = 0: bound 0
+	idxLow         = 1  // c/m below 2^-64: bound 0
+	idxFirst       = 2  // first log bucket
+	idxInfB        = idxFirst + 2*idxOctaves*idxPerOctave
+	idxNever       = idxInfB + 1  // lookahead: never used again, score 0
+	idxBuckets     = idxNever + 1 // idxInfB: m = 0, bound +Inf
+	idxSlack       = 1e-9         // relative slack on bounds, far above float rounding
 )
 
 type candIndex struct {
 	kind  idxKind
 	heaps [][]int32 // per bucket: storage ids, min-heap on storage.ikey
-	lo    []float64 // staleness family: lower bound of c/m in the bucket
 	// kmin (staleness and lookahead families): the least knum/size of the
 	// bucket's members since it was last empty. A member's key does not
 	// change while it is filed, so this is a lower bound of c/m over the
-	// members, tighter than lo: layers of one shape share one c/m, and
-	// with lo's slack (up to 2^(1/16)) alone a search walked every member
-	// whose staleness was within that factor of the best's (a fixed share
-	// of the pool on a deep chain, so each choice grew with the model).
+	// members, tighter than bucketLo: layers of one shape share one c/m,
+	// and with bucketLo's slack (up to 2^(1/16)) alone a search walked
+	// every member whose staleness was within that factor of the best's (a
+	// fixed share of the pool on a deep chain, so each choice grew with the
+	// model).
 	kmin  []float64
 	full  []uint64 // bitset of non-empty buckets
 	stack []int32  // scratch: DFS over a heap
@@ -214,22 +215,38 @@ func indexKind(cfg *Config) idxKind {
 }
 
 func newCandIndex(k idxKind) *candIndex {
-	x := &candIndex{kind: k, heaps: make([][]int32, idxBuckets), lo: make([]float64, idxBuckets), kmin: make([]float64, idxBuckets), full: make([]uint64, (idxBuckets+63)/64), reg: classLists{free: -1}, regX: classLists{free: -1}, stick: 1}
-	for b := idxFirst; b < idxInfB; b++ {
-		x.lo[b] = math.Exp2(float64(b-idxFirst-idxOctaves*idxPerOctave)/idxPerOctave) * (1 - idxSlack)
+	return &candIndex{kind: k, heaps: make([][]int32, idxBuckets), kmin: make([]float64, idxBuckets), full: make([]uint64, (idxBuckets+63)/64), reg: classLists{free: -1}, regX: classLists{free: -1}, stick: 1}
+}
+
+// bucketLo returns the lower bound of c/m in bucket b of the staleness
+// and lookahead families, less the slack: 2^(j/idxPerOctave) for the j-th
+// log bucket, computed from octaveSteps as logBucket compares with them (so
+// every member's c/m is at least its bucket's bound before the slack), 0
+// for the zero-cost, low and never-used buckets, +Inf for idxInfB.
+func bucketLo(b int) float64 {
+	switch {
+	case b < idxFirst || b > idxInfB:
+		return 0
+	case b == idxInfB:
+		return math.Inf(1)
 	}
-	x.lo[idxInfB] = math.Inf(1)
-	return x
+	j := b - idxFirst - idxOctaves*idxPerOctave
+	e, k := j>>idxOctaveShift, j&(idxPerOctave-1) // floor division: idxPerOctave is a power of two
+	return math.Ldexp(octaveSteps[k], e) * (1 - idxSlack)
 }
 
 // reset empties x for a new run with index kind k, keeping its buffers.
 func (x *candIndex) reset(k idxKind) {
-	heaps, lo, kmin, full := x.heaps, x.lo, x.kmin, x.full
-	for b := range heaps {
-		heaps[b] = heaps[b][:0]
+	heaps, kmin, full := x.heaps, x.kmin, x.full
+	for w, bits := range full { // an empty bucket's heap is empty already
+		for bits != 0 {
+			b := w<<6 | mathbits.TrailingZeros64(bits)
+			bits &= bits - 1
+			heaps[b] = heaps[b][:0]
+		}
 	}
 	clear(full)
-	*x = candIndex{kind: k, heaps: heaps, lo: lo, kmin: kmin, full: full, stack: x.stack[:0], kept: x.kept[:0],
+	*x = candIndex{kind: k, heaps: heaps, kmin: kmin, full: full, stack: x.stack[:0], kept: x.kept[:0],
 		zeroCost: x.zeroCost[:0], dropped: x.dropped[:0], refresh: x.refresh[:0], renext: x.renext[:0], reg: x.reg.reset(), regX: x.regX.reset(),
 		flush: x.flush[:0], flushX: x.flushX[:0], stick: x.stick + 1}
 }
@@ -1119,9 +1136,9 @@ func (r *Runtime) bound(b int, s int32) float64 {
 // members' least key (less the slack).
 func (x *candIndex) blo(b int) float64 {
 	if b < idxFirst || b >= idxInfB {
-		return x.lo[b]
+		return bucketLo(b)
 	}
-	return max(x.lo[b], x.kmin[b]*(1-idxSlack))
+	return max(bucketLo(b), x.kmin[b]*(1-idxSlack))
 }
 
 // startBurst begins an eviction burst: the choices of one free call, between

@@ -307,7 +307,6 @@ func TestSweepBestReusesDefaultRuns(t *testing.T) {
 // the buckets' bounds: c/m is at least its bucket's lower bound and below
 // the next bucket's (the index's pruning relies on the first).
 func TestLogBucket(t *testing.T) {
-	x := newCandIndex(idxStale)
 	rng := rand.New(rand.NewPCG(3, 4))
 	vals := []int64{1, 2, 3, 7, 1 << 20, 1<<62 + 12345, math.MaxInt64}
 	for i := 0; i < 20000; i++ {
@@ -320,8 +319,8 @@ func TestLogBucket(t *testing.T) {
 			if b < idxFirst || b >= idxInfB {
 				t.Fatalf("logBucket(%d, %d) = %d: outside the finite buckets", c, m, b)
 			}
-			if q < x.lo[b] || (b+1 < idxInfB && q >= x.lo[b+1]/(1-idxSlack)) {
-				t.Fatalf("logBucket(%d, %d) = %d: c/m = %v outside [%v, %v)", c, m, b, q, x.lo[b], x.lo[b+1])
+			if q < bucketLo(b) || (b+1 < idxInfB && q >= bucketLo(b+1)/(1-idxSlack)) {
+				t.Fatalf("logBucket(%d, %d) = %d: c/m = %v outside [%v, %v)", c, m, b, q, bucketLo(b), bucketLo(b+1))
 			}
 			want := idxFirst + idxOctaves*idxPerOctave + int(math.Floor(math.Log2(q)*idxPerOctave))
 			if d := b - want; d < -1 || d > 1 {
@@ -329,6 +328,21 @@ func TestLogBucket(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestBucketLo checks bucketLo against 2^(j/idxPerOctave) less the slack,
+// the closed form of the j-th log bucket's bound.
+func TestBucketLo(t *testing.T) {
+	for b := idxFirst; b < idxInfB; b++ {
+		want := math.Exp2(float64(b-idxFirst-idxOctaves*idxPerOctave)/idxPerOctave) * (1 - idxSlack)
+		if got := bucketLo(b); math.Abs(got-want) > want*1e-15 {
+			t.Fatalf("bucketLo(%d) = %v, want %v", b, got, want)
+		}
+	}
+	require.Zero(t, bucketLo(idxZero))
+	require.Zero(t, bucketLo(idxLow))
+	require.Zero(t, bucketLo(idxNever))
+	require.True(t, math.IsInf(bucketLo(idxInfB), 1))
 }
 
 // TestBurstBounds checks the burst's score bounds (startBurst): replays with
