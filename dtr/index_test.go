@@ -276,6 +276,17 @@ func TestSweepWorkersDeterministic(t *testing.T) {
 		many, err := Sweep(context.Background(), tr, SweepOptions{Heuristic: MSPS, Parity: parity, Workers: 7})
 		require.NoError(t, err)
 		require.Equal(t, one, many)
+		// the workers take the lowest budget first; the results stay in
+		// the caller's order, each the one its budget gives alone
+		mixed := []float64{0.5, 0.9, 0.2, 1.0}
+		got, err := Sweep(context.Background(), tr, SweepOptions{Heuristic: MSPS, Parity: parity, Ratios: mixed, Workers: 2})
+		require.NoError(t, err)
+		require.Len(t, got.Results, len(mixed))
+		for i, r := range mixed {
+			alone, err := Sweep(context.Background(), tr, SweepOptions{Heuristic: MSPS, Parity: parity, Ratios: []float64{r}, Workers: 1})
+			require.NoError(t, err)
+			require.Equal(t, alone.Results[0], got.Results[i], "ratio %g", r)
+		}
 	}
 	_, err := Sweep(context.Background(), tr, SweepOptions{Workers: -1})
 	require.ErrorContains(t, err, "Workers -1")
