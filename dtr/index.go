@@ -232,7 +232,11 @@ func bucketLo(b int) float64 {
 	}
 	j := b - idxFirst - idxOctaves*idxPerOctave
 	e, k := j>>idxOctaveShift, j&(idxPerOctave-1) // floor division: idxPerOctave is a power of two
-	return math.Ldexp(octaveSteps[k], e) * (1 - idxSlack)
+	// 2^e as a float64's exponent bits (e is within ±idxOctaves, far from
+	// the subnormals), so the product is exact: bound() reads this for
+	// every heap node a search visits, where math.Ldexp would check for
+	// special values each time
+	return octaveSteps[k] * math.Float64frombits(uint64(e+1023)<<52) * (1 - idxSlack)
 }
 
 // reset empties x for a new run with index kind k, keeping its buffers.

@@ -224,10 +224,9 @@ type storage struct {
 	inext  int64 // next use when keyed (lookahead index; lookahead-dtr: MaxInt64 in the never-used bucket)
 	// rnext (with rnextOK): the next use an evaluation found for a
 	// candidate of the lookahead index (or lookahead-dtr's), earlier than
-	// its program's
-	// (a referenced evicted dependent is read sooner); it keys the
-	// candidate until the storage is read again (lock clears it). See
-	// refineNext.
+	// its program's (a referenced evicted dependent is read sooner); it
+	// keys the candidate until the storage is read again (lock clears it).
+	// See refineNext.
 	rnext int64
 	knum  int64 // the score numerator the key was computed with
 	kpart int64

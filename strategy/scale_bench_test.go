@@ -47,34 +47,37 @@ func BenchmarkScale(b *testing.B) {
 		{"lstm", [2]func(testing.TB) *graph.Graph{zoo("lstm", 0, 380), zoo("lstm", 0, 3800)}},
 		{"skipdag", [2]func(testing.TB) *graph.Graph{skip(3300), skip(33000)}},
 	} {
-		for _, build := range f.sizes {
-			g := build(b)
-			o, err := OptionsFrom(config.Defaults())
-			if err != nil {
-				b.Fatal(err)
-			}
-			o.Allocator = AllocIdeal
-			base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			o.Budget = base.PeakAllocated / 2
-			for _, s := range All() {
-				b.Run(f.name+"/"+s.Name+"/ops="+strconv.Itoa(len(g.Ops)), func(b *testing.B) {
-					var res Result
-					var err error
-					for i := 0; i < b.N; i++ {
-						if res, err = s.Plan(context.Background(), g, o); err != nil {
-							b.Fatal(err)
+		// a family's graphs are built only when -bench selects it
+		b.Run(f.name, func(b *testing.B) {
+			for _, build := range f.sizes {
+				g := build(b)
+				o, err := OptionsFrom(config.Defaults())
+				if err != nil {
+					b.Fatal(err)
+				}
+				o.Allocator = AllocIdeal
+				base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				o.Budget = base.PeakAllocated / 2
+				for _, s := range All() {
+					b.Run(s.Name+"/ops="+strconv.Itoa(len(g.Ops)), func(b *testing.B) {
+						var res Result
+						var err error
+						for i := 0; i < b.N; i++ {
+							if res, err = s.Plan(context.Background(), g, o); err != nil {
+								b.Fatal(err)
+							}
 						}
-					}
-					if res.Stats.Evaluations > 0 {
-						// genomes, thresholds or heuristic scores judged
-						b.ReportMetric(float64(res.Stats.Evaluations), "evaluations")
-					}
-				})
+						if res.Stats.Evaluations > 0 {
+							// genomes, thresholds or heuristic scores judged
+							b.ReportMetric(float64(res.Stats.Evaluations), "evaluations")
+						}
+					})
+				}
 			}
-		}
+		})
 	}
 }
 
