@@ -68,7 +68,8 @@ type mgeProblem struct {
 	outVars  []int32
 	// Slots for the liveness passes: per op, its storage-owning non-kept
 	// outputs followed by its distinct non-kept input roots that are not
-	// also outputs. slotOut[op] = number of output slots.
+	// also outputs. slotOut[op] = number of output slots. Slots and allocs
+	// hold storage indices (sidSize), not tensor IDs.
 	slotStart []int32
 	slots     []int32
 	slotOut   []int32
@@ -76,6 +77,11 @@ type mgeProblem struct {
 	// allocates when not resident.
 	allocStart []int32
 	allocs     []int32
+	// sidSize is the size of each storage the peak pass tracks, indexed
+	// densely in the order the ops first name them. The pass's per-storage
+	// state then fits in one small array, mostly read in order: indexed by
+	// tensor ID, its random reads missed the cache on 100k-op graphs.
+	sidSize []int64
 }
 
 // mgeMemModel is the part of sim's Machine the fitness mirrors: each op's
@@ -152,13 +158,21 @@ func newMgeProblem(g *graph.Graph, opTime func(graph.OpID) int64, mm mgeMemModel
 	p.opTime = make([]int64, n)
 	p.workspace = make([]int64, n)
 	inSeen := dedup.New(len(g.Tensors)) // an op's distinct input roots
+	sid := make([]int32, nt)            // storage index + 1 (0: none yet)
+	sidOf := func(t graph.TensorID) int32 {
+		if sid[t] == 0 {
+			p.sidSize = append(p.sidSize, p.size[t])
+			sid[t] = int32(len(p.sidSize))
+		}
+		return sid[t] - 1
+	}
 	for i := range g.Ops {
 		op := &g.Ops[i]
 		for _, o := range op.Outputs {
 			if p.root[o] == o {
-				p.allocs = append(p.allocs, int32(o))
+				p.allocs = append(p.allocs, sidOf(o))
 				if !p.keep[o] {
-					p.slots = append(p.slots, int32(o))
+					p.slots = append(p.slots, sidOf(o))
 					p.slotOut[i]++
 				}
 			}
@@ -173,7 +187,7 @@ func newMgeProblem(g *graph.Graph, opTime func(graph.OpID) int64, mm mgeMemModel
 				p.inRoots = append(p.inRoots, int32(r))
 			}
 			if !p.keep[r] && !mgeIsOutput(op, r) {
-				p.slots = append(p.slots, int32(r))
+				p.slots = append(p.slots, sidOf(r))
 			}
 		}
 		p.inStart[i+1] = int32(len(p.inRoots))

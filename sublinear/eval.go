@@ -39,26 +39,37 @@ type mgeEvaluator struct {
 	curDisc    []int32
 	allDisc    []int32
 
-	seq   []int32 // modified sequence: op ids
-	dup   []bool  // seq[i] is a duplicate
-	flags []bool  // free flags per slot of seq (liveness pass)
-	live  []int32 // liveness: "read later" when == stamp (reverse pass)
-	res   []int32 // residency (forward pass) when == stamp
-	mark  []int32 // scratch for thresholdSplits
-	ring  []int64 // workspace ring of the forward pass
+	seq   []int32   // modified sequence: op ids
+	dup   []bool    // seq[i] is a duplicate
+	flags []bool    // free flags per slot of seq (liveness pass)
+	st    []mgeStor // peak's per-storage state, by storage index
+	mark  []int32   // scratch for thresholdSplits
+	ring  []int64   // workspace ring of the forward pass
+}
+
+// mgeStor is the peak pass's state of one storage: its size and the
+// liveness and residency stamps, side by side so that a slot's visit
+// touches one cache line.
+type mgeStor struct {
+	size int64
+	live int32 // "read later" when == stamp (reverse pass)
+	res  int32 // resident (forward pass) when == stamp
 }
 
 func newMgeEvaluator(p *mgeProblem) *mgeEvaluator {
-	return &mgeEvaluator{
+	e := &mgeEvaluator{
 		p:          p,
 		blockBegin: make([]int32, p.n),
 		discK:      make([]int32, p.nt),
 		discStamp:  make([]int32, p.nt),
 		recStamp:   make([]int32, p.nt),
-		live:       make([]int32, p.nt),
-		res:        make([]int32, p.nt),
+		st:         make([]mgeStor, len(p.sidSize)),
 		mark:       make([]int32, p.nt),
 	}
+	for i, sz := range p.sidSize {
+		e.st[i].size = sz
+	}
+	return e
 }
 
 func (e *mgeEvaluator) nextStamp() {
@@ -67,8 +78,9 @@ func (e *mgeEvaluator) nextStamp() {
 		e.stamp = 1
 		clear(e.discStamp)
 		clear(e.recStamp)
-		clear(e.live)
-		clear(e.res)
+		for i := range e.st {
+			e.st[i].live, e.st[i].res = 0, 0
+		}
 	}
 }
 
@@ -308,12 +320,12 @@ func (e *mgeEvaluator) peak() int64 {
 		pos -= len(sl)
 		no := int(p.slotOut[op])
 		for j, t := range sl {
+			s := &e.st[t]
+			e.flags[pos+j] = s.live != e.stamp
 			if j < no {
-				e.flags[pos+j] = e.live[t] != e.stamp
-				e.live[t] = 0
+				s.live = 0
 			} else {
-				e.flags[pos+j] = e.live[t] != e.stamp
-				e.live[t] = e.stamp
+				s.live = e.stamp
 			}
 		}
 	}
@@ -329,9 +341,9 @@ func (e *mgeEvaluator) peak() int64 {
 	ring := e.ring[:0]
 	for _, op := range e.seq {
 		for _, t := range p.allocs[p.allocStart[op]:p.allocStart[op+1]] {
-			if e.res[t] != e.stamp {
-				e.res[t] = e.stamp
-				cur += p.size[t]
+			if s := &e.st[t]; s.res != e.stamp {
+				s.res = e.stamp
+				cur += s.size
 			}
 		}
 		ws := p.workspace[op]
@@ -350,8 +362,9 @@ func (e *mgeEvaluator) peak() int64 {
 		sl := p.slots[p.slotStart[op]:p.slotStart[op+1]]
 		for j, t := range sl {
 			if e.flags[pos+j] {
-				e.res[t] = 0
-				cur -= p.size[t]
+				s := &e.st[t]
+				s.res = 0
+				cur -= s.size
 			}
 		}
 		pos += len(sl)

@@ -290,3 +290,38 @@ func TestEndpointsRestrictSplits(t *testing.T) {
 }
 
 func newTestRand(seed uint64) *mrand.Rand { return mrand.New(newMgeRand(seed)) }
+
+// TestEvaluatorStampWrap checks that an evaluator whose stamps wrap around
+// (after about 2^31 passes) still measures every genome as a fresh one
+// does: the wrap clears every stamped array. Before the wrap every entry
+// holds the stamps the first evaluation after it takes (1 for the discard
+// plan, 2 for the peak pass), as marks left 2^31 passes earlier could.
+func TestEvaluatorStampWrap(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 9))
+	g := trainingGraph(t, 12)
+	s, err := newMgeSearch(context.Background(), g, DefaultSearchOptions())
+	require.NoError(t, err)
+	old := newMgeEvaluator(s.p)
+	for i := range old.discStamp {
+		old.discStamp[i], old.recStamp[i] = 1, 1
+	}
+	for i := range old.st {
+		old.st[i].live, old.st[i].res = 2, 2
+	}
+	old.stamp = 1<<31 - 2 // the next stamp wraps to 1
+	for k := 0; k < 4; k++ {
+		sp := toSplits(randomGenome(s.p, r))
+		want := newMgeEvaluator(s.p).evaluate(sp)
+		require.Equal(t, want, old.evaluate(sp), "evaluation %d after the wrap", k)
+	}
+	require.Equal(t, int32(8), old.stamp, "two stamps per evaluation since the wrap")
+}
+
+// toSplits is a genome as the evaluator takes it.
+func toSplits(g Genome) []int32 {
+	s := make([]int32, len(g))
+	for i, x := range g {
+		s[i] = int32(x)
+	}
+	return s
+}
