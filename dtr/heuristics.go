@@ -230,7 +230,14 @@ func (r *Runtime) nextUse(s int32) int64 {
 	}
 	best := r.progNextUse(s)
 	if best > r.step {
-		best = min(best, r.neededBy(s))
+		nb := r.neededBy(s)
+		if r.neededByRef != nil && !r.needCapHit {
+			r.nbChecks++
+			if ref := r.neededByRef(s); nb != ref && (nb > r.step || ref > r.step) {
+				r.nbMismatch++ // (any value at or before the step stops the walk)
+			}
+		}
+		best = min(best, nb)
 	}
 	return best
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/remat-dev/remat/graph/dtrlog"
+	"github.com/remat-dev/remat/graph/models"
+	"github.com/remat-dev/remat/sim"
 )
 
 // walkDependents visits, depth first, each storage that depends on s (by
@@ -75,14 +77,15 @@ func checkGone(t *testing.T, r *Runtime, name string) (gone int) {
 // and KeepForRemat at every ratio and checks, at every release of a
 // resident storage, that stillNeeded (which stops at the first needed
 // storage and skips the storages marked gone) answers as the plain walk
-// does, and after every run that the storages marked gone are needed by
-// nobody.
+// does, that so does every answer of neededBy (need's walks, which pass
+// over the storages stillNeeded marked) in a choice the cap did not cut,
+// and after every run that the storages marked gone are needed by nobody.
 func TestStillNeededMatchesWalk(t *testing.T) {
 	traces := []*dtrlog.Trace{convertedTreeLSTM(t)}
 	if _, ok := logsPresent(); ok {
 		traces = append(traces, loadTrace(t, "resnet32"), loadTrace(t, "unet"))
 	}
-	var checks, gone, kept, marked int64
+	var checks, nbChecks, gone, kept, marked int64
 	for _, tr := range traces {
 		base, err := MeasureBaseline(tr)
 		require.NoError(t, err)
@@ -106,8 +109,11 @@ func TestStillNeededMatchesWalk(t *testing.T) {
 					}
 					return rt.refNeeded(s)
 				}
+				rt.neededByRef = rt.refNeededBy
 				_ = rt.replay(context.Background(), tr) // thrashing at low ratios is fine
 				require.Zero(t, rt.needMismatch, name)
+				require.Zero(t, rt.nbMismatch, "%s: neededBy differs from the plain walk", name)
+				nbChecks += rt.nbChecks
 				require.Zero(t, badMarks, "%s: storages marked not needed that are", name)
 				checks += rt.needChecks
 				kept += rt.Stats().KeptForRemat
@@ -115,7 +121,8 @@ func TestStillNeededMatchesWalk(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d releases checked, %d kept for rematerialization, %d storages gone at the ends of the runs, %d marks checked", checks, kept, gone, marked)
+	t.Logf("%d releases checked, %d neededBy answers, %d kept for rematerialization, %d storages gone at the ends of the runs, %d marks checked", checks, nbChecks, kept, gone, marked)
+	require.Greater(t, nbChecks, int64(1000))
 	require.Greater(t, checks, int64(10000))
 	require.Positive(t, kept)
 	require.Positive(t, gone)
@@ -164,4 +171,56 @@ func TestGoneOffWhenReleasedIsRead(t *testing.T) {
 	for s := range rt.storages {
 		require.False(t, rt.gone[s])
 	}
+}
+
+// refNeededBy is neededBy's definition as a plain walk: the earliest next
+// use by the program of a referenced storage reachable from s through
+// dropped dependents (MaxInt64 if none), with no cap, no memo and no
+// marks.
+func (r *Runtime) refNeededBy(s int32) int64 {
+	best := int64(math.MaxInt64)
+	r.walkDependents(s, func(k int32) (bool, bool) {
+		if !r.dropped(k) {
+			return false, false
+		}
+		if r.storages[k].refExt > 0 {
+			best = min(best, r.progNextUse(k))
+		}
+		return true, false
+	})
+	return best
+}
+
+// TestNeededByMatchesWalkZoo runs zoo models under the next-use
+// heuristics with KeepForRemat (whose not-needed marks need's walks pass
+// over) and checks every answer of neededBy in a choice whose walks the
+// cap did not cut against the plain walk, as TestStillNeededMatchesWalk
+// does on the logs.
+func TestNeededByMatchesWalkZoo(t *testing.T) {
+	var checks int64
+	// densenet121's concatenations give every activation many dependents
+	zoo := []struct {
+		name  string
+		o     models.Options
+		ratio float64
+	}{
+		{"gpt", models.Options{Depth: 4, Batch: 1, Seq: 32}, 0.4},
+		{"resnet-cifar", models.Options{Depth: 20}, 0.3},
+		{"densenet121", models.Options{Batch: 2, Image: 32}, 0.4},
+	}
+	for _, h := range []Heuristic{Lookahead, LookaheadMSPS} {
+		for _, m := range zoo {
+			rt, _, err := zooUnderDTR(t, m.name, m.o, m.ratio, func(cfg *Config, _ *sim.Result) {
+				cfg.Heuristic, cfg.KeepForRemat, cfg.EvicteeMinSize = h, true, 0
+			}, func(rt *Runtime) { rt.neededByRef = rt.refNeededBy })
+			name := fmt.Sprintf("%s %s", h, m.name)
+			if err != nil {
+				require.ErrorIs(t, err, sim.ErrOutOfMemory, name)
+			}
+			require.Zero(t, rt.nbMismatch, "%s: neededBy differs from the plain walk", name)
+			checks += rt.nbChecks
+		}
+	}
+	t.Logf("%d neededBy answers checked", checks)
+	require.Greater(t, checks, int64(1000))
 }

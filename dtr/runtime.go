@@ -320,6 +320,12 @@ type Runtime struct {
 	needChecks   int64
 	needMismatch int64
 	needCapped   bool
+	// neededByRef (tests) is compared with every neededBy answer of a
+	// choice whose walks the cap did not cut (nbChecks; disagreements in
+	// nbMismatch).
+	neededByRef func(s int32) int64
+	nbChecks    int64
+	nbMismatch  int64
 	// fixedRef (tests) is compared with every decision of releaseFixed
 	// that its witnesses made without a walk from the storage
 	// (fixedChecks; disagreements in fixedMismatch).
@@ -1344,6 +1350,14 @@ func (r *Runtime) dropped(s int32) bool {
 // storage) contributes nothing, a value at the current step stops the
 // search of its storage early (nothing is earlier), and once the choice has
 // visited needCap storages the unvisited dependents count as not needed.
+//
+// The walk passes over the storages stillNeeded's walks marked not needed
+// (nn, kept true by nnDropped; all false without nnOn): no storage the
+// program reads again is reachable from them, so their value is MaxInt64
+// and leaving them out changes no value. On a deep DAG with skip
+// connections most of the dropped region below a candidate is such
+// (released activations whose dependents are not all gone), and without
+// the marks every choice walked it again, up to the cap.
 func (r *Runtime) need(e int32) int64 {
 	if len(r.needStamp) < len(r.storages) {
 		r.needStamp = append(r.needStamp, make([]uint32, len(r.storages)-len(r.needStamp))...)
@@ -1355,6 +1369,9 @@ func (r *Runtime) need(e int32) int64 {
 	g := r.needGen
 	if r.needStamp[e] == g+1 {
 		return r.needVal[e]
+	}
+	if r.nn[e] {
+		return math.MaxInt64
 	}
 	push := func(x int32) {
 		r.needLeft--
@@ -1382,7 +1399,7 @@ func (r *Runtime) need(e int32) int64 {
 			}
 			cs := f.left[0]
 			f.left = f.left[1:]
-			if r.needSkip[cs] {
+			if r.needSkip[cs] || r.nn[cs] {
 				continue
 			}
 			switch r.needStamp[cs] {
