@@ -1354,7 +1354,8 @@ func (r *Runtime) dropped(s int32) bool {
 // The walk passes over the storages stillNeeded's walks marked not needed
 // (nn, kept true by nnDropped; all false without nnOn): no storage the
 // program reads again is reachable from them, so their value is MaxInt64
-// and leaving them out changes no value. On a deep DAG with skip
+// and leaving them out changes no value (a walk that leaves them out
+// reaches the cap later, if at all). On a deep DAG with skip
 // connections most of the dropped region below a candidate is such
 // (released activations whose dependents are not all gone), and without
 // the marks every choice walked it again, up to the cap.
