@@ -34,6 +34,8 @@ import (
 //     within a bucket, so nothing has to be re-keyed when time passes; a
 //     candidate is re-keyed only when its own last access or cost changes.
 //     c = 0 goes to a bucket with bound 0, m = 0 to one with bound +Inf.
+//     A bucket whose heap is crowded files further candidates in finer
+//     heaps of a quarter of its range each (idxCrowded).
 //   - static (msps: c / m <= (c + ancestors) / m; size: 1 / m exact): one
 //     heap on the static key.
 //   - lru: one heap on the last access, which is the exact score.
@@ -105,11 +107,29 @@ const (
 	idxNever       = idxInfB + 1  // lookahead: never used again, score 0
 	idxBuckets     = idxNever + 1 // idxInfB: m = 0, bound +Inf
 	idxSlack       = 1e-9         // relative slack on bounds, far above float rounding
+
+	// A log bucket whose heap holds idxCrowded members files the next
+	// ones in one of idxSplit finer heaps (a quarter of its c/m range
+	// each), heap idxSplitHeap(b, j). A bucket's members may hold two or
+	// more costs per byte a few percent apart (layer kinds of a deep
+	// model); when the best is of the cheaper kind a search walks every
+	// member of the dearer kind whose next use or staleness is within
+	// that factor of the best's, which grows with the model. The finer
+	// heaps cut that factor, and a bucket that holds few members (every
+	// bucket of a small log) keeps its one heap: more heaps cost every
+	// choice a look at their heads.
+	idxCrowded    = 256
+	idxSplitShift = 2
+	idxSplit      = 1 << idxSplitShift
+	idxAllHeaps   = idxBuckets + (idxInfB-idxFirst)*idxSplit
 )
+
+// idxSplitHeap returns the j-th finer heap of log bucket b.
+func idxSplitHeap(b, j int) int { return idxBuckets + (b-idxFirst)*idxSplit + j }
 
 type candIndex struct {
 	kind  idxKind
-	heaps [][]int32 // per bucket: storage ids, min-heap on storage.ikey
+	heaps [][]int32 // per bucket, then per finer heap (idxSplitHeap): storage ids, min-heap on storage.ikey
 	// kmin (staleness and lookahead families): the least knum/size of the
 	// bucket's members since it was last empty. A member's key does not
 	// change while it is filed, so this is a lower bound of c/m over the
@@ -184,6 +204,11 @@ type candIndex struct {
 	// evaluation walked (storage.kpart, regionKeyed); Runtime.wreg lists,
 	// per evicted storage, the candidates whose key parts counted it
 	region bool
+	// crowded: the members a log bucket's heap holds before the bucket
+	// files in its finer heaps (idxCrowded; tests lower it); splitFiled
+	// counts the filings in finer heaps (tests)
+	crowded    int
+	splitFiled int64
 }
 
 // classLists holds a linked list of (candidate, key generation) nodes per
@@ -215,7 +240,7 @@ func indexKind(cfg *Config) idxKind {
 }
 
 func newCandIndex(k idxKind) *candIndex {
-	return &candIndex{kind: k, heaps: make([][]int32, idxBuckets), kmin: make([]float64, idxBuckets), full: make([]uint64, (idxBuckets+63)/64), reg: classLists{free: -1}, regX: classLists{free: -1}, stick: 1}
+	return &candIndex{kind: k, heaps: make([][]int32, idxBuckets), kmin: make([]float64, idxBuckets), full: make([]uint64, (idxBuckets+63)/64), reg: classLists{free: -1}, regX: classLists{free: -1}, stick: 1, crowded: idxCrowded}
 }
 
 // bucketLo returns the lower bound of c/m in bucket b of the staleness
@@ -223,8 +248,15 @@ func newCandIndex(k idxKind) *candIndex {
 // log bucket, computed from octaveSteps as logBucket compares with them (so
 // every member's c/m is at least its bucket's bound before the slack), 0
 // for the zero-cost, low and never-used buckets, +Inf for idxInfB.
+//
+// For a finer heap (idxSplitHeap) it is the lower edge of its quarter of
+// the bucket's range: 2^(j/(idxPerOctave*idxSplit)), from octaveSteps too.
 func bucketLo(b int) float64 {
 	switch {
+	case b >= idxBuckets:
+		j := (b - idxBuckets) - idxOctaves*idxPerOctave*idxSplit
+		e, k := j>>(idxOctaveShift+idxSplitShift), j&(idxPerOctave*idxSplit-1)
+		return octaveSteps[k] * math.Float64frombits(uint64(e+1023)<<52) * (1 - idxSlack)
 	case b < idxFirst || b > idxInfB:
 		return 0
 	case b == idxInfB:
@@ -236,7 +268,7 @@ func bucketLo(b int) float64 {
 	// the subnormals), so the product is exact: bound() reads this for
 	// every heap node a search visits, where math.Ldexp would check for
 	// special values each time
-	return octaveSteps[k] * math.Float64frombits(uint64(e+1023)<<52) * (1 - idxSlack)
+	return octaveSteps[k*idxSplit] * math.Float64frombits(uint64(e+1023)<<52) * (1 - idxSlack)
 }
 
 // reset empties x for a new run with index kind k, keeping its buffers.
@@ -252,7 +284,7 @@ func (x *candIndex) reset(k idxKind) {
 	clear(full)
 	*x = candIndex{kind: k, heaps: heaps, kmin: kmin, full: full, stack: x.stack[:0], kept: x.kept[:0],
 		zeroCost: x.zeroCost[:0], dropped: x.dropped[:0], refresh: x.refresh[:0], renext: x.renext[:0], reg: x.reg.reset(), regX: x.regX.reset(),
-		flush: x.flush[:0], flushX: x.flushX[:0], stick: x.stick + 1}
+		flush: x.flush[:0], flushX: x.flushX[:0], stick: x.stick + 1, crowded: idxCrowded}
 }
 
 // seqKeyed reports whether bucket b's heap is ordered by pool sequence (the
@@ -274,7 +306,7 @@ func logBucket(c, m int64) int {
 	mant := math.Float64frombits(bits&(1<<52-1) | 1023<<52) // in [1, 2)
 	k := 0                                                  // binary search (idxPerOctave is a power of two)
 	for step := idxPerOctave / 2; step > 0; step /= 2 {
-		if mant >= octaveSteps[k+step] {
+		if mant >= octaveSteps[(k+step)*idxSplit] {
 			k += step
 		}
 	}
@@ -288,10 +320,26 @@ func logBucket(c, m int64) int {
 	return idxFirst + idxOctaves*idxPerOctave + j
 }
 
-// octaveSteps[k] = 2^(k/idxPerOctave): the steps of logBucket's octaves.
-var octaveSteps = func() (s [idxPerOctave]float64) {
+// logSplit returns which finer heap of its log bucket c/m goes to (c > 0,
+// m > 0): the quarter of the bucket's range, from the same octaveSteps.
+// For c/m clamped to the top bucket any quarter's bound is below it.
+func logSplit(c, m int64) int {
+	x := float64(c) / float64(m)
+	mant := math.Float64frombits(math.Float64bits(x)&(1<<52-1) | 1023<<52)
+	k := 0
+	for step := idxPerOctave * idxSplit / 2; step > 0; step /= 2 {
+		if mant >= octaveSteps[k+step] {
+			k += step
+		}
+	}
+	return k & (idxSplit - 1)
+}
+
+// octaveSteps[k] = 2^(k/(idxPerOctave*idxSplit)): the steps of logBucket's
+// octaves (every idxSplit-th) and of the finer heaps' (logSplit).
+var octaveSteps = func() (s [idxPerOctave * idxSplit]float64) {
 	for k := range s {
-		s[k] = math.Exp2(float64(k) / idxPerOctave)
+		s[k] = math.Exp2(float64(k) / (idxPerOctave * idxSplit))
 	}
 	return s
 }()
@@ -789,21 +837,39 @@ func (r *Runtime) idxInsert(s int32) {
 	r.idxFile(s, r.bucketOf(s))
 }
 
-// idxFile puts s into bucket b's heap (its key set by bucketOf).
+// idxFile puts s into bucket b's heap, or into one of its finer heaps if
+// that is crowded (its key set by bucketOf).
 func (r *Runtime) idxFile(s int32, b int) {
 	st := &r.storages[s]
-	h := r.idx.heaps[b]
-	if k := r.idx.kind; (k == idxStale || k == idxAhead) && b >= idxFirst && b < idxInfB {
+	x := r.idx
+	if k := x.kind; (k == idxStale || k == idxAhead) && b >= idxFirst && b < idxInfB {
+		if len(x.heaps[b]) >= x.crowded {
+			if len(x.heaps) < idxAllHeaps {
+				x.growSplit()
+			}
+			b = idxSplitHeap(b, logSplit(st.knum, st.ksize))
+			x.splitFiled++
+		}
 		v := float64(st.knum) / float64(st.ksize)
-		if len(h) == 0 || v < r.idx.kmin[b] {
-			r.idx.kmin[b] = v
+		if len(x.heaps[b]) == 0 || v < x.kmin[b] {
+			x.kmin[b] = v
 		}
 	}
+	h := x.heaps[b]
 	st.ibucket = int16(b)
 	st.ipos = int32(len(h))
 	r.idx.heaps[b] = append(h, s)
 	r.idx.full[b>>6] |= 1 << (b & 63)
 	r.idxUp(b, int(st.ipos))
+}
+
+// growSplit makes room for the finer heaps (idxSplitHeap), the first time
+// a bucket is crowded: an index that never needs them does not allocate
+// them.
+func (x *candIndex) growSplit() {
+	x.heaps = append(x.heaps, make([][]int32, idxAllHeaps-len(x.heaps))...)
+	x.kmin = append(x.kmin, make([]float64, idxAllHeaps-len(x.kmin))...)
+	x.full = append(x.full, make([]uint64, (idxAllHeaps+63)/64-len(x.full))...)
 }
 
 // idxRemove takes s out of the index.
@@ -1139,7 +1205,7 @@ func (r *Runtime) bound(b int, s int32) float64 {
 // staleness or lookahead index: the larger of the bucket's edge and its
 // members' least key (less the slack).
 func (x *candIndex) blo(b int) float64 {
-	if b < idxFirst || b >= idxInfB {
+	if b < idxFirst || (b >= idxInfB && b < idxBuckets) {
 		return bucketLo(b)
 	}
 	return max(bucketLo(b), x.kmin[b]*(1-idxSlack))

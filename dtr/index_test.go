@@ -32,13 +32,7 @@ func TestIndexMatchesScanOnLogs(t *testing.T) {
 		for _, h := range indexedHeuristics {
 			for _, lazy := range []bool{false, true} {
 				for _, ratio := range DefaultRatios {
-					cfg := DefaultConfig()
-					cfg.EvicteeMinSize = 0
-					cfg.Heuristic = h
-					cfg.LazyLock = lazy
-					cfg.KeepForRemat = h.NeedsOracle()
-					cfg.Budget = int64(float64(base.PeakBytes) * ratio)
-					cfg.RematLimit = base.ComputeNs
+					cfg := logRunConfig(h, lazy, base, ratio)
 					rt, err := New(cfg, nil)
 					require.NoError(t, err)
 					require.NotNil(t, rt.idx, h.String())
@@ -72,6 +66,21 @@ func TestIndexMatchesScanOnLogs(t *testing.T) {
 		}
 		t.Logf("%s: %d evictions, %d score evaluations with the index, %d with the scan", m, choices, evIdx, evScan)
 	}
+}
+
+// logRunConfig is the configuration of the index tests' log runs:
+// heuristic h, eager or lazy locking, no minimum evictee size, kept
+// storages with the next-use heuristics, the budget ratio of base's peak
+// and a rematerialization limit of its compute.
+func logRunConfig(h Heuristic, lazy bool, base Baseline, ratio float64) Config {
+	cfg := DefaultConfig()
+	cfg.EvicteeMinSize = 0
+	cfg.Heuristic = h
+	cfg.LazyLock = lazy
+	cfg.KeepForRemat = h.NeedsOracle()
+	cfg.Budget = int64(float64(base.PeakBytes) * ratio)
+	cfg.RematLimit = base.ComputeNs
+	return cfg
 }
 
 // requireIndexAgreed requires that the indexed run ri (checked against the
@@ -316,7 +325,8 @@ func TestSweepBestReusesDefaultRuns(t *testing.T) {
 
 // TestLogBucket checks logBucket against floor(16 log2(c/m)) and against
 // the buckets' bounds: c/m is at least its bucket's lower bound and below
-// the next bucket's (the index's pruning relies on the first).
+// the next bucket's (the index's pruning relies on the first); and the
+// same of logSplit's finer heap.
 func TestLogBucket(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	vals := []int64{1, 2, 3, 7, 1 << 20, 1<<62 + 12345, math.MaxInt64}
@@ -337,12 +347,19 @@ func TestLogBucket(t *testing.T) {
 			if d := b - want; d < -1 || d > 1 {
 				t.Fatalf("logBucket(%d, %d) = %d, floor(16 log2) gives %d", c, m, b, want)
 			}
+			// the finer heap: its quarter of the bucket's range
+			j := logSplit(c, m)
+			f := idxSplitHeap(b, j)
+			if q < bucketLo(f) || (j+1 < idxSplit && q >= bucketLo(f+1)/(1-idxSlack)) || (j+1 == idxSplit && b+1 < idxInfB && q >= bucketLo(b+1)/(1-idxSlack)) {
+				t.Fatalf("logSplit(%d, %d) = %d: c/m = %v outside [%v, %v)", c, m, j, q, bucketLo(f), bucketLo(f+1))
+			}
 		}
 	}
 }
 
 // TestBucketLo checks bucketLo against 2^(j/idxPerOctave) less the slack,
-// the closed form of the j-th log bucket's bound.
+// the closed form of the j-th log bucket's bound, and against
+// 2^(k/(idxPerOctave*idxSplit)) for the finer heaps.
 func TestBucketLo(t *testing.T) {
 	for b := idxFirst; b < idxInfB; b++ {
 		want := math.Exp2(float64(b-idxFirst-idxOctaves*idxPerOctave)/idxPerOctave) * (1 - idxSlack)
@@ -350,6 +367,17 @@ func TestBucketLo(t *testing.T) {
 			t.Fatalf("bucketLo(%d) = %v, want %v", b, got, want)
 		}
 	}
+	for b := idxFirst; b < idxInfB; b++ {
+		for j := 0; j < idxSplit; j++ {
+			k := (b-idxFirst-idxOctaves*idxPerOctave)*idxSplit + j
+			want := math.Exp2(float64(k)/(idxPerOctave*idxSplit)) * (1 - idxSlack)
+			if got := bucketLo(idxSplitHeap(b, j)); math.Abs(got-want) > want*1e-15 {
+				t.Fatalf("bucketLo(finer heap %d of %d) = %v, want %v", j, b, got, want)
+			}
+		}
+		require.Equal(t, bucketLo(b), bucketLo(idxSplitHeap(b, 0)), "the first finer heap's bound is its bucket's")
+	}
+	require.Less(t, idxAllHeaps, math.MaxInt16, "heap numbers fit storage.ibucket")
 	require.Zero(t, bucketLo(idxZero))
 	require.Zero(t, bucketLo(idxLow))
 	require.Zero(t, bucketLo(idxNever))
@@ -490,4 +518,53 @@ func TestIndexMatchesScanOnTieChains(t *testing.T) {
 		}
 	}
 	tc.done(t, 1000)
+}
+
+// TestIndexSplitMatchesScan lowers the members a log bucket holds before
+// it files in its finer heaps (candIndex.crowded) to 2, so that nearly
+// every bucket splits, and checks at every eviction that the index still
+// chooses what the scan chooses and that every filed key is a bound, on
+// both logs at every ratio (the staleness and lookahead kinds, which
+// split), on random programs and on zoo models.
+func TestIndexSplitMatchesScan(t *testing.T) {
+	var split, choices int64
+	setup := func(rt *Runtime) {
+		rt.idxCheck = true
+		if rt.idx != nil {
+			rt.idx.crowded = 2
+		}
+	}
+	check := func(rt *Runtime, name string) {
+		require.Zero(t, rt.idxMismatch, name)
+		require.Zero(t, rt.idxBadKeys, name)
+		require.Zero(t, rt.idxBadRefs, name)
+		if rt.idx != nil {
+			split += rt.idx.splitFiled
+		}
+		choices += rt.Stats().Evictions
+	}
+	hs := []Heuristic{HDTR, HDTREqClass, HDTRLocal, MegEngine, Lookahead, LookaheadMSPS, LookaheadDTR}
+	eqFixedRuns(t, hs, 13, setup, check)
+	eqZooRuns(t, hs, setup, check)
+	if _, ok := logsPresent(); ok {
+		for _, m := range []string{"resnet32", "unet"} {
+			tr := loadTrace(t, m)
+			base, err := MeasureBaseline(tr)
+			require.NoError(t, err)
+			for _, h := range hs {
+				for _, ratio := range DefaultRatios {
+					rt, err := New(logRunConfig(h, false, base, ratio), nil)
+					require.NoError(t, err)
+					setup(rt)
+					if h.NeedsOracle() {
+						rt.SetOracle(newTraceOracle(tr))
+					}
+					_ = rt.replay(context.Background(), tr) // thrashing or out of memory, as the scan would
+					check(rt, fmt.Sprintf("%s %s ratio %.1f", m, h, ratio))
+				}
+			}
+		}
+	}
+	t.Logf("%d evictions checked, %d filings in finer heaps", choices, split)
+	require.Greater(t, split, int64(10000))
 }
