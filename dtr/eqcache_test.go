@@ -75,6 +75,24 @@ func eqZooRuns(t *testing.T, hs []Heuristic, setup func(*Runtime), check func(rt
 	}
 }
 
+// parityRandomRuns runs random programs (seeds 1 to seeds of stream)
+// under parity mode with heuristic h, budgets from 120,000 to 340,000
+// bytes, then calls check (an out-of-memory end is allowed).
+func parityRandomRuns(t *testing.T, h Heuristic, seeds, stream uint64, setup func(*Runtime), check func(rt *Runtime, name string)) {
+	t.Helper()
+	for seed := uint64(1); seed <= seeds; seed++ {
+		cfg := ParityConfig(h)
+		cfg.Budget = 120_000 + int64(seed%12)*20_000
+		rt, err := New(cfg, nil)
+		require.NoError(t, err)
+		setup(rt)
+		if err := randomProgram(rt, rand.New(rand.NewPCG(seed, stream)), 500); err != nil {
+			require.ErrorIs(t, err, sim.ErrOutOfMemory)
+		}
+		check(rt, fmt.Sprintf("parity %s seed %d", h, seed))
+	}
+}
+
 // smallConfig is the default configuration for the random programs:
 // heuristic h, no minimum evictee size, budget bytes, evicting by mode
 // (evictMode).
@@ -167,20 +185,12 @@ func TestKeptKeyPartsMatchScan(t *testing.T) {
 	// parity mode: epochs whose keys allow for negative classes (a kept
 	// part from before such an epoch is no bound in it)
 	var negEpochs int
-	for seed := uint64(1); seed <= 24; seed++ {
-		cfg := ParityConfig(HDTREqClass)
-		cfg.Budget = 120_000 + int64(seed%12)*20_000
-		rt, err := New(cfg, nil)
-		require.NoError(t, err)
-		hook(rt)
-		if err := randomProgram(rt, rand.New(rand.NewPCG(seed, 11)), 500); err != nil {
-			require.ErrorIs(t, err, sim.ErrOutOfMemory)
-		}
-		check(rt, fmt.Sprintf("parity seed %d", seed))
+	parityRandomRuns(t, HDTREqClass, 24, 11, hook, func(rt *Runtime, name string) {
+		check(rt, name)
 		if rt.idx != nil {
 			negEpochs += rt.idx.negEpochs
 		}
-	}
+	})
 	t.Logf("%d evictions checked, %d keys filed with a kept part, %d neg epochs", evictions, reuses, negEpochs)
 	require.Greater(t, reuses, int64(1000))
 	require.Greater(t, evictions, int64(1000))

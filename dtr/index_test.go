@@ -525,7 +525,8 @@ func TestIndexMatchesScanOnTieChains(t *testing.T) {
 // every bucket splits, and checks at every eviction that the index still
 // chooses what the scan chooses and that every filed key is a bound, on
 // both logs at every ratio (the staleness and lookahead kinds, which
-// split), on random programs and on zoo models.
+// split), on random programs and on zoo models, and in parity mode with
+// the reference heuristics of the staleness kind.
 func TestIndexSplitMatchesScan(t *testing.T) {
 	var split, choices int64
 	setup := func(rt *Runtime) {
@@ -546,6 +547,10 @@ func TestIndexSplitMatchesScan(t *testing.T) {
 	hs := []Heuristic{HDTR, HDTREqClass, HDTRLocal, MegEngine, Lookahead, LookaheadMSPS, LookaheadDTR}
 	eqFixedRuns(t, hs, 13, setup, check)
 	eqZooRuns(t, hs, setup, check)
+	// parity mode: the reference heuristics of the staleness kind
+	for _, h := range []Heuristic{HDTR, HDTREqClass, HDTRLocal} {
+		parityRandomRuns(t, h, 12, 17, setup, check)
+	}
 	if _, ok := logsPresent(); ok {
 		for _, m := range []string{"resnet32", "unet"} {
 			tr := loadTrace(t, m)
@@ -553,7 +558,8 @@ func TestIndexSplitMatchesScan(t *testing.T) {
 			require.NoError(t, err)
 			for _, h := range hs {
 				for _, ratio := range DefaultRatios {
-					rt, err := New(logRunConfig(h, false, base, ratio), nil)
+					cfg := logRunConfig(h, false, base, ratio)
+					rt, err := New(cfg, nil)
 					require.NoError(t, err)
 					setup(rt)
 					if h.NeedsOracle() {
@@ -561,6 +567,15 @@ func TestIndexSplitMatchesScan(t *testing.T) {
 					}
 					_ = rt.replay(context.Background(), tr) // thrashing or out of memory, as the scan would
 					check(rt, fmt.Sprintf("%s %s ratio %.1f", m, h, ratio))
+					if h == HDTREqClass || h == HDTRLocal {
+						pc := ParityConfig(h)
+						pc.Budget, pc.RematLimit = cfg.Budget, cfg.RematLimit
+						rp, err := New(pc, nil)
+						require.NoError(t, err)
+						setup(rp)
+						_ = rp.replay(context.Background(), tr)
+						check(rp, fmt.Sprintf("%s %s parity ratio %.1f", m, h, ratio))
+					}
 				}
 			}
 		}
