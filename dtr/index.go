@@ -1292,6 +1292,7 @@ func (r *Runtime) idxBetter(sc score, seq int64, bs score, bseq int64) bool {
 // bound first (to find a good best early), then every other bucket whose
 // head bound does not exceed the best.
 func (r *Runtime) chooseIndexed() (int32, score) {
+	r.idxChoices++
 	x := r.idx
 	first, fb := -1, math.Inf(1)
 	for w, bits := range x.full {
@@ -1439,6 +1440,7 @@ func (r *Runtime) idxSearch(b int, c *idxChoice) {
 		i := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		s := h[i]
+		r.idxNodes++
 		if c.best >= 0 && r.bound(b, s) > c.bs.f {
 			continue // the whole subtree is bounded above the best
 		}

@@ -387,6 +387,9 @@ type Runtime struct {
 	eqMismatch  int64
 	keyReuses   int64
 	stalePrunes int64
+	// idxNodes counts the heap nodes the index's searches looked at, and
+	// idxChoices the choices the index made (benchmarks)
+	idxNodes, idxChoices int64
 	// eqOf, eqSum, eqFloor: the last eqNeighbours call's storage, sum
 	// and floor sum
 	eqOf    int32

@@ -2,6 +2,8 @@ package dtr
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"testing"
 
 	"github.com/remat-dev/remat/sim/alloc"
@@ -25,7 +27,9 @@ func resnetCIFARRun(tb testing.TB, g *graph.Graph, cfg Config) Stats {
 	return st
 }
 
-func benchResnetCIFAR(b *testing.B, depth int, h Heuristic) {
+// resnetCIFARSetup builds resnet-cifar at depth and the configuration of
+// heuristic h at half its baseline peak (caching allocator, no capacity).
+func resnetCIFARSetup(b *testing.B, depth int, h Heuristic) (*graph.Graph, Config) {
 	g, err := models.Build("resnet-cifar", models.Options{Depth: depth})
 	if err != nil {
 		b.Fatal(err)
@@ -37,6 +41,11 @@ func benchResnetCIFAR(b *testing.B, depth int, h Heuristic) {
 	cfg := DefaultConfig()
 	cfg.Heuristic = h
 	cfg.Budget = base.PeakAllocated / 2
+	return g, cfg
+}
+
+func benchResnetCIFAR(b *testing.B, depth int, h Heuristic) {
+	g, cfg := resnetCIFARSetup(b, depth, h)
 	var st Stats
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -54,3 +63,52 @@ func BenchmarkResnetCIFAR10kLookahead(b *testing.B)  { benchResnetCIFAR(b, 950, 
 func BenchmarkResnetCIFAR100kLookahead(b *testing.B) { benchResnetCIFAR(b, 9500, Lookahead) }
 func BenchmarkResnetCIFAR10kEqClass(b *testing.B)    { benchResnetCIFAR(b, 950, HDTREqClass) }
 func BenchmarkResnetCIFAR100kEqClass(b *testing.B)   { benchResnetCIFAR(b, 9500, HDTREqClass) }
+
+// BenchmarkIndexCrowded runs the lookahead heuristic with kept storages
+// (the dtr strategy's) on resnet-cifar at about 10k, 100k and 1M ops
+// (about 2.5 GB of memory at 1M), budget 0.5, with the index's crowded
+// buckets split into finer heaps (split, the default) and with one heap
+// per bucket whatever its size (one-heap), and reports the heap nodes a
+// choice looks at. On a deep model of a few layer kinds one heap per
+// bucket makes that figure grow with the model (its buckets hold kinds a
+// few percent apart in cost per byte).
+//
+//	go test ./dtr -run XXX -bench IndexCrowded -benchtime 1x
+//	go test ./dtr -run XXX -bench 'IndexCrowded/depth=9500/' -benchtime 3x
+func BenchmarkIndexCrowded(b *testing.B) {
+	for _, depth := range []int{950, 9500, 95000} {
+		// a depth's graph is built only when -bench selects it
+		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
+			g, cfg := resnetCIFARSetup(b, depth, Lookahead)
+			cfg.KeepForRemat = true
+			for _, c := range []struct {
+				name    string
+				crowded int
+			}{{"split", idxCrowded}, {"one-heap", math.MaxInt}} {
+				b.Run(c.name, func(b *testing.B) {
+					var nodes, choices int64
+					for i := 0; i < b.N; i++ {
+						m, err := sim.NewMachine(g, sim.Options{Allocator: alloc.NewCaching(-1), Capacity: -1})
+						if err != nil {
+							b.Fatal(err)
+						}
+						h := &SimHost{M: m}
+						rt, err := New(cfg, h)
+						if err != nil {
+							b.Fatal(err)
+						}
+						rt.idx.crowded = c.crowded
+						h.d = newDriver(g, rt)
+						if _, err := drive(context.Background(), h.d, m.OpTime, m.OpWorkspace); err != nil {
+							b.Fatal(err)
+						}
+						nodes, choices = rt.idxNodes, rt.idxChoices
+					}
+					b.ReportMetric(float64(len(g.Ops)), "graph-ops")
+					b.ReportMetric(float64(nodes)/float64(choices), "nodes/choice")
+					b.ReportMetric(float64(choices), "choices")
+				})
+			}
+		})
+	}
+}
