@@ -495,8 +495,7 @@ func (r *Runtime) checkScan(s int32) {
 		if r.refRoot[i] != want {
 			r.idxBadRefs++
 		}
-		w := &r.walk[i]
-		if r.needSkip[i] != (!w.evicted || w.banished || r.gone[i]) {
+		if r.needSkip[i] != r.skipOf(int32(i)) {
 			r.idxBadRefs++
 		}
 	}

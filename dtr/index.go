@@ -252,23 +252,24 @@ func newCandIndex(k idxKind) *candIndex {
 // For a finer heap (idxSplitHeap) it is the lower edge of its quarter of
 // the bucket's range: 2^(j/(idxPerOctave*idxSplit)), from octaveSteps too.
 func bucketLo(b int) float64 {
+	var j int // the bound's step, in finer heaps' steps from c/m = 1
 	switch {
 	case b >= idxBuckets:
-		j := (b - idxBuckets) - idxOctaves*idxPerOctave*idxSplit
-		e, k := j>>(idxOctaveShift+idxSplitShift), j&(idxPerOctave*idxSplit-1)
-		return octaveSteps[k] * math.Float64frombits(uint64(e+1023)<<52) * (1 - idxSlack)
+		j = (b - idxBuckets) - idxOctaves*idxPerOctave*idxSplit
 	case b < idxFirst || b > idxInfB:
 		return 0
 	case b == idxInfB:
 		return math.Inf(1)
+	default:
+		j = (b - idxFirst - idxOctaves*idxPerOctave) * idxSplit
 	}
-	j := b - idxFirst - idxOctaves*idxPerOctave
-	e, k := j>>idxOctaveShift, j&(idxPerOctave-1) // floor division: idxPerOctave is a power of two
+	// floor division: the steps per octave are a power of two
+	e, k := j>>(idxOctaveShift+idxSplitShift), j&(idxPerOctave*idxSplit-1)
 	// 2^e as a float64's exponent bits (e is within ±idxOctaves, far from
 	// the subnormals), so the product is exact: bound() reads this for
 	// every heap node a search visits, where math.Ldexp would check for
 	// special values each time
-	return octaveSteps[k*idxSplit] * math.Float64frombits(uint64(e+1023)<<52) * (1 - idxSlack)
+	return octaveSteps[k] * math.Float64frombits(uint64(e+1023)<<52) * (1 - idxSlack)
 }
 
 // reset empties x for a new run with index kind k, keeping its buffers.
@@ -303,14 +304,7 @@ func logBucket(c, m int64) int {
 	x := float64(c) / float64(m)
 	bits := math.Float64bits(x)
 	e := int((bits>>52)&0x7ff) - 1023
-	mant := math.Float64frombits(bits&(1<<52-1) | 1023<<52) // in [1, 2)
-	k := 0                                                  // binary search (idxPerOctave is a power of two)
-	for step := idxPerOctave / 2; step > 0; step /= 2 {
-		if mant >= octaveSteps[(k+step)*idxSplit] {
-			k += step
-		}
-	}
-	j := e*idxPerOctave + k
+	j := e*idxPerOctave + octaveStep(x, idxPerOctave)
 	switch {
 	case (bits>>52)&0x7ff == 0 || j < -idxOctaves*idxPerOctave:
 		return idxLow
@@ -324,15 +318,22 @@ func logBucket(c, m int64) int {
 // m > 0): the quarter of the bucket's range, from the same octaveSteps.
 // For c/m clamped to the top bucket any quarter's bound is below it.
 func logSplit(c, m int64) int {
-	x := float64(c) / float64(m)
-	mant := math.Float64frombits(math.Float64bits(x)&(1<<52-1) | 1023<<52)
+	return octaveStep(float64(c)/float64(m), idxPerOctave*idxSplit) & (idxSplit - 1)
+}
+
+// octaveStep returns the step of x's mantissa among n steps per octave
+// (n a power of two dividing len(octaveSteps)): the largest k with
+// octaveSteps[k*len(octaveSteps)/n] <= the mantissa, by binary search.
+func octaveStep(x float64, n int) int {
+	mant := math.Float64frombits(math.Float64bits(x)&(1<<52-1) | 1023<<52) // in [1, 2)
+	stride := len(octaveSteps) / n
 	k := 0
-	for step := idxPerOctave * idxSplit / 2; step > 0; step /= 2 {
-		if mant >= octaveSteps[k+step] {
+	for step := n / 2; step > 0; step /= 2 {
+		if mant >= octaveSteps[(k+step)*stride] {
 			k += step
 		}
 	}
-	return k & (idxSplit - 1)
+	return k
 }
 
 // octaveSteps[k] = 2^(k/(idxPerOctave*idxSplit)): the steps of logBucket's

@@ -1467,7 +1467,7 @@ func (r *Runtime) markGone(s int32) {
 	}
 	stack := append(r.upStack[:0], s)
 	r.gone[s] = true
-	r.needSkip[s] = true
+	r.syncSkip(s)
 	for len(stack) > 0 {
 		x := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -1485,7 +1485,7 @@ func (r *Runtime) markGone(s int32) {
 				}
 				if ps.liveKids--; ps.liveKids == 0 {
 					r.gone[p] = true
-					r.needSkip[p] = true
+					r.syncSkip(p)
 					stack = append(stack, p)
 				}
 			}
@@ -1510,9 +1510,13 @@ func (r *Runtime) resetNeed() {
 }
 
 // syncSkip sets needSkip[s] from s's walk node and gone flag.
-func (r *Runtime) syncSkip(s int32) {
+func (r *Runtime) syncSkip(s int32) { r.needSkip[s] = r.skipOf(s) }
+
+// skipOf is needSkip's definition: whether need passes storage s over (not
+// evicted, banished, or gone).
+func (r *Runtime) skipOf(s int32) bool {
 	w := &r.walk[s]
-	r.needSkip[s] = !w.evicted || w.banished || r.gone[s]
+	return !w.evicted || w.banished || r.gone[s]
 }
 
 // needFrame is a storage on need's search stack: the rest of its current

@@ -66,7 +66,7 @@ func BenchmarkResnetCIFAR100kEqClass(b *testing.B)   { benchResnetCIFAR(b, 9500,
 
 // BenchmarkIndexCrowded runs the lookahead heuristic with kept storages
 // (the dtr strategy's) on resnet-cifar at about 10k, 100k and 1M ops
-// (about 2.5 GB of memory at 1M), budget 0.5, with the index's crowded
+// (about 3 GB of peak RSS at 1M), budget 0.5, with the index's crowded
 // buckets split into finer heaps (split, the default) and with one heap
 // per bucket whatever its size (one-heap), and reports the heap nodes a
 // choice looks at. On a deep model of a few layer kinds one heap per
