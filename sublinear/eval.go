@@ -31,7 +31,7 @@ type mgeEvaluator struct {
 	blockBegin []int32 // per op: first op of its block
 	discK      []int32 // per var: access index after which it is discarded
 	discStamp  []int32 // discK valid when == stamp
-	recStamp   []int32 // var recomputed (MegEngine's var_map) when == stamp
+	vs         []mgeVar
 	recomps    []mgeRecomp
 	recTmp     []mgeRecomp // sortRecomps' other buffer
 	bucket     []int32     // sortRecomps' counts, one per op + 1
@@ -43,18 +43,40 @@ type mgeEvaluator struct {
 	dup   []bool    // seq[i] is a duplicate
 	flags []bool    // free flags per slot of seq (liveness pass)
 	st    []mgeStor // peak's per-storage state, by storage index
+	sizes []int64   // distinct storage sizes, indexed by mgeStor.size
 	mark  []int32   // scratch for thresholdSplits
 	ring  []int64   // workspace ring of the forward pass
 }
 
-// mgeStor is the peak pass's state of one storage: its size and the
-// liveness and residency stamps, side by side so that a slot's visit
-// touches one cache line.
+// mgeStor is the peak pass's state of one storage, 8 bytes so that the
+// array stays in cache on 100k-op graphs: its size, as an index into the
+// evaluator's table of distinct sizes, and one stamp. The reverse pass
+// sets mark to its stamp for "read later"; the forward pass takes the next
+// stamp and sets mark to it for "resident", which no mark of the reverse
+// pass equals.
 type mgeStor struct {
-	size int64
-	live int32 // "read later" when == stamp (reverse pass)
-	res  int32 // resident (forward pass) when == stamp
+	mark int32
+	size int32 // index into mgeEvaluator.sizes
 }
+
+// mgeVar is what applyDiscardPlan's recursion reads of a var, in one
+// 16-byte record: the recursion visits vars all over the graph, and on
+// 100k-op graphs each of the separate per-tensor arrays it read (producer,
+// last access, discard and recompute stamps, the discard's access) missed
+// the cache.
+type mgeVar struct {
+	dupOp   int32 // producer, or -1 if a recompute may not duplicate it
+	lastAcc int32 // p.lastAcc
+	// end replaces lastAcc as the var's last planned access when
+	// endStamp == stamp: its discard access, or endRecomputed once a
+	// duplicate has recomputed it (MegEngine's var_map).
+	endStamp int32
+	end      int32
+}
+
+// endRecomputed is mgeVar.end of a var recomputed in this evaluation: it
+// stays resident for every later reader.
+const endRecomputed = 1<<31 - 1
 
 func newMgeEvaluator(p *mgeProblem) *mgeEvaluator {
 	e := &mgeEvaluator{
@@ -62,12 +84,26 @@ func newMgeEvaluator(p *mgeProblem) *mgeEvaluator {
 		blockBegin: make([]int32, p.n),
 		discK:      make([]int32, p.nt),
 		discStamp:  make([]int32, p.nt),
-		recStamp:   make([]int32, p.nt),
+		vs:         make([]mgeVar, p.nt),
 		st:         make([]mgeStor, len(p.sidSize)),
 		mark:       make([]int32, p.nt),
 	}
+	for i := range e.vs {
+		op := p.prod[i]
+		if op < 0 || p.noDup[op] {
+			op = -1
+		}
+		e.vs[i] = mgeVar{dupOp: op, lastAcc: p.lastAcc[i]}
+	}
+	idx := make(map[int64]int32)
 	for i, sz := range p.sidSize {
-		e.st[i].size = sz
+		k, ok := idx[sz]
+		if !ok {
+			k = int32(len(e.sizes))
+			idx[sz] = k
+			e.sizes = append(e.sizes, sz)
+		}
+		e.st[i].size = k
 	}
 	return e
 }
@@ -77,9 +113,11 @@ func (e *mgeEvaluator) nextStamp() {
 	if e.stamp == 1<<31-1 { // wrap: clear every stamped array
 		e.stamp = 1
 		clear(e.discStamp)
-		clear(e.recStamp)
+		for i := range e.vs {
+			e.vs[i].endStamp = 0
+		}
 		for i := range e.st {
-			e.st[i].live, e.st[i].res = 0, 0
+			e.st[i].mark = 0
 		}
 	}
 }
@@ -179,6 +217,7 @@ func (e *mgeEvaluator) makeDiscardPlan(s []int32) {
 		}
 		a := p.accStart[v] + e.discK[v]
 		e.recomps = append(e.recomps, mgeRecomp{reader: p.accTime[a+1], disc: p.accTime[a], v: v})
+		e.vs[v].endStamp, e.vs[v].end = e.stamp, p.accTime[a]
 	}
 	e.sortRecomps()
 }
@@ -239,16 +278,16 @@ func cmpRecomp(a, b mgeRecomp) int {
 	return int(a.v - b.v)
 }
 
-// alive reports whether var x, not recomputed, is still resident when the
-// original op at time t is about to run: produced before t and its last
-// planned access (the discard access, or its last read) not before t.
-func (e *mgeEvaluator) alive(x int32, t int32) bool {
-	p := e.p
-	end := p.lastAcc[x]
-	if e.discStamp[x] == e.stamp {
-		end = p.accTime[p.accStart[x]+e.discK[x]]
+// resident reports whether var x is resident when the original op at time
+// t is about to run: recomputed already, or its last planned access (the
+// discard access, or its last read) not before t. x is always produced
+// before t: it is read at t, or by an op produced before t.
+func (e *mgeEvaluator) resident(x, t int32) bool {
+	v := &e.vs[x]
+	if v.endStamp == e.stamp {
+		return v.end >= t
 	}
-	return p.prod[x] < t && end >= t
+	return v.lastAcc >= t
 }
 
 // applyDiscardPlan is MegEngine's apply_discard_plan: walk the original
@@ -264,7 +303,7 @@ func (e *mgeEvaluator) applyDiscardPlan() (time int64, ndup int32) {
 		for k < len(e.recomps) && e.recomps[k].reader == t {
 			v := e.recomps[k].v
 			k++
-			if e.recStamp[v] == e.stamp {
+			if r := &e.vs[v]; r.endStamp == e.stamp && r.end == endRecomputed {
 				continue
 			}
 			bb := e.blockBegin[p.prod[v]]
@@ -278,11 +317,11 @@ func (e *mgeEvaluator) applyDiscardPlan() (time int64, ndup int32) {
 
 func (e *mgeEvaluator) addDep(x, bb, t int32, time int64, ndup int32) (int64, int32) {
 	p := e.p
-	if e.recStamp[x] == e.stamp || e.alive(x, t) {
+	if e.resident(x, t) {
 		return time, ndup
 	}
-	op := p.prod[x]
-	if op < bb || p.noDup[op] {
+	op := e.vs[x].dupOp // -1 if it may not be duplicated
+	if op < bb {
 		return time, ndup
 	}
 	for _, r := range p.inRoots[p.inStart[op]:p.inStart[op+1]] {
@@ -291,7 +330,7 @@ func (e *mgeEvaluator) addDep(x, bb, t int32, time int64, ndup int32) (int64, in
 	e.seq = append(e.seq, op)
 	e.dup = append(e.dup, true)
 	for _, o := range p.outVars[p.outStart[op]:p.outStart[op+1]] {
-		e.recStamp[o] = e.stamp
+		e.vs[o].endStamp, e.vs[o].end = e.stamp, endRecomputed
 	}
 	return time + p.opTime[op], ndup + 1
 }
@@ -312,7 +351,8 @@ func (e *mgeEvaluator) peak() int64 {
 		e.flags = make([]bool, total)
 	}
 	e.flags = e.flags[:total]
-	e.nextStamp() // fresh liveness/residency stamps; discard stamps are no longer needed
+	e.nextStamp() // fresh liveness stamp; discard stamps are no longer needed
+	live := e.stamp
 	pos := total
 	for i := len(e.seq) - 1; i >= 0; i-- {
 		op := e.seq[i]
@@ -321,14 +361,16 @@ func (e *mgeEvaluator) peak() int64 {
 		no := int(p.slotOut[op])
 		for j, t := range sl {
 			s := &e.st[t]
-			e.flags[pos+j] = s.live != e.stamp
+			e.flags[pos+j] = s.mark != live
 			if j < no {
-				s.live = 0
+				s.mark = 0
 			} else {
-				s.live = e.stamp
+				s.mark = live
 			}
 		}
 	}
+	e.nextStamp() // residency stamp, equal to no mark the reverse pass left
+	res := e.stamp
 	// Forward pass. ring holds the workspaces of the previous wsSlots-1
 	// computes, still alive (sim's workspace ring).
 	cur := p.resident0
@@ -341,9 +383,9 @@ func (e *mgeEvaluator) peak() int64 {
 	ring := e.ring[:0]
 	for _, op := range e.seq {
 		for _, t := range p.allocs[p.allocStart[op]:p.allocStart[op+1]] {
-			if s := &e.st[t]; s.res != e.stamp {
-				s.res = e.stamp
-				cur += s.size
+			if s := &e.st[t]; s.mark != res {
+				s.mark = res
+				cur += e.sizes[s.size]
 			}
 		}
 		ws := p.workspace[op]
@@ -363,8 +405,8 @@ func (e *mgeEvaluator) peak() int64 {
 		for j, t := range sl {
 			if e.flags[pos+j] {
 				s := &e.st[t]
-				s.res = 0
-				cur -= s.size
+				s.mark = 0
+				cur -= e.sizes[s.size]
 			}
 		}
 		pos += len(sl)

@@ -295,7 +295,8 @@ func newTestRand(seed uint64) *mrand.Rand { return mrand.New(newMgeRand(seed)) }
 // (after about 2^31 passes) still measures every genome as a fresh one
 // does: the wrap clears every stamped array. Before the wrap every entry
 // holds the stamps the first evaluation after it takes (1 for the discard
-// plan, 2 for the peak pass), as marks left 2^31 passes earlier could.
+// plan, 3 for the peak pass's residency), as marks left 2^31 passes
+// earlier could.
 func TestEvaluatorStampWrap(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 9))
 	g := trainingGraph(t, 12)
@@ -303,10 +304,11 @@ func TestEvaluatorStampWrap(t *testing.T) {
 	require.NoError(t, err)
 	old := newMgeEvaluator(s.p)
 	for i := range old.discStamp {
-		old.discStamp[i], old.recStamp[i] = 1, 1
+		old.discStamp[i] = 1
+		old.vs[i].endStamp, old.vs[i].end = 1, endRecomputed
 	}
 	for i := range old.st {
-		old.st[i].live, old.st[i].res = 2, 2
+		old.st[i].mark = 3
 	}
 	old.stamp = 1<<31 - 2 // the next stamp wraps to 1
 	for k := 0; k < 4; k++ {
@@ -314,7 +316,7 @@ func TestEvaluatorStampWrap(t *testing.T) {
 		want := newMgeEvaluator(s.p).evaluate(sp)
 		require.Equal(t, want, old.evaluate(sp), "evaluation %d after the wrap", k)
 	}
-	require.Equal(t, int32(8), old.stamp, "two stamps per evaluation since the wrap")
+	require.Equal(t, int32(12), old.stamp, "three stamps per evaluation since the wrap")
 }
 
 // toSplits is a genome as the evaluator takes it.
