@@ -15,9 +15,10 @@ type mgeResult struct {
 }
 
 // mgeRecomp is one scheduled recompute: var v, discarded after its access at
-// time disc, is recomputed right before the original op reader.
+// time disc, is recomputed right before the original op reader, by
+// duplicates that reach back no further than bb, the first op of v's block.
 type mgeRecomp struct {
-	reader, disc, v int32
+	reader, disc, v, bb int32
 }
 
 // mgeEvaluator turns a genome (split points) into the modified operator
@@ -27,17 +28,12 @@ type mgeRecomp struct {
 type mgeEvaluator struct {
 	p *mgeProblem
 
-	stamp      int32
-	blockBegin []int32 // per op: first op of its block
-	discK      []int32 // per var: access index after which it is discarded
-	discStamp  []int32 // discK valid when == stamp
-	vs         []mgeVar
-	recomps    []mgeRecomp
-	recTmp     []mgeRecomp // sortRecomps' other buffer
-	bucket     []int32     // sortRecomps' counts, one per op + 1
-	prevDisc   []int32     // vars discarded by the previous block
-	curDisc    []int32
-	allDisc    []int32
+	stamp   int32
+	vs      []mgeVar
+	recomps []mgeRecomp
+	recTmp  []mgeRecomp // sortRecomps' other buffer
+	bucket  []int32     // sortRecomps' counts, one per op + 1
+	discs   []mgeRecomp // the discard plan's discards, v = -1 once cancelled
 
 	seq   []int32   // modified sequence: op ids
 	dup   []bool    // seq[i] is a duplicate
@@ -80,13 +76,10 @@ const endRecomputed = 1<<31 - 1
 
 func newMgeEvaluator(p *mgeProblem) *mgeEvaluator {
 	e := &mgeEvaluator{
-		p:          p,
-		blockBegin: make([]int32, p.n),
-		discK:      make([]int32, p.nt),
-		discStamp:  make([]int32, p.nt),
-		vs:         make([]mgeVar, p.nt),
-		st:         make([]mgeStor, len(p.sidSize)),
-		mark:       make([]int32, p.nt),
+		p:    p,
+		vs:   make([]mgeVar, p.nt),
+		st:   make([]mgeStor, len(p.sidSize)),
+		mark: make([]int32, p.nt),
 	}
 	for i := range e.vs {
 		op := p.prod[i]
@@ -112,7 +105,6 @@ func (e *mgeEvaluator) nextStamp() {
 	e.stamp++
 	if e.stamp == 1<<31-1 { // wrap: clear every stamped array
 		e.stamp = 1
-		clear(e.discStamp)
 		for i := range e.vs {
 			e.vs[i].endStamp = 0
 		}
@@ -150,16 +142,13 @@ func (e *mgeEvaluator) evaluate(s []int32) mgeResult {
 func (e *mgeEvaluator) makeDiscardPlan(s []int32) {
 	p := e.p
 	e.recomps = e.recomps[:0]
-	e.prevDisc = e.prevDisc[:0]
-	e.allDisc = e.allDisc[:0]
+	e.discs = e.discs[:0]
+	prevLo, prevHi := 0, 0 // the previous block's discards in e.discs
 	begin := int32(0)
 	for bi, end := range s {
-		e.curDisc = e.curDisc[:0]
-		for op := begin; op <= end; op++ {
-			e.blockBegin[op] = begin
-			if op == end {
-				break // outputs of the last op are the block's checkpoints
-			}
+		lo := len(e.discs)
+		// the outputs of the last op (end) are the block's checkpoints
+		for op := begin; op < end; op++ {
 			for _, v := range p.outVars[p.outStart[op]:p.outStart[op+1]] {
 				if !p.discardable(v) || p.lastAcc[v] <= end {
 					continue
@@ -187,37 +176,29 @@ func (e *mgeEvaluator) makeDiscardPlan(s []int32) {
 					}
 				}
 				if best >= 0 {
-					e.discK[v] = best
-					e.discStamp[v] = e.stamp
-					e.curDisc = append(e.curDisc, v)
-					e.allDisc = append(e.allDisc, v)
+					e.discs = append(e.discs, mgeRecomp{reader: acc[best+1], disc: acc[best], v: v, bb: begin})
 				}
 			}
 		}
 		// refine_block_discard_rec: a var discarded by the previous block
 		// and needed again within this block is kept.
 		if bi > 0 {
-			for _, v := range e.prevDisc {
-				if e.discStamp[v] != e.stamp {
-					continue
-				}
-				next := p.accTime[p.accStart[v]+e.discK[v]+1]
-				if next >= begin && next <= end {
-					e.discStamp[v] = 0
+			for i := prevLo; i < prevHi; i++ {
+				if d := &e.discs[i]; d.reader >= begin && d.reader <= end {
+					d.v = -1
 				}
 			}
 		}
-		e.prevDisc, e.curDisc = e.curDisc, e.prevDisc
+		prevLo, prevHi = lo, len(e.discs)
 		begin = end + 1
 	}
 	// Collect the surviving discards as scheduled recomputes.
-	for _, v := range e.allDisc {
-		if e.discStamp[v] != e.stamp {
+	for _, d := range e.discs {
+		if d.v < 0 {
 			continue
 		}
-		a := p.accStart[v] + e.discK[v]
-		e.recomps = append(e.recomps, mgeRecomp{reader: p.accTime[a+1], disc: p.accTime[a], v: v})
-		e.vs[v].endStamp, e.vs[v].end = e.stamp, p.accTime[a]
+		e.recomps = append(e.recomps, d)
+		e.vs[d.v].endStamp, e.vs[d.v].end = e.stamp, d.disc
 	}
 	e.sortRecomps()
 }
@@ -301,13 +282,12 @@ func (e *mgeEvaluator) applyDiscardPlan() (time int64, ndup int32) {
 	k := 0
 	for t := int32(0); t < int32(p.n); t++ {
 		for k < len(e.recomps) && e.recomps[k].reader == t {
-			v := e.recomps[k].v
+			r := e.recomps[k]
 			k++
-			if r := &e.vs[v]; r.endStamp == e.stamp && r.end == endRecomputed {
+			if v := &e.vs[r.v]; v.endStamp == e.stamp && v.end == endRecomputed {
 				continue
 			}
-			bb := e.blockBegin[p.prod[v]]
-			time, ndup = e.addDep(v, bb, t, time, ndup)
+			time, ndup = e.addDep(r.v, r.bb, t, time, ndup)
 		}
 		e.seq = append(e.seq, t)
 		e.dup = append(e.dup, false)

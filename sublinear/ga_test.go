@@ -303,8 +303,7 @@ func TestEvaluatorStampWrap(t *testing.T) {
 	s, err := newMgeSearch(context.Background(), g, DefaultSearchOptions())
 	require.NoError(t, err)
 	old := newMgeEvaluator(s.p)
-	for i := range old.discStamp {
-		old.discStamp[i] = 1
+	for i := range old.vs {
 		old.vs[i].endStamp, old.vs[i].end = 1, endRecomputed
 	}
 	for i := range old.st {
