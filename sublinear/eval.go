@@ -44,9 +44,10 @@ type mgeEvaluator struct {
 	ring  []int64   // workspace ring of the forward pass
 }
 
-// mgeStor is the peak pass's state of one storage, 8 bytes so that the
-// array stays in cache on 100k-op graphs: its size, as an index into the
-// evaluator's table of distinct sizes, and one stamp. The reverse pass
+// mgeStor is the peak pass's state of one storage in 8 bytes, half what
+// the size inline would take, since the passes read it at scattered
+// places: its size, as an index into the evaluator's table of distinct
+// sizes, and one stamp. The reverse pass
 // sets mark to its stamp for "read later"; the forward pass takes the next
 // stamp and sets mark to it for "resident", which no mark of the reverse
 // pass equals.

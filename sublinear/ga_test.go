@@ -294,9 +294,9 @@ func newTestRand(seed uint64) *mrand.Rand { return mrand.New(newMgeRand(seed)) }
 // TestEvaluatorStampWrap checks that an evaluator whose stamps wrap around
 // (after about 2^31 passes) still measures every genome as a fresh one
 // does: the wrap clears every stamped array. Before the wrap every entry
-// holds the stamps the first evaluation after it takes (1 for the discard
-// plan, 3 for the peak pass's residency), as marks left 2^31 passes
-// earlier could.
+// holds the stamps the first evaluation after it takes (1 for the vars'
+// discard and recompute marks, 3 for the peak pass's residency), as marks
+// left 2^31 passes earlier could.
 func TestEvaluatorStampWrap(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 9))
 	g := trainingGraph(t, 12)
