@@ -48,6 +48,10 @@ Written only when --models names it (it takes about a minute to trace):
                d 512, 8 heads, feed-forward 2048, batch 10, sequence 64
                (source and target), vocab 8000: a log of the size of a
                machine-translation Transformer's, for timing replays
+  gru-encoder  a 2-layer GRU encoder (GRUCell) over 50 steps, batch 32,
+               embedding 256, hidden 512, vocab 2000, classifying the last
+               step's state: a recurrent kind the default set does not
+               have (the DTR artifact's failure logs include a GRU encoder)
 
 --small shrinks every model (for tests). --measure keeps the op times
 measured on this machine (sim convert then writes them instead of the cost
@@ -66,7 +70,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 MODELS = ("treelstm", "lstm", "transformer", "densenet-bc", "unroll-gan", "dtr-treelstm", "dtr-lstm", "dtr-densenet")
 # EXTRA models are written only when --models names them.
-EXTRA = ("nn-transformer",)
+EXTRA = ("nn-transformer", "gru-encoder")
 
 
 def bce(x, y):
@@ -116,6 +120,20 @@ def build(name, small):
                 st[n] = self.cell(x0, torch.stack([st[a][0], st[c][0]]), torch.stack([st[a][1], st[c][1]]))
             return self.out(st[self.merges[-1][2]][1])
 
+    def unroll(cells, x, state0, top):
+        """Runs stacked recurrent cells over x's steps (dimension 1) from
+        the states state0(cell); returns each step's output of the last
+        cell (top(state))."""
+        hs = [state0(c) for c in cells]
+        outs = []
+        for s in range(x.shape[1]):
+            inp = x[:, s]
+            for i, c in enumerate(cells):
+                hs[i] = c(inp, hs[i])
+                inp = top(hs[i])
+            outs.append(inp)
+        return outs
+
     class LSTMLM(nn.Module):
         def __init__(self, vocab, d, h, layers):
             super().__init__()
@@ -126,15 +144,20 @@ def build(name, small):
         def forward(self, tok):
             b, t = tok.shape
             x = self.emb(tok)
-            hs = [(x.new_zeros(b, c.hidden_size), x.new_zeros(b, c.hidden_size)) for c in self.cells]
-            outs = []
-            for s in range(t):
-                inp = x[:, s]
-                for i, c in enumerate(self.cells):
-                    hs[i] = c(inp, hs[i])
-                    inp = hs[i][0]
-                outs.append(inp)
+            outs = unroll(self.cells, x, lambda c: (x.new_zeros(b, c.hidden_size), x.new_zeros(b, c.hidden_size)), lambda st: st[0])
             return self.dec(torch.stack(outs, 1)).reshape(b * t, -1)
+
+    class GRUEncoder(nn.Module):
+        def __init__(self, vocab, d, h, layers, classes=10):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, d)
+            self.cells = nn.ModuleList([nn.GRUCell(d if i == 0 else h, h) for i in range(layers)])
+            self.out = nn.Linear(h, classes)
+
+        def forward(self, tok):
+            b = tok.shape[0]
+            x = self.emb(tok)
+            return self.out(unroll(self.cells, x, lambda c: x.new_zeros(b, c.hidden_size), lambda st: st)[-1])
 
     class TransformerLM(nn.Module):
         def __init__(self, vocab, d, heads, layers, t):
@@ -302,6 +325,10 @@ def build(name, small):
         b, t, v = (4, 6, 50) if small else (32, 50, 2000)
         m = LSTMLM(v, 16 if small else 256, 32 if small else 512, 2)
         return m, torch.randint(0, v, (b, t)), torch.randint(0, v, (b * t,)), {}
+    if name == "gru-encoder":
+        b, t, v = (4, 6, 50) if small else (32, 50, 2000)
+        m = GRUEncoder(v, 16 if small else 256, 32 if small else 512, 2)
+        return m, torch.randint(0, v, (b, t)), torch.randint(0, 10, (b,)), {}
     if name == "transformer":
         b, t, v = (2, 16, 100) if small else (16, 128, 4000)
         m = TransformerLM(v, 32 if small else 256, 4 if small else 8, 2 if small else 4, t)
