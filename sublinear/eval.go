@@ -47,10 +47,9 @@ type mgeEvaluator struct {
 // mgeStor is the peak pass's state of one storage in 8 bytes, half what
 // the size inline would take, since the passes read it at scattered
 // places: its size, as an index into the evaluator's table of distinct
-// sizes, and one stamp. The reverse pass
-// sets mark to its stamp for "read later"; the forward pass takes the next
-// stamp and sets mark to it for "resident", which no mark of the reverse
-// pass equals.
+// sizes, and one stamp. The reverse pass sets mark to its stamp for "read
+// later"; the forward pass takes the next stamp and sets mark to it for
+// "resident", which no mark of the reverse pass equals.
 type mgeStor struct {
 	mark int32
 	size int32 // index into mgeEvaluator.sizes
@@ -332,7 +331,7 @@ func (e *mgeEvaluator) peak() int64 {
 		e.flags = make([]bool, total)
 	}
 	e.flags = e.flags[:total]
-	e.nextStamp() // fresh liveness stamp; discard stamps are no longer needed
+	e.nextStamp() // fresh liveness stamp; the vars' marks are no longer needed
 	live := e.stamp
 	pos := total
 	for i := len(e.seq) - 1; i >= 0; i-- {
