@@ -51,16 +51,7 @@ func BenchmarkScale(b *testing.B) {
 		b.Run(f.name, func(b *testing.B) {
 			for _, build := range f.sizes {
 				g := build(b)
-				o, err := OptionsFrom(config.Defaults())
-				if err != nil {
-					b.Fatal(err)
-				}
-				o.Allocator = AllocIdeal
-				base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				o.Budget = base.PeakAllocated / 2
+				o := scaleOptions(b, g)
 				for _, s := range All() {
 					b.Run(s.Name+"/ops="+strconv.Itoa(len(g.Ops)), func(b *testing.B) {
 						var res Result
@@ -79,6 +70,24 @@ func BenchmarkScale(b *testing.B) {
 			}
 		})
 	}
+}
+
+// scaleOptions is BenchmarkScale's setting for g: the default settings,
+// the ideal allocator, an unlimited device and a budget of half the
+// baseline peak.
+func scaleOptions(b *testing.B, g *graph.Graph) Options {
+	b.Helper()
+	o, err := OptionsFrom(config.Defaults())
+	if err != nil {
+		b.Fatal(err)
+	}
+	o.Allocator = AllocIdeal
+	base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	o.Budget = base.PeakAllocated / 2
+	return o
 }
 
 // BenchmarkDTRIndexScale plans strategy dtr (the CLI's options: lookahead,
@@ -210,6 +219,45 @@ func BenchmarkDTRScaleCurve(b *testing.B) {
 		b.Run("ops="+strconv.Itoa(len(g.Ops)), func(b *testing.B) {
 			res := benchPlanDTR(b, dtrS, g, o)
 			b.ReportMetric(float64(res.Sim.Evictions)/float64(len(g.Ops)), "evictions/graph-op")
+		})
+	}
+}
+
+// BenchmarkSkipDAGCurve plans sublinear-ga and dtr in BenchmarkScale's
+// setting (ideal allocator, half the baseline peak) on the random skip DAG
+// (window 0) from about 10k to 100k ops, and reports the time per graph
+// op, for sublinear-ga also per evaluation (the genetic search judges
+// about as many genomes at every size). A figure that stays flat up to
+// some size and rises past it is the evaluator's or runtime's tables
+// outgrowing a cache; one that keeps rising is work per op growing with
+// the model.
+//
+//	go test ./strategy -run XXX -bench SkipDAGCurve -benchtime 2x
+func BenchmarkSkipDAGCurve(b *testing.B) {
+	for _, name := range []string{"sublinear-ga", "dtr"} {
+		s, err := Lookup(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name, func(b *testing.B) {
+			for _, n := range []int{3300, 6600, 13200, 20000, 33000} {
+				g := skipDAG(b, n, 0)
+				o := scaleOptions(b, g)
+				b.Run("ops="+strconv.Itoa(len(g.Ops)), func(b *testing.B) {
+					var res Result
+					var err error
+					for i := 0; i < b.N; i++ {
+						if res, err = s.Plan(context.Background(), g, o); err != nil {
+							b.Fatal(err)
+						}
+					}
+					perOp := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / float64(len(g.Ops))
+					b.ReportMetric(perOp, "ns/graph-op")
+					if name == "sublinear-ga" && res.Stats.Evaluations > 0 {
+						b.ReportMetric(perOp/float64(res.Stats.Evaluations), "ns/graph-op/evaluation")
+					}
+				})
+			}
 		})
 	}
 }
