@@ -859,7 +859,7 @@ func (r *Runtime) idxFile(s int32, b int) {
 	h := x.heaps[b]
 	st.ibucket = int16(b)
 	st.ipos = int32(len(h))
-	r.idx.heaps[b] = append(h, s)
+	x.heaps[b] = append(h, s)
 	r.idx.full[b>>6] |= 1 << (b & 63)
 	r.idxUp(b, int(st.ipos))
 }

@@ -54,13 +54,7 @@ func BenchmarkScale(b *testing.B) {
 				o := scaleOptions(b, g)
 				for _, s := range All() {
 					b.Run(s.Name+"/ops="+strconv.Itoa(len(g.Ops)), func(b *testing.B) {
-						var res Result
-						var err error
-						for i := 0; i < b.N; i++ {
-							if res, err = s.Plan(context.Background(), g, o); err != nil {
-								b.Fatal(err)
-							}
-						}
+						res := benchPlan(b, s, g, o)
 						if res.Stats.Evaluations > 0 {
 							// genomes, thresholds or heuristic scores judged
 							b.ReportMetric(float64(res.Stats.Evaluations), "evaluations")
@@ -177,6 +171,17 @@ func BenchmarkDTRIndexScale(b *testing.B) {
 // have evicted, reports the time per graph op and returns that run.
 func benchPlanDTR(b *testing.B, s Strategy, g *graph.Graph, o Options) Result {
 	b.Helper()
+	res := benchPlan(b, s, g, o)
+	if res.Sim == nil || res.Sim.Evictions == 0 {
+		b.Fatalf("no evictions: %s %s", res.Status, res.Reason)
+	}
+	reportPerOp(b, g)
+	return res
+}
+
+// benchPlan plans g with s b.N times and returns the last result.
+func benchPlan(b *testing.B, s Strategy, g *graph.Graph, o Options) Result {
+	b.Helper()
 	var res Result
 	var err error
 	for i := 0; i < b.N; i++ {
@@ -184,11 +189,15 @@ func benchPlanDTR(b *testing.B, s Strategy, g *graph.Graph, o Options) Result {
 			b.Fatal(err)
 		}
 	}
-	if res.Sim == nil || res.Sim.Evictions == 0 {
-		b.Fatalf("no evictions: %s %s", res.Status, res.Reason)
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(g.Ops)), "ns/graph-op")
 	return res
+}
+
+// reportPerOp reports the time per plan and graph op (ns/graph-op) and
+// returns it.
+func reportPerOp(b *testing.B, g *graph.Graph) float64 {
+	perOp := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / float64(len(g.Ops))
+	b.ReportMetric(perOp, "ns/graph-op")
+	return perOp
 }
 
 // BenchmarkDTRScaleCurve plans strategy dtr (the CLI's options) on GPT at
@@ -244,15 +253,8 @@ func BenchmarkSkipDAGCurve(b *testing.B) {
 				g := skipDAG(b, n, 0)
 				o := scaleOptions(b, g)
 				b.Run("ops="+strconv.Itoa(len(g.Ops)), func(b *testing.B) {
-					var res Result
-					var err error
-					for i := 0; i < b.N; i++ {
-						if res, err = s.Plan(context.Background(), g, o); err != nil {
-							b.Fatal(err)
-						}
-					}
-					perOp := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / float64(len(g.Ops))
-					b.ReportMetric(perOp, "ns/graph-op")
+					res := benchPlan(b, s, g, o)
+					perOp := reportPerOp(b, g)
 					if name == "sublinear-ga" && res.Stats.Evaluations > 0 {
 						b.ReportMetric(perOp/float64(res.Stats.Evaluations), "ns/graph-op/evaluation")
 					}
@@ -294,12 +296,7 @@ func BenchmarkDTRDeviceScale(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Run("resnet-cifar/ops="+strconv.Itoa(len(g.Ops)), func(b *testing.B) {
-			var res Result
-			for i := 0; i < b.N; i++ {
-				if res, err = dtrS.Plan(context.Background(), g, o); err != nil {
-					b.Fatal(err)
-				}
-			}
+			res := benchPlan(b, dtrS, g, o)
 			if res.Sim == nil || res.Status != StatusOK {
 				b.Fatalf("dtr did not fit: %s %s", res.Status, res.Reason)
 			}

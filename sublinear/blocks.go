@@ -80,8 +80,11 @@ type mgeProblem struct {
 	// sidSize is the size of each storage the peak pass tracks, indexed
 	// densely in the order the ops first name them. The pass's per-storage
 	// state then fits in one small array, mostly read in order: indexed by
-	// tensor ID, its random reads missed the cache on 100k-op graphs.
-	sidSize []int64
+	// tensor ID, its random reads missed the cache on 100k-op graphs. It
+	// holds an index into sizes, the distinct storage sizes, so that the
+	// pass's record is 8 bytes.
+	sidSize []int32
+	sizes   []int64
 }
 
 // mgeMemModel is the part of sim's Machine the fitness mirrors: each op's
@@ -159,9 +162,16 @@ func newMgeProblem(g *graph.Graph, opTime func(graph.OpID) int64, mm mgeMemModel
 	p.workspace = make([]int64, n)
 	inSeen := dedup.New(len(g.Tensors)) // an op's distinct input roots
 	sid := make([]int32, nt)            // storage index + 1 (0: none yet)
+	sizeIdx := make(map[int64]int32)    // index in p.sizes
 	sidOf := func(t graph.TensorID) int32 {
 		if sid[t] == 0 {
-			p.sidSize = append(p.sidSize, p.size[t])
+			k, ok := sizeIdx[p.size[t]]
+			if !ok {
+				k = int32(len(p.sizes))
+				sizeIdx[p.size[t]] = k
+				p.sizes = append(p.sizes, p.size[t])
+			}
+			p.sidSize = append(p.sidSize, k)
 			sid[t] = int32(len(p.sidSize))
 		}
 		return sid[t] - 1

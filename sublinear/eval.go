@@ -39,20 +39,20 @@ type mgeEvaluator struct {
 	dup   []bool    // seq[i] is a duplicate
 	flags []bool    // free flags per slot of seq (liveness pass)
 	st    []mgeStor // peak's per-storage state, by storage index
-	sizes []int64   // distinct storage sizes, indexed by mgeStor.size
 	mark  []int32   // scratch for thresholdSplits
 	ring  []int64   // workspace ring of the forward pass
 }
 
 // mgeStor is the peak pass's state of one storage in 8 bytes, half what
 // the size inline would take, since the passes read it at scattered
-// places: its size, as an index into the evaluator's table of distinct
-// sizes, and one stamp. The reverse pass sets mark to its stamp for "read
-// later"; the forward pass takes the next stamp and sets mark to it for
-// "resident", which no mark of the reverse pass equals.
+// places: its size, as an index into the problem's table of distinct
+// sizes (mgeProblem.sizes), and one stamp. The reverse pass sets mark to
+// its stamp for "read later"; the forward pass takes the next stamp and
+// sets mark to it for "resident", which no mark of the reverse pass
+// equals.
 type mgeStor struct {
 	mark int32
-	size int32 // index into mgeEvaluator.sizes
+	size int32 // index into mgeProblem.sizes
 }
 
 // mgeVar is what applyDiscardPlan's recursion reads of a var, in one
@@ -88,14 +88,7 @@ func newMgeEvaluator(p *mgeProblem) *mgeEvaluator {
 		}
 		e.vs[i] = mgeVar{dupOp: op, lastAcc: p.lastAcc[i]}
 	}
-	idx := make(map[int64]int32)
-	for i, sz := range p.sidSize {
-		k, ok := idx[sz]
-		if !ok {
-			k = int32(len(e.sizes))
-			idx[sz] = k
-			e.sizes = append(e.sizes, sz)
-		}
+	for i, k := range p.sidSize {
 		e.st[i].size = k
 	}
 	return e
@@ -365,7 +358,7 @@ func (e *mgeEvaluator) peak() int64 {
 		for _, t := range p.allocs[p.allocStart[op]:p.allocStart[op+1]] {
 			if s := &e.st[t]; s.mark != res {
 				s.mark = res
-				cur += e.sizes[s.size]
+				cur += p.sizes[s.size]
 			}
 		}
 		ws := p.workspace[op]
@@ -386,7 +379,7 @@ func (e *mgeEvaluator) peak() int64 {
 			if e.flags[pos+j] {
 				s := &e.st[t]
 				s.mark = 0
-				cur -= e.sizes[s.size]
+				cur -= p.sizes[s.size]
 			}
 		}
 		pos += len(sl)

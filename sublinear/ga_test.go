@@ -311,18 +311,9 @@ func TestEvaluatorStampWrap(t *testing.T) {
 	}
 	old.stamp = 1<<31 - 2 // the next stamp wraps to 1
 	for k := 0; k < 4; k++ {
-		sp := toSplits(randomGenome(s.p, r))
+		sp := fromGenome(randomGenome(s.p, r))
 		want := newMgeEvaluator(s.p).evaluate(sp)
 		require.Equal(t, want, old.evaluate(sp), "evaluation %d after the wrap", k)
 	}
 	require.Equal(t, int32(12), old.stamp, "three stamps per evaluation since the wrap")
-}
-
-// toSplits is a genome as the evaluator takes it.
-func toSplits(g Genome) []int32 {
-	s := make([]int32, len(g))
-	for i, x := range g {
-		s[i] = int32(x)
-	}
-	return s
 }

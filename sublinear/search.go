@@ -519,6 +519,15 @@ func toGenome(s []int32) Genome {
 	return g
 }
 
+// fromGenome is a genome as the evaluator takes it (toGenome's inverse).
+func fromGenome(g Genome) []int32 {
+	s := make([]int32, len(g))
+	for i, x := range g {
+		s[i] = int32(x)
+	}
+	return s
+}
+
 // Search runs MegEngine's sublinear memory search on g as opts configure it:
 // threshold presets, then the genetic search if opts.GeneticIters > 0, then
 // the lb_memory refine if opts.LowerBound > 0; in budget mode
@@ -643,10 +652,7 @@ func EvaluateGenome(g *graph.Graph, genome Genome, opts SearchOptions) (*sim.Pla
 	if err != nil {
 		return nil, SearchReport{}, err
 	}
-	gs := make([]int32, len(genome))
-	for i, x := range genome {
-		gs[i] = int32(x)
-	}
+	gs := fromGenome(genome)
 	if !s.p.validGenome(gs) {
 		return nil, SearchReport{}, fmt.Errorf("sublinear: genome %v: expected strictly increasing split points in [0, %d] ending at %d (endpoint ops only, if the graph marks any)", genome, len(g.Ops)-1, len(g.Ops)-1)
 	}
