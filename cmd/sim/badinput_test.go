@@ -130,7 +130,7 @@ func TestBadInputs(t *testing.T) {
 		{"report format", with("report", "--format", "yaml"), "yaml"},
 		{"report plot ext", with("report", "--plot", filepath.Join(out, "m.gif")), ".svg"},
 		{"report trace dir", with("report", "--trace", out), "directory"},
-		{"report mirror maybe", with("report", "--mirror", "maybe"), "--mirror"},
+		{"report mirror maybe", with("report", "--mirror=maybe"), "--mirror"},
 		{"report two inputs", []string{"report", "--model", "chain", "--graph", "testdata/chain4.json"}, "only one"},
 		{"report no input", []string{"report"}, "--model"},
 		{"report dtype", with("report", "--dtype", "f8"), "--dtype"},
@@ -171,7 +171,7 @@ func TestBadInputs(t *testing.T) {
 		{"plan unknown strategy", with("plan", "--strategy", "bogus"), "bogus"},
 		{"plan strategies flag", with("plan", "--strategies", "none"), "strategies"},
 		{"plan out dir missing", with("plan", "--strategy", "none", "--out", filepath.Join(dir, "missing", "p.json")), "does not exist"},
-		{"env bad flag value", []string{"env", "--mirror", "maybe"}, "--mirror"},
+		{"env bad flag value", []string{"env", "--mirror=maybe"}, "--mirror"},
 		{"env format", []string{"env", "--format", "yaml"}, "yaml"},
 		{"env bad model", []string{"env", "--model", "nope"}, "nope"},
 	}

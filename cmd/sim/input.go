@@ -274,6 +274,12 @@ func registerSettings(cmd *cobra.Command) *settingsFlags {
 		v := new(string)
 		sf.values[sp.Flag] = v
 		cmd.Flags().StringVar(v, sp.Flag, "", fmt.Sprintf("setting %s (%s; default %s)", sp.Name, sp.Env, sp.Default))
+		if sp.Type == config.TypeBool {
+			// Like any boolean flag: given alone it means true (it
+			// took the next argument as its value before); a value
+			// goes after "=", as in --mirror=0.
+			cmd.Flags().Lookup(sp.Flag).NoOptDefVal = "true"
+		}
 	}
 	return sf
 }

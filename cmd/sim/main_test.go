@@ -110,7 +110,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"nosuchcommand"}, exitUsage, "unknown command"},
 		{[]string{"validate", "testdata/does-not-exist.json"}, exitError, "does-not-exist"},
 		{[]string{"validate", "testdata/bad.json"}, exitError, "bad.json"},
-		{[]string{"report", "--model", "chain", "--mirror", "maybe"}, exitUsage, "--mirror"},
+		{[]string{"report", "--model", "chain", "--mirror=maybe"}, exitUsage, "--mirror"},
 		{[]string{"report", "--model", "chain", "--depth", "8", "--device", "none", "--strategies", "none", "--fail-over", "1MiB"}, exitFailOver, "fail-over"},
 	}
 	// Sublinear planning and DTR cannot be enabled together.

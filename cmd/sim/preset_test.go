@@ -87,3 +87,18 @@ func TestONNXDefaults(t *testing.T) {
 	gpu := []string{"--onnx", m, "--batch", "2", "--device", "a100-40gb"}
 	assert.Equal(t, reportPeak(t, fixedEnv, append(gpu, "--dropout-mask", "byte")...), reportPeak(t, fixedEnv, gpu...))
 }
+
+// A boolean setting's flag given alone means true, and leaves the next
+// argument alone (it took it as its value before); a value goes after "=".
+func TestBoolSettingFlagAlone(t *testing.T) {
+	on := envValues(t, fixedEnv, "--mirror", "--device", "cpu", "--dtr-swap")
+	assert.Equal(t, [2]string{"true", "flag --mirror"}, on["mirror.enabled"])
+	assert.Equal(t, [2]string{"like-input", "preset pytorch on cpu"}, on["dropout.mask"], "--device after --mirror is a flag of its own")
+	assert.Equal(t, [2]string{"true", "flag --dtr-swap"}, on["dtr.swap"])
+
+	off := envValues(t, map[string]string{"MXNET_BACKWARD_DO_MIRROR": "1"}, "--mirror=0")
+	assert.Equal(t, [2]string{"false", "flag --mirror"}, off["mirror.enabled"])
+
+	_, stderr, code := run(t, fixedEnv, "report", "--model", "chain", "--mirror", "--strategies", "none", "--format", "csv")
+	assert.Equal(t, 0, code, stderr)
+}
