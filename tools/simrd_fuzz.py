@@ -137,13 +137,17 @@ def sim_sweep(sim, log, h):
 
 
 def simrd_sweep(simrd, log, h):
-    """simrd's cells (tools/simrd_compare.py --worker), or None if it fails."""
+    """simrd's cells (tools/simrd_compare.py --worker), or None if it fails
+    or stops on its region assertion at some budget."""
     env = dict(os.environ, PYTHONPATH=os.path.abspath(simrd))
     p = subprocess.run([sys.executable, simrd_compare.__file__, "--worker", log, simrd_compare.HEURISTICS[h]],
                        capture_output=True, text=True, env=env)
     if p.returncode != 0:
         return None
-    return json.loads(p.stdout)
+    cells = json.loads(p.stdout)
+    if any(c["status"] == "assert" for c in cells):
+        return None  # simrd stopped on its region assertion: no reference
+    return cells
 
 
 def units(text):

@@ -2,6 +2,8 @@
 
 import importlib.util
 import os
+import sys
+import tempfile
 import unittest
 
 _path = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "simrd_compare.py")
@@ -33,6 +35,56 @@ class Compare(unittest.TestCase):
         t = sc.table([("a.log", "eq-class", 0.5, 0.005, True), ("b.log", "dtr", 1.0, 0.5, False)])
         self.assertIn("| a.log | eq-class | 0.50 s | 5.0 ms | 100x | yes |", t)
         self.assertIn("| b.log | dtr | 1.00 s | 500.0 ms | 2x | NO |", t)
+
+    def test_assert_cells(self):
+        # sim marks a cell where it counted absorptions simrd asserts on
+        doc = {"runs": [{"results": [
+            {"ratio": 1, "status": "ok", "clock_ns": 5, "remat_compute_ns": 0, "heuristic_evals": 3,
+             "reference_asserts": 17},
+            {"ratio": 0.1, "status": "oom", "clock_ns": 1, "remat_compute_ns": 0, "heuristic_evals": 0},
+        ]}]}
+        ours = sc.sim_cells(doc)
+        self.assertEqual(ours, [cell(1, "assert", 5, 0, 3), cell(0.1, "oom", 1)])
+        # simrd stopped early at 1.0: only the status counts there
+        ref = [cell(1.0, "assert", 99, 0, 0), cell(0.1, "oom", 1)]
+        self.assertEqual(sc.disagreements(ref, ours), [])
+        # an assertion sim did not predict, or one sim predicted that simrd
+        # did not make, is a disagreement
+        self.assertEqual(sc.disagreements([cell(1.0, "assert", 99)], [cell(1.0, "ok", 5)]),
+                         [(1.0, "status", "assert", "ok")])
+        self.assertEqual(sc.disagreements([cell(1.0, "ok", 5)], [cell(1.0, "assert", 5)]),
+                         [(1.0, "status", "ok", "assert")])
+
+    def test_region_assert(self):
+        # only an assertion raised in simrd's optimization/region.py counts
+        with tempfile.TemporaryDirectory() as d:
+            for name in ("region", "other"):
+                with open(os.path.join(d, name + ".py"), "w") as f:
+                    f.write("def absorb(x):\n    assert x in ()\n")
+            sys.path.insert(0, d)
+            try:
+                import region
+                import other
+                for mod, want in ((region, True), (other, False)):
+                    try:
+                        mod.absorb(1)
+                    except AssertionError as e:
+                        self.assertEqual(sc.region_assert(e), want, mod.__name__)
+                    else:
+                        self.fail("no assertion")
+            finally:
+                sys.path.remove(d)
+                sys.modules.pop("region", None)
+                sys.modules.pop("other", None)
+
+    def test_failed_run_row(self):
+        t = sc.table([("a.log", "dtr", None, None, False)])
+        self.assertIn("| a.log | dtr | - | - | - | run failed |", t)
+
+    def test_assert_row(self):
+        t = sc.table([("a.log", "dtr", 0.4, 0.5, True, 9), ("b.log", "msps", 0.4, 0.5, False, 1)])
+        self.assertIn("| a.log | dtr | 0.40 s | 500.0 ms | - | yes (simrd asserts at 9 budgets) |", t)
+        self.assertIn("| b.log | msps | 0.40 s | 500.0 ms | - | NO (simrd asserts at 1 budget) |", t)
 
     def test_heuristics_cover_the_reference_six(self):
         self.assertEqual(sorted(sc.HEURISTICS), sorted(["eq-class", "dtr", "dtr-local", "msps", "lru", "size"]))
