@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/remat-dev/remat/graph"
+	"github.com/remat-dev/remat/graph/models"
+	"github.com/remat-dev/remat/sim"
 )
 
 var (
@@ -112,4 +114,46 @@ func BenchmarkBudget10k(b *testing.B) {
 	b.ReportMetric(float64(rep.RecomputeNs)/1e6, "recompute_ms")
 	b.ReportMetric(float64(base.RecomputeNs)/1e6, "thresh_recompute_ms")
 	b.ReportMetric(float64(rep.Evaluations), "evals")
+}
+
+// BenchmarkPlanMemo runs the threshold search, the genetic search and
+// budget mode (a budget halfway from the threshold search's peak to the
+// baseline's) on the zoo's LSTM language model
+// (380 steps) and resnet-cifar (depth 950), about 10k ops each, with the
+// plan memo (score) and without it, and reports the evaluations and how
+// many of them reused an earlier genome's plan. Both variants return the
+// same plans (TestPlanMemoSamePlans).
+//
+//	go test ./sublinear -run XXX -bench PlanMemo -benchtime 2x
+func BenchmarkPlanMemo(b *testing.B) {
+	for _, m := range []struct {
+		name string
+		o    models.Options
+	}{{"lstm", models.Options{Seq: 380}}, {"resnet-cifar", models.Options{Depth: 950}}} {
+		g, err := models.Build(m.name, m.o)
+		require.NoError(b, err)
+		base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{Capacity: -1})
+		require.NoError(b, err)
+		// a budget halfway from the threshold search's peak to the
+		// baseline's: feasible, with room to trade
+		_, thr, err := Thresholds(context.Background(), g, DefaultSearchOptions())
+		require.NoError(b, err)
+		budget := (thr.Peak + base.PeakAllocated) / 2
+		for _, mode := range []string{"thresholds", "genetic", "budget"} {
+			for _, memo := range []bool{true, false} {
+				name := fmt.Sprintf("%s/%s/memo=%v", m.name, mode, memo)
+				b.Run(name, func(b *testing.B) {
+					opts := DefaultSearchOptions()
+					opts.noPlanMemo = !memo
+					var rep SearchReport
+					var reused int64
+					for i := 0; i < b.N; i++ {
+						rep, reused = runWithMemo(b, g, opts, mode, budget)
+					}
+					b.ReportMetric(float64(rep.Evaluations), "evaluations")
+					b.ReportMetric(float64(reused), "plan-reuses")
+				})
+			}
+		}
+	}
 }

@@ -2,6 +2,7 @@ package sublinear
 
 import (
 	"slices"
+	"sync"
 
 	"github.com/remat-dev/remat/graph"
 )
@@ -34,6 +35,10 @@ type mgeEvaluator struct {
 	recTmp  []mgeRecomp // sortRecomps' other buffer
 	bucket  []int32     // sortRecomps' counts, one per op + 1
 	discs   []mgeRecomp // the discard plan's discards, v = -1 once cancelled
+	planTmp []mgeRecomp // score's copy of a plan, to compare with a memo hit's
+	// planHash is the last discard plan's hash (the sum of mixRecomp over
+	// its recomputes, mixed with their count)
+	planHash uint64
 
 	seq   []int32   // modified sequence: op ids
 	dup   []bool    // seq[i] is a duplicate
@@ -119,11 +124,107 @@ func (e *mgeEvaluator) evaluate(s []int32) mgeResult {
 		return mgeResult{peak: p.resident0}
 	}
 	e.makeDiscardPlan(s)
+	return e.run(s)
+}
+
+// run builds the modified sequence from the discard plan made for s and
+// measures it.
+func (e *mgeEvaluator) run(s []int32) mgeResult {
 	var r mgeResult
 	r.nsplit = int32(len(s))
 	r.time, r.ndup = e.applyDiscardPlan()
 	r.peak = e.peak()
 	return r
+}
+
+// score returns what evaluate(s) returns, without building and replaying
+// the modified sequence when memo holds a genome with the same discard
+// plan: the plan (the recomputes, with the block each may reach back to)
+// decides the sequence, hence its peak, time and duplicates, and different
+// split points often give the same plan (a point moved or added where no
+// var is discarded). The memo is keyed by a hash of the plan; a hit is
+// checked by making the remembered genome's plan again and comparing, so
+// the result is always the replay's. e.seq is left undefined.
+func (e *mgeEvaluator) score(s []int32, memo *planMemo) mgeResult {
+	if e.p.n == 0 {
+		return e.evaluate(s)
+	}
+	e.nextStamp()
+	e.seq = e.seq[:0]
+	e.dup = e.dup[:0]
+	e.makeDiscardPlan(s)
+	h := e.planHash
+	if g, r, ok := memo.get(h); ok {
+		e.planTmp = append(e.planTmp[:0], e.recomps...)
+		e.nextStamp()
+		e.makeDiscardPlan(g)
+		if slices.Equal(e.recomps, e.planTmp) {
+			memo.hit()
+			r.nsplit = int32(len(s))
+			return r
+		}
+		e.nextStamp() // a different plan with the same hash: s's own
+		e.makeDiscardPlan(s)
+		return e.run(s)
+	}
+	r := e.run(s)
+	memo.put(h, s, r)
+	return r
+}
+
+// mixRecomp is a recompute's term of its plan's hash (makeDiscardPlan sums
+// them): two multiplications, where hashing the sorted list in a pass of
+// its own took 5% of a genetic search on resnet-cifar. A weak hash costs
+// only memo hits that the check turns down.
+func mixRecomp(r mgeRecomp) uint64 {
+	x := (uint64(uint32(r.reader))<<32 | uint64(uint32(r.v))) * 0x9e3779b97f4a7c15
+	y := (uint64(uint32(r.disc))<<32 | uint64(uint32(r.bb))) * 0xc2b2ae3d27d4eb4f
+	x ^= y
+	return x ^ x>>29
+}
+
+// planMemo remembers, per discard plan hash, the first genome scored with
+// that plan and its result, for one search's evaluators (score). It holds
+// at most limit split points in all, as genomeMemo does; which genomes it
+// keeps may depend on the order the workers score them, never a result.
+type planMemo struct {
+	mu    sync.Mutex
+	m     map[uint64]mgeRecord
+	held  int
+	limit int
+	hits  int64 // scores answered from the memo (tests, benchmarks)
+}
+
+func (m *planMemo) get(h uint64) ([]int32, mgeResult, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec, ok := m.m[h]
+	return rec.s, rec.r, ok
+}
+
+func (m *planMemo) put(h uint64, s []int32, r mgeResult) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.m[h]; ok || m.held+len(s) > m.limit {
+		return
+	}
+	if m.m == nil {
+		m.m = map[uint64]mgeRecord{}
+	}
+	m.held += len(s)
+	m.m[h] = mgeRecord{s: slices.Clone(s), r: r}
+}
+
+func (m *planMemo) hit() {
+	m.mu.Lock()
+	m.hits++
+	m.mu.Unlock()
+}
+
+func (m *planMemo) reuses() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.hits
 }
 
 // makeDiscardPlan is MegEngine's make_discard_plan: for each block, every
@@ -185,14 +286,18 @@ func (e *mgeEvaluator) makeDiscardPlan(s []int32) {
 		prevLo, prevHi = lo, len(e.discs)
 		begin = end + 1
 	}
-	// Collect the surviving discards as scheduled recomputes.
+	// Collect the surviving discards as scheduled recomputes, hashing
+	// them as a set (a plan lists each var once) for score's memo.
+	var h uint64
 	for _, d := range e.discs {
 		if d.v < 0 {
 			continue
 		}
 		e.recomps = append(e.recomps, d)
 		e.vs[d.v].endStamp, e.vs[d.v].end = e.stamp, d.disc
+		h += mixRecomp(d)
 	}
+	e.planHash = splitmix64(h ^ uint64(len(e.recomps)))
 	e.sortRecomps()
 }
 

@@ -339,7 +339,7 @@ func (m *mgeModel) Apply(pop *eaopt.Population) error {
 	done := make([]bool, len(todo))
 	s.parallel(len(todo), func(w, k int) {
 		c := children[todo[k]]
-		c.r = s.evals[w].evaluate(c.sp)
+		c.r = s.evals[w].score(c.sp, &s.plans)
 		c.valid = true
 		s.nEval.Add(1)
 	}, done)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	mrand "math/rand"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -316,4 +317,112 @@ func TestEvaluatorStampWrap(t *testing.T) {
 		require.Equal(t, want, old.evaluate(sp), "evaluation %d after the wrap", k)
 	}
 	require.Equal(t, int32(12), old.stamp, "three stamps per evaluation since the wrap")
+}
+
+// score answers from its plan memo exactly what evaluate computes: random
+// genomes and their neighbours (one split point moved, added or removed,
+// which often leaves the discard plan as it was) on a training step and
+// random DAGs, each scored on a shared memo and evaluated afresh, with and
+// without forward-only recomputation. The memo must be used.
+func TestScoreMatchesEvaluate(t *testing.T) {
+	graphs := []*graph.Graph{trainingGraph(t, 12), randomDAG(t, 5, 60), randomDAG(t, 6, 120)}
+	for gi, g := range graphs {
+		for _, fwd := range []bool{false, true} {
+			opts := DefaultSearchOptions()
+			opts.ForwardOnly = fwd
+			s, err := newMgeSearch(context.Background(), g, opts)
+			require.NoError(t, err)
+			memo := &planMemo{limit: 1 << 20}
+			ev, fresh := newMgeEvaluator(s.p), newMgeEvaluator(s.p)
+			r := rand.New(rand.NewPCG(uint64(gi), 7))
+			mr := newTestRand(uint64(gi) + 11)
+			for k := 0; k < 60; k++ {
+				sp := fromGenome(randomGenome(s.p, r))
+				for j := 0; j < 4; j++ {
+					require.Equal(t, fresh.evaluate(sp), ev.score(sp, memo), "graph %d forward-only %v genome %v", gi, fwd, sp)
+					sp = s.mutate(sp, mr, nil)
+				}
+			}
+			assert.Positive(t, memo.hits, "graph %d forward-only %v: no genome shared a plan", gi, fwd)
+		}
+	}
+}
+
+// A memo entry under a plan's hash whose genome makes another plan (a hash
+// collision) is not taken: score replays the genome's own plan.
+func TestScoreMemoCollision(t *testing.T) {
+	g := trainingGraph(t, 12)
+	s, err := newMgeSearch(context.Background(), g, DefaultSearchOptions())
+	require.NoError(t, err)
+	ev := newMgeEvaluator(s.p)
+	r := rand.New(rand.NewPCG(4, 4))
+	a, b := fromGenome(randomGenome(s.p, r)), fromGenome(randomGenome(s.p, r))
+	want := newMgeEvaluator(s.p).evaluate(b)
+	ev.nextStamp()
+	ev.makeDiscardPlan(a)
+	planA := slices.Clone(ev.recomps)
+	ev.nextStamp()
+	ev.makeDiscardPlan(b)
+	require.NotEqual(t, planA, ev.recomps, "the two genomes must make different plans")
+	memo := &planMemo{limit: 1 << 20}
+	bogus := mgeResult{peak: 1, time: 2, nsplit: 3, ndup: 4}
+	hb := ev.planHash
+	memo.put(hb, a, bogus) // b's hash, a's genome
+	require.Equal(t, want, ev.score(b, memo))
+	assert.Zero(t, memo.hits)
+	_, got, _ := memo.get(hb)
+	require.Equal(t, bogus, got, "the entry stays")
+}
+
+// runWithMemo runs the search of mode (thresholds, genetic or budget, as
+// Thresholds, Genetic and WithinBudget do) and returns its report and how
+// many evaluations its plan memo answered.
+func runWithMemo(t testing.TB, g *graph.Graph, opts SearchOptions, mode string, budget int64) (SearchReport, int64) {
+	strategy := StrategySublinear
+	switch mode {
+	case "thresholds":
+		opts.GeneticIters = 0
+	case "genetic", "budget":
+		if opts.GeneticIters == 0 {
+			opts.GeneticIters = DefaultGAIters
+		}
+		if opts.PoolSize == 0 {
+			opts.PoolSize = DefaultPoolSize
+		}
+		strategy = StrategySublinearGA
+	}
+	opts.Budget = 0
+	if mode == "budget" {
+		opts.Budget, strategy = budget, StrategySublinearBudget
+	}
+	s, err := newMgeSearch(context.Background(), g, opts)
+	require.NoError(t, err)
+	if s.budget > 0 {
+		s.runBudget()
+	} else {
+		s.run()
+	}
+	_, rep, err := s.finish(strategy, s.baseline)
+	require.NoError(t, err, mode)
+	return rep, s.plans.reuses()
+}
+
+// With and without the plan memo the searches return the same plans and
+// evaluate as many genomes; with it, some evaluations reuse a plan.
+func TestPlanMemoSamePlans(t *testing.T) {
+	g := trainingGraph(t, 40)
+	base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{Capacity: -1})
+	require.NoError(t, err)
+	var reused int64
+	for _, mode := range []string{"thresholds", "genetic", "budget"} {
+		opts := DefaultSearchOptions()
+		opts.GeneticIters = 10
+		with, n := runWithMemo(t, g, opts, mode, base.PeakAllocated*2/3)
+		opts.noPlanMemo = true
+		without, none := runWithMemo(t, g, opts, mode, base.PeakAllocated*2/3)
+		assert.Zero(t, none, mode)
+		assert.Equal(t, without, with, mode)
+		reused += n
+	}
+	assert.Positive(t, reused, "no search reused a plan")
 }

@@ -68,6 +68,9 @@ type SearchOptions struct {
 	// its last access by a forward op (its next access is in the backward
 	// pass). MegEngine's pass (false) duplicates any op of the sequence.
 	ForwardOnly bool
+	// noPlanMemo (benchmarks): score remembers no plan, so every
+	// evaluation replays its plan
+	noPlanMemo bool
 	// Sim is the memory model the fitness mirrors: its op workspaces
 	// (convolution algorithm choice), atomic clean policy and number of
 	// live workspaces. Capacity and allocator are ignored: the fitness is
@@ -201,6 +204,7 @@ type mgeSearch struct {
 	extraSeeds [][]int32  // genomes evaluated with the presets (budget mode)
 	lastGA     any        // *eaopt.GA of the last genetic run (tests)
 	memo       genomeMemo // results of the genomes the genetic search evaluated
+	plans      planMemo   // results of the discard plans scored (score)
 }
 
 func newMgeSearch(ctx context.Context, g *graph.Graph, opts SearchOptions) (*mgeSearch, error) {
@@ -221,6 +225,9 @@ func newMgeSearch(ctx context.Context, g *graph.Graph, opts SearchOptions) (*mge
 	s.evals = make([]*mgeEvaluator, opts.Workers)
 	for i := range s.evals {
 		s.evals[i] = newMgeEvaluator(p)
+	}
+	if !opts.noPlanMemo {
+		s.plans.limit = 16*p.n + 1<<20 // split points, as the genome memo holds
 	}
 	return s, nil
 }
@@ -292,7 +299,7 @@ func (s *mgeSearch) evalOne(g []int32) mgeResult {
 	s.fbMu.Lock()
 	defer s.fbMu.Unlock()
 	s.nEval.Add(1)
-	return s.evals[0].evaluate(g)
+	return s.evals[0].score(g, &s.plans)
 }
 
 // parallel runs job(worker, i) for i in [0, n) on the workers, stopping
@@ -343,14 +350,14 @@ func (s *mgeSearch) evalBatch(gs [][]int32) (res []mgeResult, ok []bool) {
 			if s.ctx.Err() != nil {
 				break
 			}
-			res[i] = s.evals[0].evaluate(g)
+			res[i] = s.evals[0].score(g, &s.plans)
 			ok[i] = true
 			s.nEval.Add(1)
 		}
 		return res, ok
 	}
 	s.parallel(len(gs), func(w, i int) {
-		res[i] = s.evals[w].evaluate(gs[i])
+		res[i] = s.evals[w].score(gs[i], &s.plans)
 		s.nEval.Add(1)
 	}, ok)
 	return res, ok
