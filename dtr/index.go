@@ -860,7 +860,7 @@ func (r *Runtime) idxFile(s int32, b int) {
 	st.ibucket = int16(b)
 	st.ipos = int32(len(h))
 	x.heaps[b] = append(h, s)
-	r.idx.full[b>>6] |= 1 << (b & 63)
+	x.full[b>>6] |= 1 << (b & 63)
 	r.idxUp(b, int(st.ipos))
 }
 

@@ -74,7 +74,7 @@ func BenchmarkResnetCIFAR100kEqClass(b *testing.B)   { benchResnetCIFAR(b, 9500,
 // few percent apart in cost per byte).
 //
 //	go test ./dtr -run XXX -bench IndexCrowded -benchtime 1x
-//	go test ./dtr -run XXX -bench 'IndexCrowded/depth=9500/' -benchtime 3x
+//	go test ./dtr -run XXX -bench 'IndexCrowded/depth=9500$/' -benchtime 3x
 func BenchmarkIndexCrowded(b *testing.B) {
 	for _, depth := range []int{950, 9500, 95000} {
 		// a depth's graph is built only when -bench selects it
@@ -86,24 +86,18 @@ func BenchmarkIndexCrowded(b *testing.B) {
 				crowded int
 			}{{"split", idxCrowded}, {"one-heap", math.MaxInt}} {
 				b.Run(c.name, func(b *testing.B) {
-					var nodes, choices int64
+					var rt *Runtime
 					for i := 0; i < b.N; i++ {
 						m, err := sim.NewMachine(g, sim.Options{Allocator: alloc.NewCaching(-1), Capacity: -1})
 						if err != nil {
 							b.Fatal(err)
 						}
-						h := &SimHost{M: m}
-						rt, err := New(cfg, h)
-						if err != nil {
+						tune := func(r *Runtime) { rt, r.idx.crowded = r, c.crowded }
+						if _, _, _, err := runOnMachine(context.Background(), m, cfg, false, tune); err != nil {
 							b.Fatal(err)
 						}
-						rt.idx.crowded = c.crowded
-						h.d = newDriver(g, rt)
-						if _, err := drive(context.Background(), h.d, m.OpTime, m.OpWorkspace); err != nil {
-							b.Fatal(err)
-						}
-						nodes, choices = rt.idxNodes, rt.idxChoices
 					}
+					nodes, choices := rt.idxNodes, rt.idxChoices
 					b.ReportMetric(float64(len(g.Ops)), "graph-ops")
 					b.ReportMetric(float64(nodes)/float64(choices), "nodes/choice")
 					b.ReportMetric(float64(choices), "choices")

@@ -211,7 +211,7 @@ func (h *SimHost) WatchAdjacentFree(grew func(t TensorID)) bool {
 // the runtime's accounting fits (fragmentation), the runtime evicts more
 // and retries (see ErrHostOutOfMemory).
 func RunOnMachine(ctx context.Context, m *sim.Machine, cfg Config) (*sim.Result, Stats, error) {
-	res, _, st, err := runOnMachine(ctx, m, cfg, false)
+	res, _, st, err := runOnMachine(ctx, m, cfg, false, nil)
 	return res, st, err
 }
 
@@ -220,12 +220,14 @@ func RunOnMachine(ctx context.Context, m *sim.Machine, cfg Config) (*sim.Result,
 // frees) and swap, in order, including the evictions made for the
 // allocator's failures.
 func PlanOnMachine(ctx context.Context, m *sim.Machine, cfg Config) (*sim.Plan, *sim.Result, Stats, error) {
-	res, p, st, err := runOnMachine(ctx, m, cfg, true)
+	res, p, st, err := runOnMachine(ctx, m, cfg, true, nil)
 	return p, res, st, err
 }
 
-// runOnMachine is RunOnMachine, and PlanOnMachine when record is set.
-func runOnMachine(ctx context.Context, m *sim.Machine, cfg Config, record bool) (*sim.Result, *sim.Plan, Stats, error) {
+// runOnMachine is RunOnMachine, and PlanOnMachine when record is set;
+// tune, when set, sees the runtime before the run (benchmarks set its
+// internals with it and read its counters after).
+func runOnMachine(ctx context.Context, m *sim.Machine, cfg Config, record bool, tune func(*Runtime)) (*sim.Result, *sim.Plan, Stats, error) {
 	if m == nil {
 		return nil, nil, Stats{}, errors.New("dtr on machine: nil *sim.Machine (expected one from sim.NewMachine)")
 	}
@@ -233,6 +235,9 @@ func runOnMachine(ctx context.Context, m *sim.Machine, cfg Config, record bool) 
 	rt, err := New(cfg, h)
 	if err != nil {
 		return nil, nil, Stats{}, err
+	}
+	if tune != nil {
+		tune(rt)
 	}
 	g := m.Graph()
 	// drive fills the recorder's maps as it goes; the host reads them.

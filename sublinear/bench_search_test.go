@@ -116,9 +116,10 @@ func BenchmarkBudget10k(b *testing.B) {
 	b.ReportMetric(float64(rep.Evaluations), "evals")
 }
 
-// BenchmarkPlanMemo runs the threshold search, the genetic search and
-// budget mode (a budget halfway from the threshold search's peak to the
-// baseline's) on the zoo's LSTM language model
+// BenchmarkPlanMemo runs the threshold search (sublinear), the genetic
+// search (sublinear-ga) and budget mode (sublinear-budget, a budget halfway
+// from the threshold search's peak to the baseline's) on the zoo's LSTM
+// language model
 // (380 steps) and resnet-cifar (depth 950), about 10k ops each, with the
 // plan memo (score) and without it, and reports the evaluations and how
 // many of them reused an earlier genome's plan. Both variants return the
@@ -139,16 +140,16 @@ func BenchmarkPlanMemo(b *testing.B) {
 		_, thr, err := Thresholds(context.Background(), g, DefaultSearchOptions())
 		require.NoError(b, err)
 		budget := (thr.Peak + base.PeakAllocated) / 2
-		for _, mode := range []string{"thresholds", "genetic", "budget"} {
+		for _, strategy := range []string{StrategySublinear, StrategySublinearGA, StrategySublinearBudget} {
 			for _, memo := range []bool{true, false} {
-				name := fmt.Sprintf("%s/%s/memo=%v", m.name, mode, memo)
+				name := fmt.Sprintf("%s/%s/memo=%v", m.name, strategy, memo)
 				b.Run(name, func(b *testing.B) {
 					opts := DefaultSearchOptions()
 					opts.noPlanMemo = !memo
 					var rep SearchReport
 					var reused int64
 					for i := 0; i < b.N; i++ {
-						rep, reused = runWithMemo(b, g, opts, mode, budget)
+						rep, reused = runWithMemo(b, g, opts, strategy, budget)
 					}
 					b.ReportMetric(float64(rep.Evaluations), "evaluations")
 					b.ReportMetric(float64(reused), "plan-reuses")

@@ -116,15 +116,20 @@ func (e *mgeEvaluator) nextStamp() {
 // and returns its peak and recompute time. The sequence stays in e.seq and
 // e.dup until the next call.
 func (e *mgeEvaluator) evaluate(s []int32) mgeResult {
-	p := e.p
+	if e.p.n == 0 {
+		return mgeResult{peak: e.p.resident0}
+	}
+	e.plan(s)
+	return e.run(s)
+}
+
+// plan starts an evaluation of s: a fresh stamp, an empty sequence and
+// s's discard plan.
+func (e *mgeEvaluator) plan(s []int32) {
 	e.nextStamp()
 	e.seq = e.seq[:0]
 	e.dup = e.dup[:0]
-	if p.n == 0 {
-		return mgeResult{peak: p.resident0}
-	}
 	e.makeDiscardPlan(s)
-	return e.run(s)
 }
 
 // run builds the modified sequence from the discard plan made for s and
@@ -149,22 +154,17 @@ func (e *mgeEvaluator) score(s []int32, memo *planMemo) mgeResult {
 	if e.p.n == 0 {
 		return e.evaluate(s)
 	}
-	e.nextStamp()
-	e.seq = e.seq[:0]
-	e.dup = e.dup[:0]
-	e.makeDiscardPlan(s)
+	e.plan(s)
 	h := e.planHash
 	if g, r, ok := memo.get(h); ok {
 		e.planTmp = append(e.planTmp[:0], e.recomps...)
-		e.nextStamp()
-		e.makeDiscardPlan(g)
+		e.plan(g)
 		if slices.Equal(e.recomps, e.planTmp) {
 			memo.hit()
 			r.nsplit = int32(len(s))
 			return r
 		}
-		e.nextStamp() // a different plan with the same hash: s's own
-		e.makeDiscardPlan(s)
+		e.plan(s) // a different plan with the same hash: s's own
 		return e.run(s)
 	}
 	r := e.run(s)

@@ -358,11 +358,9 @@ func TestScoreMemoCollision(t *testing.T) {
 	r := rand.New(rand.NewPCG(4, 4))
 	a, b := fromGenome(randomGenome(s.p, r)), fromGenome(randomGenome(s.p, r))
 	want := newMgeEvaluator(s.p).evaluate(b)
-	ev.nextStamp()
-	ev.makeDiscardPlan(a)
+	ev.plan(a)
 	planA := slices.Clone(ev.recomps)
-	ev.nextStamp()
-	ev.makeDiscardPlan(b)
+	ev.plan(b)
 	require.NotEqual(t, planA, ev.recomps, "the two genomes must make different plans")
 	memo := &planMemo{limit: 1 << 20}
 	bogus := mgeResult{peak: 1, time: 2, nsplit: 3, ndup: 4}
@@ -374,36 +372,18 @@ func TestScoreMemoCollision(t *testing.T) {
 	require.Equal(t, bogus, got, "the entry stays")
 }
 
-// runWithMemo runs the search of mode (thresholds, genetic or budget, as
-// Thresholds, Genetic and WithinBudget do) and returns its report and how
-// many evaluations its plan memo answered.
-func runWithMemo(t testing.TB, g *graph.Graph, opts SearchOptions, mode string, budget int64) (SearchReport, int64) {
-	strategy := StrategySublinear
-	switch mode {
-	case "thresholds":
-		opts.GeneticIters = 0
-	case "genetic", "budget":
-		if opts.GeneticIters == 0 {
-			opts.GeneticIters = DefaultGAIters
-		}
-		if opts.PoolSize == 0 {
-			opts.PoolSize = DefaultPoolSize
-		}
-		strategy = StrategySublinearGA
+// runWithMemo runs strategy's search (StrategySublinear, StrategySublinearGA
+// or StrategySublinearBudget, as Thresholds, Genetic and WithinBudget do;
+// budget is used by the last) and returns its report and how many
+// evaluations its plan memo answered.
+func runWithMemo(t testing.TB, g *graph.Graph, opts SearchOptions, strategy string, budget int64) (SearchReport, int64) {
+	if strategy != StrategySublinearBudget {
+		budget = 0
 	}
-	opts.Budget = 0
-	if mode == "budget" {
-		opts.Budget, strategy = budget, StrategySublinearBudget
-	}
-	s, err := newMgeSearch(context.Background(), g, opts)
-	require.NoError(t, err)
-	if s.budget > 0 {
-		s.runBudget()
-	} else {
-		s.run()
-	}
+	s, err := searched(context.Background(), g, strategyOptions(strategy, opts, budget))
+	require.NoError(t, err, strategy)
 	_, rep, err := s.finish(strategy, s.baseline)
-	require.NoError(t, err, mode)
+	require.NoError(t, err, strategy)
 	return rep, s.plans.reuses()
 }
 
@@ -414,14 +394,14 @@ func TestPlanMemoSamePlans(t *testing.T) {
 	base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{Capacity: -1})
 	require.NoError(t, err)
 	var reused int64
-	for _, mode := range []string{"thresholds", "genetic", "budget"} {
+	for _, strategy := range []string{StrategySublinear, StrategySublinearGA, StrategySublinearBudget} {
 		opts := DefaultSearchOptions()
 		opts.GeneticIters = 10
-		with, n := runWithMemo(t, g, opts, mode, base.PeakAllocated*2/3)
+		with, n := runWithMemo(t, g, opts, strategy, base.PeakAllocated*2/3)
 		opts.noPlanMemo = true
-		without, none := runWithMemo(t, g, opts, mode, base.PeakAllocated*2/3)
-		assert.Zero(t, none, mode)
-		assert.Equal(t, without, with, mode)
+		without, none := runWithMemo(t, g, opts, strategy, base.PeakAllocated*2/3)
+		assert.Zero(t, none, strategy)
+		assert.Equal(t, without, with, strategy)
 		reused += n
 	}
 	assert.Positive(t, reused, "no search reused a plan")

@@ -554,42 +554,63 @@ func Search(ctx context.Context, g *graph.Graph, opts SearchOptions) (*sim.Plan,
 }
 
 func runSearch(ctx context.Context, g *graph.Graph, opts SearchOptions, strategy string) (*sim.Plan, SearchReport, error) {
+	s, err := searched(ctx, g, opts)
+	if err != nil {
+		return nil, SearchReport{}, err
+	}
+	return s.finish(strategy, s.baseline)
+}
+
+// searched runs the search opts describe (budget mode if opts.Budget > 0)
+// and returns it for finish.
+func searched(ctx context.Context, g *graph.Graph, opts SearchOptions) (*mgeSearch, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	s, err := newMgeSearch(ctx, g, opts)
 	if err != nil {
-		return nil, SearchReport{}, err
+		return nil, err
 	}
 	if s.budget > 0 {
 		s.runBudget()
 	} else {
 		s.run()
 	}
-	return s.finish(strategy, s.baseline)
+	return s, nil
 }
 
-// Thresholds is the "sublinear" strategy: MegEngine's threshold presets and
-// lb_memory refine with the genetic search off, whatever
-// opts.GeneticIters says.
-func Thresholds(ctx context.Context, g *graph.Graph, opts SearchOptions) (*sim.Plan, SearchReport, error) {
-	opts.GeneticIters = 0
-	opts.Budget = 0
-	return runSearch(ctx, g, opts, StrategySublinear)
-}
-
-// Genetic is the "sublinear-ga" strategy: presets, then
-// opts.GeneticIters generations of MegEngine's genetic search
-// (DefaultGAIters if 0), then the lb_memory refine.
-func Genetic(ctx context.Context, g *graph.Graph, opts SearchOptions) (*sim.Plan, SearchReport, error) {
+// strategyOptions returns the options strategy (StrategySublinear,
+// StrategySublinearGA or StrategySublinearBudget) searches with: no
+// genetic search for the first; DefaultGAIters generations and
+// DefaultPoolSize for the others where opts leaves them 0; budget as the
+// budget (0 outside budget mode).
+func strategyOptions(strategy string, opts SearchOptions, budget int64) SearchOptions {
+	opts.Budget = budget
+	if strategy == StrategySublinear {
+		opts.GeneticIters = 0
+		return opts
+	}
 	if opts.GeneticIters == 0 {
 		opts.GeneticIters = DefaultGAIters
 	}
 	if opts.PoolSize == 0 {
 		opts.PoolSize = DefaultPoolSize
 	}
-	opts.Budget = 0
-	return runSearch(ctx, g, opts, StrategySublinearGA)
+	return opts
+}
+
+// Thresholds is the "sublinear" strategy: MegEngine's threshold presets and
+// lb_memory refine with the genetic search off, whatever
+// opts.GeneticIters says.
+func Thresholds(ctx context.Context, g *graph.Graph, opts SearchOptions) (*sim.Plan, SearchReport, error) {
+	return runSearch(ctx, g, strategyOptions(StrategySublinear, opts, 0), StrategySublinear)
+}
+
+// Genetic is the "sublinear-ga" strategy: presets, then
+// opts.GeneticIters generations of MegEngine's genetic search
+// (DefaultGAIters if 0), then the lb_memory refine.
+func Genetic(ctx context.Context, g *graph.Graph, opts SearchOptions) (*sim.Plan, SearchReport, error) {
+	return runSearch(ctx, g, strategyOptions(StrategySublinearGA, opts, 0), StrategySublinearGA)
 }
 
 // WithinBudget is the "sublinear-budget" strategy: the same genome and
@@ -600,14 +621,7 @@ func WithinBudget(ctx context.Context, g *graph.Graph, budget int64, opts Search
 	if budget <= 0 {
 		return nil, SearchReport{}, fmt.Errorf("sublinear: budget is %d bytes, expected > 0", budget)
 	}
-	opts.Budget = budget
-	if opts.GeneticIters == 0 {
-		opts.GeneticIters = DefaultGAIters
-	}
-	if opts.PoolSize == 0 {
-		opts.PoolSize = DefaultPoolSize
-	}
-	return runSearch(ctx, g, opts, StrategySublinearBudget)
+	return runSearch(ctx, g, strategyOptions(StrategySublinearBudget, opts, budget), StrategySublinearBudget)
 }
 
 // newMgeProblemSim indexes g with the memory model and cost model of a sim
