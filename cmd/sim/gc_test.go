@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"runtime"
 	"runtime/debug"
 	"testing"
@@ -57,4 +58,24 @@ func TestTuneGC(t *testing.T) {
 	time.Sleep(10 * time.Millisecond)
 	_, l = gcSettings()
 	require.Equal(t, int64(gcCeiling), l)
+}
+
+func TestCeilingAfter(t *testing.T) {
+	p0, l0 := gcSettings()
+	t.Cleanup(func() {
+		debug.SetGCPercent(p0)
+		debug.SetMemoryLimit(l0)
+	})
+	debug.SetGCPercent(100)
+	debug.SetMemoryLimit(gcCeiling)
+	// a heap in use well below the ceiling keeps it
+	require.False(t, ceilingAfter(gcCeiling-gcHeadroom))
+	p, l := gcSettings()
+	require.Equal(t, 100, p)
+	require.Equal(t, int64(gcCeiling), l)
+	// one near it lifts it, and the heap may grow by half the live heap
+	require.True(t, ceilingAfter(gcCeiling-gcHeadroom+1))
+	p, l = gcSettings()
+	require.Equal(t, gcPercentLarge, p)
+	require.Equal(t, int64(math.MaxInt64), l)
 }
