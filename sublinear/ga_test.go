@@ -377,9 +377,6 @@ func TestScoreMemoCollision(t *testing.T) {
 // budget is used by the last) and returns its report and how many
 // evaluations its plan memo answered.
 func runWithMemo(t testing.TB, g *graph.Graph, opts SearchOptions, strategy string, budget int64) (SearchReport, int64) {
-	if strategy != StrategySublinearBudget {
-		budget = 0
-	}
 	s, err := searched(context.Background(), g, strategyOptions(strategy, opts, budget))
 	require.NoError(t, err, strategy)
 	_, rep, err := s.finish(strategy, s.baseline)

@@ -583,9 +583,12 @@ func searched(ctx context.Context, g *graph.Graph, opts SearchOptions) (*mgeSear
 // StrategySublinearGA or StrategySublinearBudget) searches with: no
 // genetic search for the first; DefaultGAIters generations and
 // DefaultPoolSize for the others where opts leaves them 0; budget as the
-// budget (0 outside budget mode).
+// budget of the last (the others ignore it).
 func strategyOptions(strategy string, opts SearchOptions, budget int64) SearchOptions {
-	opts.Budget = budget
+	opts.Budget = 0
+	if strategy == StrategySublinearBudget {
+		opts.Budget = budget
+	}
 	if strategy == StrategySublinear {
 		opts.GeneticIters = 0
 		return opts
@@ -599,18 +602,23 @@ func strategyOptions(strategy string, opts SearchOptions, budget int64) SearchOp
 	return opts
 }
 
+// runStrategy runs strategy's search (see strategyOptions) and finishes it.
+func runStrategy(ctx context.Context, g *graph.Graph, strategy string, opts SearchOptions, budget int64) (*sim.Plan, SearchReport, error) {
+	return runSearch(ctx, g, strategyOptions(strategy, opts, budget), strategy)
+}
+
 // Thresholds is the "sublinear" strategy: MegEngine's threshold presets and
 // lb_memory refine with the genetic search off, whatever
 // opts.GeneticIters says.
 func Thresholds(ctx context.Context, g *graph.Graph, opts SearchOptions) (*sim.Plan, SearchReport, error) {
-	return runSearch(ctx, g, strategyOptions(StrategySublinear, opts, 0), StrategySublinear)
+	return runStrategy(ctx, g, StrategySublinear, opts, 0)
 }
 
 // Genetic is the "sublinear-ga" strategy: presets, then
 // opts.GeneticIters generations of MegEngine's genetic search
 // (DefaultGAIters if 0), then the lb_memory refine.
 func Genetic(ctx context.Context, g *graph.Graph, opts SearchOptions) (*sim.Plan, SearchReport, error) {
-	return runSearch(ctx, g, strategyOptions(StrategySublinearGA, opts, 0), StrategySublinearGA)
+	return runStrategy(ctx, g, StrategySublinearGA, opts, 0)
 }
 
 // WithinBudget is the "sublinear-budget" strategy: the same genome and
@@ -621,7 +629,7 @@ func WithinBudget(ctx context.Context, g *graph.Graph, budget int64, opts Search
 	if budget <= 0 {
 		return nil, SearchReport{}, fmt.Errorf("sublinear: budget is %d bytes, expected > 0", budget)
 	}
-	return runSearch(ctx, g, strategyOptions(StrategySublinearBudget, opts, budget), StrategySublinearBudget)
+	return runStrategy(ctx, g, StrategySublinearBudget, opts, budget)
 }
 
 // newMgeProblemSim indexes g with the memory model and cost model of a sim

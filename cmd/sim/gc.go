@@ -40,9 +40,9 @@ const (
 //     would run the collector almost continuously) and GOGC
 //     gcPercentLarge: a run that large is bound by memory (a strategy on
 //     a graph of a million ops holds 0.7 to 1.9 GB live), and with GOGC
-//     100 its peak RSS was wherever the heap stood between two
-//     collections, up to twice the live heap; the collector now runs
-//     twice as often there, each time marking the live heap.
+//     100 its peak RSS would be wherever the heap stood between two
+//     collections, up to twice the live heap; the collector runs twice
+//     as often instead, each time marking the live heap.
 //
 // GOGC or GOMEMLIMIT in the environment leave the collector as they set
 // it. main calls it (Main, which the tests run in process, does not).
