@@ -15,11 +15,14 @@ import (
 // its op, last run then) was produced while all the others were resident;
 // that producer's inputs were in turn produced in some order, and so on.
 // For a set S of storages that must be resident at once, let x be the one
-// whose last production came last, by op p: when p ran, S (x included) and
-// p's inputs were all resident, and just before, the set (S \ outputs of
-// p) ∪ inputs of p had to be resident at once. So
+// whose last production came last, by op p: when p ran, the rest of S,
+// p's inputs and all of p's results (an op allocates every result as it
+// runs, x and any other member of S among them) were resident, and just
+// before, the set (S \ outputs of p) ∪ inputs of p had to be resident at
+// once. So, with T = (S \ out(p)) ∪ in(p) and a(p) the bytes p
+// allocates (the sum of its result sizes, as ComputeLowerBound counts),
 //
-//	f(S) = min over x in S of max(|S ∪ in(p)|, f((S \ out(p)) ∪ in(p)))
+//	f(S) = min over x in S of max(|T| + a(p), f(T))
 //
 // with f(∅) = 0, |.| the bytes of a set plus the storages pinned before the
 // first op (resident throughout; they never enter a set), is a lower bound
@@ -31,9 +34,7 @@ import (
 // expands is a lower bound even when it stops before reaching the empty
 // set, since every order passes through a set not yet expanded, whose
 // maximum is at least that. Leaving storages out of a set only lowers f,
-// so the search may count less than a run holds (the other outputs of p,
-// which a recomputation may not bring back, are not counted) and stays a
-// bound.
+// so the search may count less than a run holds and stays a bound.
 
 // DefaultBoundEffort is the work TightenLowerBound does when given 0,
 // counted in set members visited (an expansion of a set of n storages
@@ -99,6 +100,7 @@ type boundSearch struct {
 	pinned0 []bool
 	p0      int64 // bytes pinned before the first op
 	ins     [][]int32
+	total   []int64  // bytes each op allocates (all its results)
 	mark    []uint32 // set membership, by generation
 	gen     uint32
 	// search state: the sets (sorted storage ids) in one arena, their
@@ -135,6 +137,10 @@ func newBoundSearch(tr *dtrlog.Trace) *boundSearch {
 		}
 	}
 	b.ins = make([][]int32, len(tr.Ops))
+	b.total = make([]int64, len(tr.Ops))
+	for i := range tr.Ops {
+		b.total[i] = tr.Ops[i].TotalSize()
+	}
 	var flat []int32
 	off := make([]int, len(tr.Ops)+1)
 	for i := range tr.Ops {
@@ -224,14 +230,12 @@ func (b *boundSearch) expand(i int32, set []int32, v int64) {
 		x := set[k]
 		p := tr.Tensors[x].Op
 		g := b.newGen()
-		lvl := b.p0
-		for _, y := range set {
-			b.mark[y] = g
-			lvl += b.size[y]
-		}
+		lvl := b.p0 + b.total[p] // p allocates all its results as it runs
 		buf := b.buf[:0]
 		for _, y := range set {
 			if tr.Tensors[y].Op != p { // p's outputs are produced now
+				b.mark[y] = g
+				lvl += b.size[y]
 				buf = append(buf, y)
 			}
 		}
@@ -239,11 +243,10 @@ func (b *boundSearch) expand(i int32, set []int32, v int64) {
 			if b.mark[y] != g {
 				b.mark[y] = g
 				lvl += b.size[y]
+				buf = append(buf, y)
 			}
-			buf = append(buf, y)
 		}
 		slices.Sort(buf)
-		buf = slices.Compact(buf)
 		b.buf = buf
 		b.offer(buf, max(v, lvl))
 	}

@@ -238,7 +238,7 @@ func bruteBound(tr *dtrlog.Trace) int64 {
 				}
 			}
 			in := maskOf(b.ins[p])
-			v := max(size(m|in), f((m&^outs)|in))
+			v := max(size((m&^outs)|in)+tr.Ops[p].TotalSize(), f((m&^outs)|in))
 			if best < 0 || v < best {
 				best = v
 			}
@@ -325,4 +325,48 @@ func BenchmarkTightenLowerBound(b *testing.B) {
 			b.ReportMetric(float64(lb.Bytes)/float64(base.PeakBytes), "bound")
 		})
 	}
+}
+
+// TestTightenLowerBoundAllResults: an op allocates all its results when it
+// runs, also those no later op reads. k reads A and B (1 byte each). fa
+// makes A and a 10-byte W (released at once) from P (2 bytes); fb makes B
+// from Q (12 bytes); both working sets are 14 bytes with the pinned input.
+// Whichever of A and B is made last, the other is held: 15 bytes either
+// way. Counting only the results a later op reads, making A last would
+// hold 1 + 1 + 2 + 1 = 5 bytes, and the bound would stay at 14. A run fits
+// 15 (drop P before fb runs), so 15 is the least budget that fits.
+func TestTightenLowerBoundAllResults(t *testing.T) {
+	var lines []string
+	lines = append(lines, logConst("in", 1)...)
+	lines = append(lines, logCall("f", []string{"in"}, []string{"P"}, []int64{2})...)
+	lines = append(lines, logCall("fa", []string{"P"}, []string{"A", "W"}, []int64{1, 10})...)
+	lines = append(lines, logRelease("W"))
+	lines = append(lines, logCall("g", []string{"in"}, []string{"Q"}, []int64{12})...)
+	lines = append(lines, logCall("fb", []string{"Q"}, []string{"B"}, []int64{1})...)
+	lines = append(lines, logRelease("P"), logRelease("Q"))
+	lines = append(lines, logCall("k", []string{"A", "B"}, []string{"O"}, []int64{1})...)
+	tr := logTrace(t, lines)
+	simple := ComputeLowerBound(tr)
+	require.Equal(t, int64(14), simple.Bytes)
+	lb, err := TightenLowerBound(context.Background(), tr, simple, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(15), lb.Bytes)
+	require.Equal(t, bruteBound(tr), lb.Bytes)
+	require.Equal(t, "k", tr.Ops[lb.Op].Name)
+	base, err := MeasureBaseline(tr)
+	require.NoError(t, err)
+	fit := false
+	for _, h := range Heuristics {
+		cfg := DefaultConfig()
+		cfg.EvicteeMinSize, cfg.KeepForRemat = 0, true
+		for _, budget := range []int64{14, 15} {
+			res, err := Sweep(context.Background(), tr, SweepOptions{Heuristic: h, Base: &cfg, Ratios: []float64{(float64(budget) + 0.5) / float64(base.PeakBytes)}})
+			require.NoError(t, err)
+			if r := res.Results[0]; r.Status == StatusOK {
+				require.GreaterOrEqual(t, r.PeakMemoryBytes, lb.Bytes, "%s at %d bytes", h, budget)
+				fit = fit || budget == 15
+			}
+		}
+	}
+	require.True(t, fit, "no heuristic fits the bound")
 }
