@@ -13,24 +13,15 @@ import (
 
 	"github.com/remat-dev/remat/graph/dtrlog"
 	"github.com/remat-dev/remat/graph/models"
-	"github.com/remat-dev/remat/sim"
+	"github.com/remat-dev/remat/internal/zoolog"
 )
 
 // zooTrace writes the zoo model's default schedule as a DTR log
 // (dtrlog.FromGraph, op times from the a100-40gb cost model) and compiles it.
 func zooTrace(t testing.TB, name string, o models.Options) *dtrlog.Trace {
 	t.Helper()
-	g, err := models.Build(name, o)
+	tr, err := zoolog.Trace(name, o)
 	require.NoError(t, err)
-	dev, err := sim.Device("a100-40gb")
-	require.NoError(t, err)
-	m, err := sim.NewMachine(g, sim.Options{Device: dev, Capacity: -1})
-	require.NoError(t, err)
-	ins, err := dtrlog.FromGraph(g, m.OpTime)
-	require.NoError(t, err)
-	tr, err := dtrlog.CompileInstrs(ins)
-	require.NoError(t, err)
-	tr.Name = name
 	return tr
 }
 

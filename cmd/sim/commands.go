@@ -719,7 +719,7 @@ baseline compute, for each --heuristic; --parity follows the reference simulator
 	f := cmd.Flags()
 	f.StringVar(&ratios, "ratios", "", "budgets as ratios of the baseline peak (default 1.0,0.9,...,0.1)")
 	f.StringVar(&budgets, "budgets", "", "budgets as sizes (8GiB,6GiB,...)")
-	f.StringVar(&heuristics, "heuristic", "eq-class", "DTR heuristics for --dtr-log sweeps (comma-separated, or 'all': every heuristic plus a best-of row for the portfolio, which adds lazy locking and the reference heuristics' exact runs; with --parity the six reference heuristics); 'search' adds the offline search over eviction orders")
+	f.StringVar(&heuristics, "heuristic", "eq-class", "DTR heuristics for --dtr-log sweeps (comma-separated, or 'all': every heuristic plus a best-of row for the portfolio, which adds lazy locking and the reference heuristics' exact runs; with --parity the six reference heuristics); 'search' adds the offline search over eviction orders, which with 'all' also competes in the best-of row")
 	f.BoolVar(&parity, "parity", false, "DTR log sweeps: follow the reference simulator's semantics exactly")
 	f.StringVar(&plot, "plot", "", "draw overhead vs budget (FILE.svg or FILE.png)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -848,18 +848,25 @@ func (a *app) sweepLog(ctx context.Context, path, heuristics string, ratios []fl
 	search := false
 	names := splitList(heuristics)
 	portfolio := false
-	if len(names) == 1 && names[0] == "all" {
+	if slices.Contains(names, "all") {
 		portfolio = !parity
 		// With --parity only the reference simulator's heuristics have a
-		// reference to match, so "all" means those.
+		// reference to match, so "all" means those. Other names may come
+		// with it ("all,search"); those it includes are listed once.
 		all := dtr.Heuristics
 		if parity {
 			all = dtr.ReferenceHeuristics
 		}
-		names = nil
+		var expanded []string
 		for _, h := range all {
-			names = append(names, h.String())
+			expanded = append(expanded, h.String())
 		}
+		for _, n := range names {
+			if n != "all" {
+				expanded = append(expanded, n)
+			}
+		}
+		names = expanded
 	}
 	for _, n := range names {
 		if n == report.SearchHeuristic {
@@ -870,7 +877,9 @@ func (a *app) sweepLog(ctx context.Context, path, heuristics string, ratios []fl
 		if err != nil {
 			return usageError{fmt.Errorf("--heuristic: %w", err)}
 		}
-		hs = append(hs, h)
+		if !slices.Contains(hs, h) {
+			hs = append(hs, h)
+		}
 	}
 	f, err := os.Open(path)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/remat-dev/remat/dtr"
 	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/graph/onnx"
 )
@@ -282,6 +283,29 @@ func TestConvertRoundTripAndDTRLogSweep(t *testing.T) {
 	_, errOut, code = run(t, fixedEnv, "sweep", "--dtr-log", logs[0], "--strategies", "dtr", "--heuristic", "search", "--parity")
 	assert.Equal(t, exitError, code)
 	assert.Contains(t, errOut, "parity")
+	// "all" combines with the search (and with names it includes, listed
+	// once): every heuristic's row, the search's, and the best-of
+	out, errOut, code = run(t, fixedEnv, "sweep", "--dtr-log", logs[0], "--strategies", "dtr", "--heuristic", "lru,all,search", "--ratios", "1,0.6", "--format", "json")
+	require.Equal(t, 0, code, errOut)
+	var all struct {
+		Runs []struct {
+			Heuristic string `json:"heuristic"`
+		} `json:"runs"`
+		Best []struct {
+			Winner string `json:"winner"`
+		} `json:"best"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &all))
+	var names []string
+	for _, r := range all.Runs {
+		names = append(names, r.Heuristic)
+	}
+	want := []string{}
+	for _, h := range dtr.Heuristics {
+		want = append(want, h.String())
+	}
+	assert.Equal(t, append(want, "search"), names)
+	assert.Len(t, all.Best, 2)
 }
 
 // TestConvertONNXArgumentTakesFlags: `sim convert M.onnx OUT` reads the
