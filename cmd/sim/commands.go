@@ -875,7 +875,7 @@ func (a *app) sweepLog(ctx context.Context, path, heuristics string, ratios []fl
 		}
 		h, err := dtr.ParseHeuristic(n)
 		if err != nil {
-			return usageError{fmt.Errorf("--heuristic: %w", err)}
+			return usageError{fmt.Errorf("--heuristic: %w; or 'all' (every heuristic and the best-of row) or '%s' (the offline search)", err, report.SearchHeuristic)}
 		}
 		if !slices.Contains(hs, h) {
 			hs = append(hs, h)

@@ -306,6 +306,11 @@ func TestConvertRoundTripAndDTRLogSweep(t *testing.T) {
 	}
 	assert.Equal(t, append(want, "search"), names)
 	assert.Len(t, all.Best, 2)
+	_, errOut, code = run(t, fixedEnv, "sweep", "--dtr-log", logs[0], "--strategies", "dtr", "--heuristic", "all,bogus")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, `"bogus"`)
+	assert.Contains(t, errOut, "'all'")
+	assert.Contains(t, errOut, "'search'")
 }
 
 // TestConvertONNXArgumentTakesFlags: `sim convert M.onnx OUT` reads the
