@@ -453,6 +453,9 @@ func (d *DTRSweep) Table() *Table {
 		name := "best-of"
 		if len(d.Best) > 0 {
 			name = "best-of (portfolio)"
+			if d.Runs[len(d.Runs)-1].Heuristic == SearchHeuristic {
+				name = "best-of (portfolio, search)"
+			}
 		}
 		cells := []Cell{Text(name)}
 		for i := range d.Ratios {

@@ -2,6 +2,7 @@ package report
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -44,6 +45,9 @@ func TestSweepDTRLogSearchInBestOf(t *testing.T) {
 			}
 			require.Equal(t, p, b, "%s at %g", l.name, ratios[i])
 		}
+		var tab strings.Builder
+		require.NoError(t, sw.Write(&tab, FormatTable))
+		require.Contains(t, tab.String(), "best-of (portfolio, search)")
 	}
 	t.Logf("the search won %d cells", won)
 	require.Positive(t, won, "no cell exercises the search's win")
