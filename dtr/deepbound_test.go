@@ -255,7 +255,8 @@ func bruteBound(tr *dtrlog.Trace) int64 {
 
 // TestTightenLowerBoundRandom: on random tiny traces the search finds the
 // exhaustive recursion's bound exactly (every op is a candidate, and the
-// effort is enough to finish), and no run of any heuristic, at any budget,
+// effort is enough to finish), and no run of any heuristic (eager and lazy
+// locking, and the reference heuristics in parity mode), at any budget,
 // peaks below it.
 func TestTightenLowerBoundRandom(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 17))
@@ -278,14 +279,25 @@ func TestTightenLowerBoundRandom(t *testing.T) {
 		for r := 1.0; r > 0.2; r -= 0.04 {
 			ratios = append(ratios, r)
 		}
-		for _, h := range []Heuristic{Lookahead, LookaheadMSPS, HDTR, HDTREqClass, Size} {
-			cfg := DefaultConfig()
-			cfg.EvicteeMinSize, cfg.KeepForRemat = 0, true
-			res, err := Sweep(context.Background(), tr, SweepOptions{Heuristic: h, Base: &cfg, Ratios: ratios})
+		// every heuristic with eager and lazy locking, and the reference
+		// heuristics with the reference simulator's semantics
+		var opts []SweepOptions
+		for _, h := range Heuristics {
+			for _, lazy := range []bool{false, true} {
+				cfg := DefaultConfig()
+				cfg.EvicteeMinSize, cfg.KeepForRemat, cfg.LazyLock = 0, true, lazy
+				opts = append(opts, SweepOptions{Heuristic: h, Base: &cfg, Ratios: ratios})
+			}
+		}
+		for _, h := range ReferenceHeuristics {
+			opts = append(opts, SweepOptions{Heuristic: h, Parity: true, Ratios: ratios})
+		}
+		for _, o := range opts {
+			res, err := Sweep(context.Background(), tr, o)
 			require.NoError(t, err)
 			for _, r := range res.Results {
 				if r.Status == StatusOK {
-					require.GreaterOrEqual(t, r.PeakMemoryBytes, lb.Bytes, "trial %d %s at %.2f (baseline %d)", trial, h, r.Ratio, base.PeakBytes)
+					require.GreaterOrEqual(t, r.PeakMemoryBytes, lb.Bytes, "trial %d %s (parity %v) at %.2f (baseline %d)", trial, o.Heuristic, o.Parity, r.Ratio, base.PeakBytes)
 				}
 			}
 		}
