@@ -456,6 +456,18 @@ var misuseCases = []misuseCase{
 		_, err := dtr.SweepBest(context.Background(), misuseTrace(), ([]float64)(nil))
 		return err
 	}},
+	{"dtr.SweepBestWith", "zero", true, func() error {
+		_, err := dtr.SweepBestWith(context.Background(), (*dtrlog.Trace)(nil), ([]float64)(nil), *new(dtr.BestOptions))
+		return err
+	}},
+	{"dtr.SweepBestWith", "empty", true, func() error {
+		_, err := dtr.SweepBestWith(context.Background(), new(dtrlog.Trace), []float64{}, *new(dtr.BestOptions))
+		return err
+	}},
+	{"dtr.SweepBestWith", "foreign", false, func() error {
+		_, err := dtr.SweepBestWith(context.Background(), misuseTrace(), ([]float64)(nil), *new(dtr.BestOptions))
+		return err
+	}},
 	{"dtr.TightenLowerBound", "zero", true, func() error {
 		_, err := dtr.TightenLowerBound(context.Background(), (*dtrlog.Trace)(nil), *new(dtr.LowerBound), (int64)(0))
 		return err

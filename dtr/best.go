@@ -41,6 +41,21 @@ func SweepBest(ctx context.Context, tr *dtrlog.Trace, ratios []float64, done ...
 	return sweepBest(ctx, tr, ratios, bestKnobs{}, done...)
 }
 
+// BestOptions are SweepBestWith's settings beyond the ratios.
+type BestOptions struct {
+	// Done: sweeps already run, as SweepBest's done.
+	Done []*SweepResult
+	// Progress, if set, is called after each budget run of the portfolio
+	// (or each budget a cap skips) with the runs done and their total, one
+	// call at a time.
+	Progress func(done, total int)
+}
+
+// SweepBestWith is SweepBest with a progress callback.
+func SweepBestWith(ctx context.Context, tr *dtrlog.Trace, ratios []float64, o BestOptions) ([]BestResult, error) {
+	return sweepBest(ctx, tr, ratios, bestKnobs{progress: o.Progress}, o.Done...)
+}
+
 // bestKnobs are sweepBest's settings for tests.
 type bestKnobs struct {
 	// regionLimit: the parity runs' region limit (0: the default)
@@ -50,6 +65,8 @@ type bestKnobs struct {
 	// pruned, if set, counts the runs (one ratio each) stopped by a cap
 	// below the thrash limit or skipped
 	pruned *int
+	// progress: BestOptions.Progress
+	progress func(done, total int)
 }
 
 // sweepBest is SweepBest with settings for tests.
@@ -74,6 +91,22 @@ func sweepBest(ctx context.Context, tr *dtrlog.Trace, ratios []float64, k bestKn
 			}
 		}
 		return nil
+	}
+	// the sweeps to run: the lazy runs, the eager runs no done sweep
+	// stands in for, the parity runs
+	sweeps := len(Heuristics) + len(ReferenceHeuristics)
+	for _, h := range Heuristics {
+		if reuse(h) == nil {
+			sweeps++
+		}
+	}
+	runsDone, runsTotal := 0, sweeps*len(ratios)
+	tick := func() {
+		runsDone++
+		k.progress(runsDone, runsTotal)
+	}
+	if k.progress == nil {
+		tick = nil
 	}
 	best := make([]BestResult, len(ratios))
 	keep := func(res *SweepResult, name string, caps []int64) {
@@ -122,7 +155,7 @@ func sweepBest(ctx context.Context, tr *dtrlog.Trace, ratios []float64, k bestKn
 			if lazy || res == nil {
 				var err error
 				c = caps()
-				if res, err = Sweep(ctx, tr, SweepOptions{Heuristic: h, Ratios: ratios, Base: &base, rematCap: c}); err != nil {
+				if res, err = Sweep(ctx, tr, SweepOptions{Heuristic: h, Ratios: ratios, Base: &base, rematCap: c, Progress: tick}); err != nil {
 					return nil, err
 				}
 			}
@@ -135,7 +168,7 @@ func sweepBest(ctx context.Context, tr *dtrlog.Trace, ratios []float64, k bestKn
 	}
 	for _, h := range ReferenceHeuristics {
 		c := caps()
-		res, err := Sweep(ctx, tr, SweepOptions{Heuristic: h, Ratios: ratios, Parity: true, regionLimit: k.regionLimit, rematCap: c})
+		res, err := Sweep(ctx, tr, SweepOptions{Heuristic: h, Ratios: ratios, Parity: true, regionLimit: k.regionLimit, rematCap: c, Progress: tick})
 		if err != nil {
 			return nil, err
 		}

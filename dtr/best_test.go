@@ -42,3 +42,41 @@ func TestSweepBestPruning(t *testing.T) {
 		t.Logf("%s (%v): %d of %d runs stopped early or skipped", l.name, time.Since(t0), pruned, (2*len(Heuristics)+len(ReferenceHeuristics))*len(DefaultRatios))
 	}
 }
+
+// TestSweepProgress: Sweep calls Progress once per ratio whatever the
+// workers; SweepBestWith reports each of its budget runs, the done sweeps
+// standing in for its eager ones, counting up to a total that is right from
+// the first call, with the same result as SweepBest.
+func TestSweepProgress(t *testing.T) {
+	ctx := context.Background()
+	tr := zooTrace(t, "resnet-cifar", models.Options{Batch: 32, Depth: 20})
+	ratios := []float64{0.9, 0.6, 0.4, 0.3}
+	for _, w := range []int{1, 2, 3} {
+		calls := 0
+		_, err := Sweep(ctx, tr, SweepOptions{Heuristic: LookaheadMSPS, Ratios: ratios, Workers: w, Progress: func() { calls++ }})
+		require.NoError(t, err)
+		require.Equal(t, len(ratios), calls, "workers %d", w)
+	}
+	plain, err := SweepBest(ctx, tr, ratios)
+	require.NoError(t, err)
+	var rows []*SweepResult
+	for _, h := range Heuristics[:4] {
+		res, err := Sweep(ctx, tr, SweepOptions{Heuristic: h, Ratios: ratios})
+		require.NoError(t, err)
+		rows = append(rows, res)
+	}
+	for _, done := range [][]*SweepResult{nil, rows} {
+		var seen, totals []int
+		want := (2*len(Heuristics) + len(ReferenceHeuristics) - len(done)) * len(ratios)
+		got, err := SweepBestWith(ctx, tr, ratios, BestOptions{Done: done, Progress: func(d, total int) {
+			seen, totals = append(seen, d), append(totals, total)
+		}})
+		require.NoError(t, err)
+		require.Equal(t, plain, got)
+		require.Len(t, seen, want)
+		for i, d := range seen {
+			require.Equal(t, i+1, d)
+			require.Equal(t, want, totals[i])
+		}
+	}
+}

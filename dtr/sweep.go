@@ -320,6 +320,10 @@ type SweepOptions struct {
 	// Workers: budgets replayed at once (0: GOMAXPROCS). The results do
 	// not depend on it.
 	Workers int
+	// Progress, if set, is called once for each ratio when its run ends,
+	// from the sweep's goroutines but one call at a time (for a progress
+	// display; the order of the calls depends on the workers).
+	Progress func()
 
 	// regionLimit (tests): Config.regionLimit of the parity runs
 	regionLimit int64
@@ -442,7 +446,8 @@ func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResul
 	for w := range ps {
 		ps[w] = &replayer{tr: tr}
 	}
-	ps[0].rt = baseRT // done with: its buffers are recycled
+	ps[0].rt = baseRT  // done with: its buffers are recycled
+	var pmu sync.Mutex // serializes opt.Progress
 	forEach(len(ratios), workers, func(k, w int) {
 		i := order[k]
 		if err := ctx.Err(); err != nil {
@@ -450,6 +455,11 @@ func Sweep(ctx context.Context, tr *dtrlog.Trace, opt SweepOptions) (*SweepResul
 			return
 		}
 		out[i], errs[i] = one(ps[w], i, ratios[i])
+		if opt.Progress != nil {
+			pmu.Lock()
+			opt.Progress()
+			pmu.Unlock()
+		}
 	})
 	for i := range ratios {
 		if errs[i] != nil {

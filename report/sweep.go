@@ -306,6 +306,10 @@ type DTRSweepOptions struct {
 	// the best of the Heuristics' rows (not with Parity); with Search, the
 	// search's result wins a ratio where its overhead is lower.
 	Portfolio bool
+	// Progress, if set, is told of each budget run (a row's, the search's
+	// or the portfolio's) as it ends, with an estimate of the total that
+	// becomes exact once the portfolio starts.
+	Progress sim.Progress
 }
 
 // SweepDTRLog runs the paper's protocol (budget = ratio x baseline peak,
@@ -321,8 +325,27 @@ func SweepDTRLog(ctx context.Context, name string, tr *dtrlog.Trace, o DTRSweepO
 		ratios = dtr.DefaultRatios
 	}
 	out := &DTRSweep{Version: SchemaVersion, Kind: "dtr-sweep", Log: name, Parity: o.Parity, Ratios: ratios}
+	// progress: budget runs done and their total; the portfolio's share
+	// is estimated as its lazy and parity runs (the rows stand in for its
+	// eager ones) until it reports its own count
+	done, total := 0, len(ratios)*len(o.Heuristics)
+	if o.Search {
+		total += len(ratios)
+	}
+	if o.Portfolio {
+		total += len(ratios) * (len(dtr.Heuristics) + len(dtr.ReferenceHeuristics))
+	}
+	var tick func()
+	what := ""
+	if o.Progress != nil {
+		tick = func() {
+			done++
+			o.Progress(done, total, what)
+		}
+	}
 	for _, h := range o.Heuristics {
-		res, err := dtr.Sweep(ctx, tr, dtr.SweepOptions{Heuristic: h, Ratios: ratios, Parity: o.Parity})
+		what = h.String()
+		res, err := dtr.Sweep(ctx, tr, dtr.SweepOptions{Heuristic: h, Ratios: ratios, Parity: o.Parity, Progress: tick})
 		if err != nil {
 			return nil, fmt.Errorf("sweep %s: %w", h, err)
 		}
@@ -348,6 +371,10 @@ func SweepDTRLog(ctx context.Context, name string, tr *dtrlog.Trace, o DTRSweepO
 				best = dtr.RatioResult{Ratio: r, BudgetBytes: sr.BudgetBytes, Status: dtr.StatusOOM}
 			}
 			row.Results = append(row.Results, best)
+			if tick != nil {
+				what = SearchHeuristic
+				tick()
+			}
 		}
 		out.Runs = append(out.Runs, row)
 	}
@@ -356,7 +383,15 @@ func SweepDTRLog(ctx context.Context, name string, tr *dtrlog.Trace, o DTRSweepO
 			return nil, fmt.Errorf("sweep: the portfolio best-of has no parity mode")
 		}
 		// the default-mode rows are the portfolio's lazy runs
-		best, err := dtr.SweepBest(ctx, tr, ratios, out.Runs...)
+		bo := dtr.BestOptions{Done: out.Runs}
+		if o.Progress != nil {
+			before := done
+			bo.Progress = func(d, t int) {
+				done, total = before+d, before+t
+				o.Progress(done, total, "portfolio")
+			}
+		}
+		best, err := dtr.SweepBestWith(ctx, tr, ratios, bo)
 		if err != nil {
 			return nil, fmt.Errorf("sweep best-of: %w", err)
 		}

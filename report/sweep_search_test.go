@@ -52,3 +52,30 @@ func TestSweepDTRLogSearchInBestOf(t *testing.T) {
 	t.Logf("the search won %d cells", won)
 	require.Positive(t, won, "no cell exercises the search's win")
 }
+
+// TestSweepDTRLogProgress: a log sweep with the portfolio and the search
+// reports every budget run it makes, counting up by one to a total that is
+// exact from the portfolio's first run on (rows, search, then the
+// portfolio's lazy and parity runs), and ends at done == total.
+func TestSweepDTRLogProgress(t *testing.T) {
+	tr, err := zoolog.Trace("resnet-cifar", models.Options{Batch: 32, Depth: 20})
+	require.NoError(t, err)
+	ratios := []float64{0.8, 0.5, 0.3}
+	type call struct {
+		done, total int
+		what        string
+	}
+	var calls []call
+	_, err = SweepDTRLog(context.Background(), "zoo", tr, DTRSweepOptions{Heuristics: dtr.Heuristics, Search: true, SearchRuns: 4, Ratios: ratios, Portfolio: true,
+		Progress: func(done, total int, what string) { calls = append(calls, call{done, total, what}) }})
+	require.NoError(t, err)
+	want := len(ratios) * (len(dtr.Heuristics) + 1 + len(dtr.Heuristics) + len(dtr.ReferenceHeuristics))
+	require.Len(t, calls, want)
+	for i, c := range calls {
+		require.Equal(t, i+1, c.done)
+		require.Equal(t, want, c.total, "call %d (%s)", i, c.what)
+	}
+	require.Equal(t, dtr.Heuristics[0].String(), calls[0].what)
+	require.Equal(t, SearchHeuristic, calls[len(ratios)*len(dtr.Heuristics)].what)
+	require.Equal(t, "portfolio", calls[len(calls)-1].what)
+}

@@ -890,7 +890,7 @@ func (a *app) sweepLog(ctx context.Context, path, heuristics string, ratios []fl
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	sw, err := report.SweepDTRLog(ctx, path, tr, report.DTRSweepOptions{Heuristics: hs, Search: search, Ratios: ratios, Parity: parity, SearchSeed: seed, Portfolio: portfolio})
+	sw, err := report.SweepDTRLog(ctx, path, tr, report.DTRSweepOptions{Heuristics: hs, Search: search, Ratios: ratios, Parity: parity, SearchSeed: seed, Portfolio: portfolio, Progress: a.progress("sweep")})
 	if err != nil {
 		return err
 	}

@@ -400,6 +400,7 @@ func (a *app) progress(what string) sim.Progress {
 	}
 	start := time.Now()
 	var bar *progressbar.ProgressBar
+	barMax := 0
 	return func(done, total int, strategy string) {
 		if bar == nil {
 			if time.Since(start) < time.Second || done >= total {
@@ -407,6 +408,11 @@ func (a *app) progress(what string) sim.Progress {
 			}
 			bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(f), progressbar.OptionSetDescription(what),
 				progressbar.OptionClearOnFinish(), progressbar.OptionShowCount())
+			barMax = total
+		}
+		if total != barMax { // an estimated total made exact (a log sweep's portfolio)
+			bar.ChangeMax(total)
+			barMax = total
 		}
 		bar.Describe(fmt.Sprintf("%s %s", what, strategy))
 		_ = bar.Set(done)
