@@ -382,7 +382,7 @@ func SweepDTRLog(ctx context.Context, name string, tr *dtrlog.Trace, o DTRSweepO
 		if o.Parity {
 			return nil, fmt.Errorf("sweep: the portfolio best-of has no parity mode")
 		}
-		// the default-mode rows are the portfolio's lazy runs
+		// the default-mode rows stand in for the portfolio's eager runs
 		bo := dtr.BestOptions{Done: out.Runs}
 		if o.Progress != nil {
 			before := done
