@@ -100,13 +100,13 @@ func sweepBest(ctx context.Context, tr *dtrlog.Trace, ratios []float64, k bestKn
 			sweeps++
 		}
 	}
-	runsDone, runsTotal := 0, sweeps*len(ratios)
-	tick := func() {
-		runsDone++
-		k.progress(runsDone, runsTotal)
-	}
-	if k.progress == nil {
-		tick = nil
+	var tick func() // SweepOptions.Progress: one call per budget run
+	if k.progress != nil {
+		runsDone := 0
+		tick = func() {
+			runsDone++
+			k.progress(runsDone, sweeps*len(ratios))
+		}
 	}
 	best := make([]BestResult, len(ratios))
 	keep := func(res *SweepResult, name string, caps []int64) {

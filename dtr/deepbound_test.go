@@ -81,25 +81,8 @@ func TestTightenLowerBoundHand(t *testing.T) {
 	base, err := MeasureBaseline(tr)
 	require.NoError(t, err)
 	require.Equal(t, int64(23), base.PeakBytes) // P is released after B
-	fits := func(budget int64) bool {
-		for _, h := range Heuristics {
-			for _, lazy := range []bool{false, true} {
-				cfg := DefaultConfig()
-				cfg.EvicteeMinSize, cfg.LazyLock, cfg.KeepForRemat = 0, lazy, true
-				// half a byte up: the ratio times the peak must not round
-				// below the budget
-				res, err := Sweep(context.Background(), tr, SweepOptions{Heuristic: h, Base: &cfg, Ratios: []float64{(float64(budget) + 0.5) / float64(base.PeakBytes)}})
-				require.NoError(t, err)
-				if r := res.Results[0]; r.Status == StatusOK {
-					require.GreaterOrEqual(t, r.PeakMemoryBytes, lb.Bytes, "%s lazy %v at %d bytes", h, lazy, budget)
-					return true
-				}
-			}
-		}
-		return false
-	}
-	require.False(t, fits(12))
-	require.True(t, fits(13))
+	require.False(t, anyFits(t, tr, base, lb.Bytes, 12))
+	require.True(t, anyFits(t, tr, base, lb.Bytes, 13))
 
 	_, err = TightenLowerBound(context.Background(), tr, simple, -1)
 	require.ErrorContains(t, err, "effort -1")
@@ -111,6 +94,29 @@ func TestTightenLowerBoundHand(t *testing.T) {
 	got, err = TightenLowerBound(ctx, tr, simple, 0)
 	require.ErrorIs(t, err, context.Canceled)
 	require.Equal(t, simple, got)
+}
+
+// anyFits runs every heuristic, with eager and lazy locking, at budget
+// bytes of tr (baseline base), requires every run that fits to peak at lb
+// or above, and reports whether one fits.
+func anyFits(t *testing.T, tr *dtrlog.Trace, base Baseline, lb, budget int64) bool {
+	t.Helper()
+	fit := false
+	for _, h := range Heuristics {
+		for _, lazy := range []bool{false, true} {
+			cfg := DefaultConfig()
+			cfg.EvicteeMinSize, cfg.LazyLock, cfg.KeepForRemat = 0, lazy, true
+			// half a byte up: the ratio times the peak must not round
+			// below the budget
+			res, err := Sweep(context.Background(), tr, SweepOptions{Heuristic: h, Base: &cfg, Ratios: []float64{(float64(budget) + 0.5) / float64(base.PeakBytes)}})
+			require.NoError(t, err)
+			if r := res.Results[0]; r.Status == StatusOK {
+				require.GreaterOrEqual(t, r.PeakMemoryBytes, lb, "%s lazy %v at %d bytes", h, lazy, budget)
+				fit = true
+			}
+		}
+	}
+	return fit
 }
 
 // randomLog is a small random DAG: pinned constants, a few branches that
@@ -367,18 +373,6 @@ func TestTightenLowerBoundAllResults(t *testing.T) {
 	require.Equal(t, "k", tr.Ops[lb.Op].Name)
 	base, err := MeasureBaseline(tr)
 	require.NoError(t, err)
-	fit := false
-	for _, h := range Heuristics {
-		cfg := DefaultConfig()
-		cfg.EvicteeMinSize, cfg.KeepForRemat = 0, true
-		for _, budget := range []int64{14, 15} {
-			res, err := Sweep(context.Background(), tr, SweepOptions{Heuristic: h, Base: &cfg, Ratios: []float64{(float64(budget) + 0.5) / float64(base.PeakBytes)}})
-			require.NoError(t, err)
-			if r := res.Results[0]; r.Status == StatusOK {
-				require.GreaterOrEqual(t, r.PeakMemoryBytes, lb.Bytes, "%s at %d bytes", h, budget)
-				fit = fit || budget == 15
-			}
-		}
-	}
-	require.True(t, fit, "no heuristic fits the bound")
+	require.False(t, anyFits(t, tr, base, lb.Bytes, 14))
+	require.True(t, anyFits(t, tr, base, lb.Bytes, 15), "no heuristic fits the bound")
 }

@@ -351,6 +351,7 @@ func SweepDTRLog(ctx context.Context, name string, tr *dtrlog.Trace, o DTRSweepO
 		}
 		out.Runs = append(out.Runs, res)
 	}
+	var searchRow *dtr.SweepResult
 	if o.Search {
 		if o.Parity {
 			return nil, fmt.Errorf("sweep: the offline search has no parity mode")
@@ -377,6 +378,7 @@ func SweepDTRLog(ctx context.Context, name string, tr *dtrlog.Trace, o DTRSweepO
 			}
 		}
 		out.Runs = append(out.Runs, row)
+		searchRow = row
 	}
 	if o.Portfolio {
 		if o.Parity {
@@ -398,11 +400,8 @@ func SweepDTRLog(ctx context.Context, name string, tr *dtrlog.Trace, o DTRSweepO
 		// the offline search, when asked for, is one more offline
 		// configuration: it wins a ratio with a lower overhead (a tie
 		// keeps the portfolio's winner)
-		for _, run := range out.Runs {
-			if run.Heuristic != SearchHeuristic {
-				continue
-			}
-			for i, rr := range run.Results {
+		if searchRow != nil {
+			for i, rr := range searchRow.Results {
 				if b := &best[i]; rr.Status == dtr.StatusOK && (b.Status != dtr.StatusOK || rr.Overhead < b.Overhead) {
 					*b = dtr.BestResult{RatioResult: rr, Winner: SearchHeuristic}
 				}
