@@ -1085,6 +1085,18 @@ var misuseCases = []misuseCase{
 	{"dtrlog.ToGraph", "foreign", false, func() error { _, err := dtrlog.ToGraph(misuseTrace()); return err }},
 	{"dtrlog.WriteAll", "zero", false, func() error { err := dtrlog.WriteAll(io.Discard, ([]dtrlog.Instr)(nil)); return err }},
 	{"dtrlog.WriteAll", "empty", false, func() error { err := dtrlog.WriteAll(io.Discard, []dtrlog.Instr{}); return err }},
+	{"dtrlog.WriteGraph", "zero", true, func() error {
+		err := dtrlog.WriteGraph(io.Discard, (*graph.Graph)(nil), (func(graph.OpID) int64)(nil))
+		return err
+	}},
+	{"dtrlog.WriteGraph", "empty", false, func() error {
+		err := dtrlog.WriteGraph(io.Discard, new(graph.Graph), (func(graph.OpID) int64)(nil))
+		return err
+	}},
+	{"dtrlog.WriteGraph", "foreign", false, func() error {
+		err := dtrlog.WriteGraph(io.Discard, misuseGraph(), (func(graph.OpID) int64)(nil))
+		return err
+	}},
 	{"dtrlog.Writer.Flush", "zero", false, func() error { err := new(dtrlog.Writer).Flush(); return err }},
 	{"dtrlog.Writer.Write", "zero", false, func() error { err := new(dtrlog.Writer).Write(*new(dtrlog.Instr)); return err }},
 	{"models.Build", "zero", false, func() error { _, err := models.Build((string)(""), *new(models.Options)); return err }},

@@ -253,11 +253,9 @@ model's, a RELEASE after each tensor's last reader), which 'sim sweep --dtr-log'
 			if err != nil {
 				return err
 			}
-			ins, err := dtrlog.FromGraph(g, m.OpTime)
-			if err != nil {
-				return err
-			}
-			write = func(w io.Writer) error { return dtrlog.WriteAll(w, ins) }
+			// written as made: FromGraph's instructions of a
+			// million-op graph take about 3 GB
+			write = func(w io.Writer) error { return dtrlog.WriteGraph(w, g, m.OpTime) }
 		}
 		o, err := render("OUT", out, write)
 		if err != nil {

@@ -40,11 +40,12 @@ func memAvailable() int64 {
 // and simulates with strategy none in under 1 GiB of RSS) runs the built
 // binary on the zoo's resnet-cifar at depth 95,240 (1,000,031 ops): a
 // report from the zoo, the graph written to a file, validate of the file
-// and a report from it, each in its own process, whose peak resident set
-// the kernel reports (getrusage's ru_maxrss).
+// and a report from it, then the same three for the graph written as a DTR
+// log, each in its own process, whose peak resident set the kernel reports
+// (getrusage's ru_maxrss).
 func TestMillionOpGraphUnder1GiB(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: four runs on a million-op graph (about 20 s of CPU)")
+		t.Skip("-short: seven runs on a million-op graph (about 40 s of CPU)")
 	}
 	if avail := memAvailable(); avail >= 0 && avail < 4<<30 {
 		t.Skipf("needs about 4 GiB of available memory for the runs and the other tests beside them; MemAvailable is %d MiB", avail>>20)
@@ -92,5 +93,16 @@ func TestMillionOpGraphUnder1GiB(t *testing.T) {
 	assert.Contains(t, v, "1000031", "validate's summary counts the ops")
 	require.NoError(t, json.Unmarshal(rss("report", "--graph", file, "--strategies", "none", "--device", "none", "--format", "json"), &rep))
 	assert.Equal(t, 1_000_031, rep.Ops)
+	assert.Equal(t, "ok", rep.Rows[0].Status)
+	require.NoError(t, os.Remove(file)) // 524 MB; the log takes 379 MB
+
+	log := filepath.Join(dir, "r1m.log")
+	rss(append([]string{"convert"}, append(zoo, log)...)...)
+	v = string(rss("validate", log))
+	assert.Contains(t, v, "1000031", "validate's summary counts the ops")
+	rep.Ops, rep.Rows = 0, nil
+	require.NoError(t, json.Unmarshal(rss("report", "--dtr-log", log, "--strategies", "none", "--device", "none", "--format", "json"), &rep))
+	assert.Equal(t, 1_000_031, rep.Ops)
+	require.Len(t, rep.Rows, 1)
 	assert.Equal(t, "ok", rep.Rows[0].Status)
 }

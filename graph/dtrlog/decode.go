@@ -48,8 +48,9 @@ type decoder struct {
 	i      int
 	buf    []byte            // scratch for unescaped strings
 	intern map[string]string // names seen (nil: no interning)
-	// xnames interns the names "x<n>" of the logs' tensors by number (the
-	// fast path; other names, and those outside its window, go to intern).
+	// xnames interns the names "x<n>" of the logs' tensors by number
+	// (names.go: the fast path; other names, and those outside its window,
+	// go to intern).
 	xnames window[string]
 	// reuse: the arrays of a line are decoded into the scratch slices below,
 	// valid until the next line, instead of new slices.
@@ -346,13 +347,13 @@ func (d *decoder) name(b []byte) string {
 	if d.intern == nil {
 		return string(b)
 	}
-	if n, ok := xnumber(b); ok {
+	if p, n, ok := numbered(b); ok && d.xnames.holds(p) {
 		if s, ok := d.xnames.get(n); ok {
 			return s
 		}
 		if d.xnames.fits(n) {
 			s := string(b)
-			d.xnames.set(n, s)
+			d.xnames.set(p, n, s)
 			return s
 		}
 	}

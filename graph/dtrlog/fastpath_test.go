@@ -10,38 +10,66 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestXnumber(t *testing.T) {
-	for name, want := range map[string]int{"x0": 0, "x7": 7, "x5265": 5265, "x999999999": 999999999} {
-		n, ok := xnumber(name)
+func TestNumbered(t *testing.T) {
+	for name, want := range map[string]int{"x0": 0, "x7": 7, "x5265": 5265, "x999999999": 999999999, "t12": 12, "X3": 3} {
+		p, n, ok := numbered(name)
 		assert.True(t, ok, name)
 		assert.Equal(t, want, n, name)
-		n, ok = xnumber([]byte(name))
+		assert.Equal(t, name[0], p, name)
+		p, n, ok = numbered([]byte(name))
 		assert.True(t, ok, name)
 		assert.Equal(t, want, n, name)
+		assert.Equal(t, name[0], p, name)
 	}
-	for _, name := range []string{"", "x", "y1", "x01", "x00", "x-1", "x+1", "x1a", "x1000000000", "X1", "x 1", "xx1"} {
-		_, ok := xnumber(name)
+	for _, name := range []string{"", "x", "01", "x01", "x00", "x-1", "x+1", "x1a", "x1000000000", "_1", "x 1", "xx1", `\u00781`, "é1"} {
+		_, _, ok := numbered(name)
 		assert.False(t, ok, name)
 	}
 	// every accepted name is the canonical spelling of its number
 	for i := 0; i < 100000; i++ {
 		name := "x" + strconv.Itoa(i)
-		n, ok := xnumber(name)
+		_, n, ok := numbered(name)
 		require.True(t, ok)
 		require.Equal(t, i, n)
+	}
+	// a window takes the names of the letter of its first name
+	var w window[int32]
+	assert.True(t, w.holds('t'))
+	w.set('t', 5, 1)
+	assert.True(t, w.holds('t'))
+	assert.False(t, w.holds('x'), "another letter's name is not the window's")
+}
+
+// TestNamesOfTwoLetters: "t1" and "x1" name different tensors, whichever
+// letter a window took first.
+func TestNamesOfTwoLetters(t *testing.T) {
+	for _, first := range []string{"t", "x"} {
+		other := map[string]string{"t": "x", "x": "t"}[first]
+		src := startLine +
+			`{"INSTRUCTION":"CONSTANT","NAME":"` + first + `1"}` + "\n" +
+			`{"INSTRUCTION":"MEMORY","MEMORY":"64","NAME":"` + first + `1"}` + "\n" +
+			call(first+"1", other+"1", "5") + call(other+"1", first+"2", "6") +
+			`{"INSTRUCTION":"RELEASE","NAME":"` + first + `1"}` + "\n"
+		tr, err := Compile(strings.NewReader(src))
+		require.NoError(t, err, first)
+		require.Len(t, tr.Tensors, 3, first)
+		names := []string{tr.Tensors[0].Name, tr.Tensors[1].Name, tr.Tensors[2].Name}
+		assert.Equal(t, []string{first + "1", other + "1", first + "2"}, names)
+		assert.Equal(t, []int32{0}, tr.Ops[1].Args, "%s1 reads %s1", other, first)
+		assert.Equal(t, []int32{1}, tr.Ops[2].Args, "%s2 reads %s1, not %s1", first, other, first)
 	}
 }
 
 func TestWindowStaysProportional(t *testing.T) {
 	var w window[int32]
 	require.True(t, w.fits(1_000_000))
-	w.set(1_000_000, 1)
+	w.set('x', 1_000_000, 1)
 	assert.False(t, w.fits(999_999), "below the base")
 	assert.False(t, w.fits(1_000_000+windowSlack+2), "far past the names held")
 	assert.True(t, w.fits(1_000_000+windowSlack-1))
 	for i := 1; i < 5000; i++ {
 		require.True(t, w.fits(1_000_000+i))
-		w.set(1_000_000+i, int32(i+1))
+		w.set('x', 1_000_000+i, int32(i+1))
 	}
 	assert.LessOrEqual(t, len(w.vals), 2*5000+windowSlack)
 	v, ok := w.get(1_004_999)

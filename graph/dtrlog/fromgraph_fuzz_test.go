@@ -4,14 +4,16 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/remat-dev/remat/graph"
 )
 
 // FuzzFromGraph feeds graphs decoded from arbitrary bytes to FromGraph: a
-// valid graph gives a log or an error, never a panic, and a log it gives
-// writes and compiles. The seed corpus is the graph package's JSON test
+// valid graph gives a log or an error, never a panic, a log it gives
+// writes and compiles, and WriteGraph writes the same log (or fails the
+// same way). The seed corpus is the graph package's JSON test
 // files, a graph with views and chained in-place ops, and
 // testdata/fuzz/FuzzFromGraph.
 func FuzzFromGraph(f *testing.F) {
@@ -46,13 +48,22 @@ func FuzzFromGraph(f *testing.F) {
 		if err != nil {
 			return
 		}
+		var streamed bytes.Buffer
+		streamErr := WriteGraph(&streamed, g, nil)
 		ins, err := FromGraph(g, nil)
 		if err != nil {
+			want := strings.Replace(err.Error(), "FromGraph", "WriteGraph", 1)
+			if streamErr == nil || streamErr.Error() != want {
+				t.Fatalf("WriteGraph: %v; FromGraph: %v", streamErr, err)
+			}
 			return
 		}
 		var buf bytes.Buffer
 		if err := WriteAll(&buf, ins); err != nil {
 			t.Fatalf("WriteAll of FromGraph's log: %v", err)
+		}
+		if streamErr != nil || !bytes.Equal(buf.Bytes(), streamed.Bytes()) {
+			t.Fatalf("WriteGraph (error %v) wrote another log than FromGraph and WriteAll", streamErr)
 		}
 		if _, err := Compile(&buf); err != nil {
 			t.Fatalf("FromGraph's log does not compile: %v\n%s", err, buf.Bytes())

@@ -27,50 +27,24 @@ func ToGraph(tr *Trace) (*graph.Graph, error) {
 	}
 	g := &graph.Graph{Name: tr.Name, Loss: graph.NoTensor}
 	g.Tensors = make([]graph.Tensor, len(tr.Tensors))
-	opOf := make([]graph.OpID, len(tr.Ops))
-	mutated := map[string]string{"dtr_mutate": "1"} // one map for every MUTATE (op attributes are read-only)
+	// The ops and their input and output lists are allocated at their
+	// final sizes, the lists cut from one array.
+	nops, nids := 0, 0
 	for i := range tr.Ops {
-		o := &tr.Ops[i]
-		if o.Constant {
-			opOf[i] = graph.NoOp
-			continue
+		if o := &tr.Ops[i]; !o.Constant {
+			nops++
+			nids += len(o.Args) + len(o.Results)
 		}
-		id := graph.OpID(len(g.Ops))
-		opOf[i] = id
-		ph := graph.Forward
-		if o.Backward {
-			ph = graph.Backward
-		}
-		gop := graph.Op{ID: id, Name: fmt.Sprintf("%s#%d", o.Name, i), Type: o.Name, Phase: ph, TimeNs: o.Time, Forward: graph.NoOp}
-		gop.Inputs = make([]graph.TensorID, len(o.Args))
-		for j, a := range o.Args {
-			gop.Inputs[j] = graph.TensorID(a)
-		}
-		gop.Outputs = make([]graph.TensorID, len(o.Results))
-		for j, r := range o.Results {
-			gop.Outputs[j] = graph.TensorID(r)
-		}
-		if o.Mutate {
-			gop.Attrs = mutated
-		}
-		g.Ops = append(g.Ops, gop)
+	}
+	g.Ops = make([]graph.Op, 0, nops)
+	b := graphBuilder{g: g, ids: make([]graph.TensorID, nids)}
+	opOf := make([]graph.OpID, len(tr.Ops))
+	for i := range tr.Ops {
+		opOf[i] = b.op(int32(i), &tr.Ops[i])
 	}
 	for i := range tr.Tensors {
 		t := &tr.Tensors[i]
-		o := &tr.Ops[t.Op]
-		gt := graph.Tensor{ID: graph.TensorID(i), Name: t.Name, Bytes: t.StorageSize, Producer: opOf[t.Op], AliasOf: graph.NoTensor}
-		switch {
-		case o.Constant:
-			gt.Kind = graph.Constant
-		case o.Backward:
-			gt.Kind = graph.Gradient
-		default:
-			gt.Kind = graph.Activation
-		}
-		if a := o.Aliases[t.Index]; a >= 0 {
-			gt.AliasOf = graph.TensorID(o.Args[a])
-		}
-		g.Tensors[i] = gt
+		g.Tensors[i] = graphTensor(graph.TensorID(i), t, &tr.Ops[t.Op], opOf[t.Op])
 	}
 	if err := g.Validate(); err != nil {
 		return nil, fmt.Errorf("dtr log to graph: %w", err)
@@ -78,13 +52,111 @@ func ToGraph(tr *Trace) (*graph.Graph, error) {
 	return g, nil
 }
 
-// ReadGraph compiles a log and converts it to a graph.
+// graphBuilder makes a graph's ops from a trace's.
+type graphBuilder struct {
+	g *graph.Graph
+	// ids is where the ops' input and output lists are cut from; chunks
+	// of idChunk when their total is not known ahead
+	ids []graph.TensorID
+	// mutated is the attributes of every MUTATE's op (one map: op
+	// attributes are read-only)
+	mutated map[string]string
+}
+
+// idChunk is the length of the chunks a graphBuilder cuts lists from when
+// it does not know their total.
+const idChunk = 1 << 16
+
+// cut returns n tensor IDs cut from b.ids (capacity n: appending to one
+// list cannot write into the next).
+func (b *graphBuilder) cut(n int) []graph.TensorID {
+	if n > len(b.ids) || b.ids == nil { // an empty list is not nil, as ToGraph's
+		b.ids = make([]graph.TensorID, max(n, idChunk))
+	}
+	l := b.ids[:n:n]
+	b.ids = b.ids[n:]
+	return l
+}
+
+// op adds the graph op of trace op o (number i) and returns its ID, or
+// NoOp for a CONSTANT (its tensor is a constant without producer).
+func (b *graphBuilder) op(i int32, o *Op) graph.OpID {
+	if o.Constant {
+		return graph.NoOp
+	}
+	g := b.g
+	id := graph.OpID(len(g.Ops))
+	ph := graph.Forward
+	if o.Backward {
+		ph = graph.Backward
+	}
+	gop := graph.Op{ID: id, Name: o.Name + "#" + strconv.Itoa(int(i)), Type: o.Name, Phase: ph, TimeNs: o.Time, Forward: graph.NoOp}
+	gop.Inputs = b.cut(len(o.Args))
+	for j, a := range o.Args {
+		gop.Inputs[j] = graph.TensorID(a)
+	}
+	gop.Outputs = b.cut(len(o.Results))
+	for j, r := range o.Results {
+		gop.Outputs[j] = graph.TensorID(r)
+	}
+	if o.Mutate {
+		if b.mutated == nil {
+			b.mutated = map[string]string{"dtr_mutate": "1"}
+		}
+		gop.Attrs = b.mutated
+	}
+	g.Ops = append(g.Ops, gop)
+	return id
+}
+
+// graphTensor is the graph tensor of trace tensor t (ID id), a result of
+// trace op o, whose graph op is producer.
+func graphTensor(id graph.TensorID, t *Tensor, o *Op, producer graph.OpID) graph.Tensor {
+	gt := graph.Tensor{ID: id, Name: t.Name, Bytes: t.StorageSize, Producer: producer, AliasOf: graph.NoTensor}
+	switch {
+	case o.Constant:
+		gt.Kind = graph.Constant
+	case o.Backward:
+		gt.Kind = graph.Gradient
+	default:
+		gt.Kind = graph.Activation
+	}
+	if a := o.Aliases[t.Index]; a >= 0 {
+		gt.AliasOf = graph.TensorID(o.Args[a])
+	}
+	return gt
+}
+
+// ReadGraph compiles a log and converts it to a graph: the graph of
+// ToGraph(Compile(r)), or Compile's error. It builds the graph while it
+// reads, without keeping the trace: on a log of a million ops, the trace
+// and the graph together took about 0.75 GB at the peak.
 func ReadGraph(r io.Reader) (*graph.Graph, error) {
-	tr, err := Compile(r)
+	g := &graph.Graph{Loss: graph.NoTensor}
+	b := graphBuilder{g: g}
+	c := newCompiler()
+	c.sink = func(i int32, o *Op) {
+		id := b.op(i, o)
+		for _, r := range o.Results {
+			t := &c.t.Tensors[r]
+			for len(g.Tensors) <= int(r) {
+				g.Tensors = append(g.Tensors, graph.Tensor{})
+			}
+			g.Tensors[r] = graphTensor(graph.TensorID(r), t, o, id)
+		}
+	}
+	tr, err := compile(c, r)
 	if err != nil {
 		return nil, err
 	}
-	return ToGraph(tr)
+	g.Name = tr.Name
+	if len(g.Tensors) != len(tr.Tensors) {
+		return nil, fmt.Errorf("dtrlog: ReadGraph: %d tensors made for %d in the log (a tensor that is no op's result)", len(g.Tensors), len(tr.Tensors))
+	}
+	if err := g.Validate(); err != nil {
+		return nil, fmt.Errorf("dtr log to graph: %w", err)
+	}
+	return g, nil
 }
 
 // FromGraph writes g's default schedule as DTR log instructions (the
@@ -100,11 +172,43 @@ func ReadGraph(r io.Reader) (*graph.Graph, error) {
 // Tensors are named t<ID>. Outputs nobody reads stay referenced (pinned at
 // the end by the replay), as RunOnMachine keeps them.
 func FromGraph(g *graph.Graph, timeNs func(graph.OpID) int64) ([]Instr, error) {
+	var out []Instr
+	err := emitGraph("FromGraph", g, timeNs, func(in Instr) error {
+		out = append(out, in)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// WriteGraph writes FromGraph(g, timeNs)'s instructions to w as a DTR log,
+// each line as soon as its instruction is made, and flushes. FromGraph
+// holds every instruction at once (about 3 GB for a graph of a million
+// ops); WriteGraph needs a few arrays of g's size beyond g itself. On an
+// error (g invalid, a negative time, w failing) part of the log may have
+// been written: write to a temporary file and keep it only on success.
+func WriteGraph(w io.Writer, g *graph.Graph, timeNs func(graph.OpID) int64) error {
+	if w == nil {
+		return ErrNoWriter
+	}
+	wr := NewWriter(w)
+	if err := emitGraph("WriteGraph", g, timeNs, wr.Write); err != nil {
+		return err
+	}
+	return wr.Flush()
+}
+
+// emitGraph makes FromGraph's instructions in order and passes each to
+// emit (fresh slices: emit may keep them), stopping at emit's first error.
+// fn names the caller in errors.
+func emitGraph(fn string, g *graph.Graph, timeNs func(graph.OpID) int64, emit func(Instr) error) error {
 	if g == nil {
-		return nil, errors.New("dtrlog: FromGraph of a nil graph")
+		return fmt.Errorf("dtrlog: %s of a nil graph", fn)
 	}
 	if len(g.Ops) == 0 {
-		return nil, fmt.Errorf("dtrlog: FromGraph: graph %q has no ops: expected at least one (a DTR log needs a CALL)", g.Name)
+		return fmt.Errorf("dtrlog: %s: graph %q has no ops: expected at least one (a DTR log needs a CALL)", fn, g.Name)
 	}
 	name := func(t graph.TensorID) string { return "t" + strconv.Itoa(int(t)) }
 	last := make([]int32, len(g.Tensors))
@@ -115,19 +219,26 @@ func FromGraph(g *graph.Graph, timeNs func(graph.OpID) int64) ([]Instr, error) {
 	for i := range g.Ops {
 		for _, in := range g.Ops[i].Inputs {
 			if int(in) < 0 || int(in) >= len(g.Tensors) {
-				return nil, fmt.Errorf("dtrlog: FromGraph: op %d input %d: expected a tensor < %d", i, in, len(g.Tensors))
+				return fmt.Errorf("dtrlog: %s: op %d input %d: expected a tensor < %d", fn, i, in, len(g.Tensors))
 			}
 			last[in] = int32(i)
 		}
 	}
-	out := []Instr{{Kind: Annotate, Annotation: AnnotationStart}}
+	if err := emit(Instr{Kind: Annotate, Annotation: AnnotationStart}); err != nil {
+		return err
+	}
 	for i := range g.Tensors {
 		t := &g.Tensors[i]
 		if t.Producer != graph.NoOp {
 			continue
 		}
 		n := name(graph.TensorID(i))
-		out = append(out, Instr{Kind: Constant, Name: n}, Instr{Kind: Memory, Name: n, Memory: t.StorageBytes()})
+		if err := emit(Instr{Kind: Constant, Name: n}); err != nil {
+			return err
+		}
+		if err := emit(Instr{Kind: Memory, Name: n, Memory: t.StorageBytes()}); err != nil {
+			return err
+		}
 	}
 	bwd := false
 	copied := make([]bool, len(g.Tensors)) // outputs of a MUTATE, named by a COPY
@@ -137,18 +248,20 @@ func FromGraph(g *graph.Graph, timeNs func(graph.OpID) int64) ([]Instr, error) {
 		o := &g.Ops[i]
 		if !bwd && o.Phase == graph.Backward {
 			bwd = true
-			out = append(out, Instr{Kind: Annotate, Annotation: AnnotationBackward})
+			if err := emit(Instr{Kind: Annotate, Annotation: AnnotationBackward}); err != nil {
+				return err
+			}
 		}
 		tm := o.TimeNs
 		if timeNs != nil {
 			tm = timeNs(graph.OpID(i))
 		}
 		if tm < 0 {
-			return nil, fmt.Errorf("dtrlog: FromGraph: op %d %q: time %d ns: expected >= 0", i, o.Name, tm)
+			return fmt.Errorf("dtrlog: %s: op %d %q: time %d ns: expected >= 0", fn, i, o.Name, tm)
 		}
 		for _, r := range o.Outputs {
 			if int(r) < 0 || int(r) >= len(g.Tensors) {
-				return nil, fmt.Errorf("dtrlog: FromGraph: op %d output %d: expected a tensor < %d", i, r, len(g.Tensors))
+				return fmt.Errorf("dtrlog: %s: op %d output %d: expected a tensor < %d", fn, i, r, len(g.Tensors))
 			}
 		}
 		// A result views input j when they share a storage: a view of a
@@ -195,12 +308,18 @@ func FromGraph(g *graph.Graph, timeNs func(graph.OpID) int64) ([]Instr, error) {
 					m.Mutate = append(m.Mutate, j)
 				}
 			}
-			out = append(out, m)
+			if err := emit(m); err != nil {
+				return err
+			}
 			for j, r := range o.Outputs {
-				out = append(out, Instr{Kind: Copy, Dst: name(r), Src: name(o.Inputs[al[j]])})
+				if err := emit(Instr{Kind: Copy, Dst: name(r), Src: name(o.Inputs[al[j]])}); err != nil {
+					return err
+				}
 				copied[r] = true
 			}
-			out = appendReleases(out, g, o, int32(i), last, rel, name)
+			if err := emitReleases(emit, g, o, int32(i), last, rel, name); err != nil {
+				return err
+			}
 			continue
 		}
 		// A view (not an in-place write) reads no data: its CALL lists only
@@ -234,29 +353,40 @@ func FromGraph(g *graph.Graph, timeNs func(graph.OpID) int64) ([]Instr, error) {
 		for j, r := range o.Outputs {
 			call.Results[j] = name(r)
 		}
-		out = append(out, call)
+		if err := emit(call); err != nil {
+			return err
+		}
 		for j, r := range o.Outputs {
 			b := g.Tensors[r].Bytes
 			if al[j] >= 0 {
 				b = 0
 			}
-			out = append(out, Instr{Kind: Memory, Name: name(r), Memory: b}, Instr{Kind: Alias, Name: name(r), Alias: al[j]})
+			if err := emit(Instr{Kind: Memory, Name: name(r), Memory: b}); err != nil {
+				return err
+			}
+			if err := emit(Instr{Kind: Alias, Name: name(r), Alias: al[j]}); err != nil {
+				return err
+			}
 		}
-		out = appendReleases(out, g, o, int32(i), last, rel, name)
+		if err := emitReleases(emit, g, o, int32(i), last, rel, name); err != nil {
+			return err
+		}
 	}
-	return out, nil
+	return nil
 }
 
-// appendReleases appends a RELEASE of each distinct input of op o (number
-// i) whose last reader it is, unless the input comes from outside the step
+// emitReleases emits a RELEASE of each distinct input of op o (number i)
+// whose last reader it is, unless the input comes from outside the step
 // (rel finds the repeated inputs).
-func appendReleases(out []Instr, g *graph.Graph, o *graph.Op, i int32, last []int32, rel *dedup.Stamps, name func(graph.TensorID) string) []Instr {
+func emitReleases(emit func(Instr) error, g *graph.Graph, o *graph.Op, i int32, last []int32, rel *dedup.Stamps, name func(graph.TensorID) string) error {
 	rel.Next()
 	for _, in := range o.Inputs {
 		if last[in] != i || g.Tensors[in].Producer == graph.NoOp || rel.Seen(int32(in)) {
 			continue
 		}
-		out = append(out, Instr{Kind: Release, Name: name(in)})
+		if err := emit(Instr{Kind: Release, Name: name(in)}); err != nil {
+			return err
+		}
 	}
-	return out
+	return nil
 }

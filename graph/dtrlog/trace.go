@@ -92,7 +92,11 @@ type Trace struct {
 // Compile reads a log and compiles it. Lines before the START annotation are
 // skipped (a log without START is compiled whole).
 func Compile(r io.Reader) (*Trace, error) {
-	c := newCompiler()
+	return compile(newCompiler(), r)
+}
+
+// compile is Compile with compiler c.
+func compile(c *compiler, r io.Reader) (*Trace, error) {
 	rd := NewReader(r)
 	var pending []Instr // instructions before START, dropped if START comes
 	started := false
@@ -145,8 +149,9 @@ func CompileInstrs(ins []Instr) (*Trace, error) {
 
 type compiler struct {
 	t Trace
-	// A name's index (into binding) is in xnames (plus one) for the names
-	// "x<n>" within its window, else in names.
+	// A name's index (into binding) is in xnames (plus one) for the
+	// numbered names of its letter within its window (names.go), else in
+	// names.
 	xnames  window[int32]
 	names   map[string]int32
 	binding []int32 // per name index: tensor
@@ -163,6 +168,20 @@ type compiler struct {
 	// ids and sizes hold the ops' Args, Results, Aliases and Sizes.
 	ids   slab[int32]
 	sizes slab[int64]
+
+	// sink, when set, receives each op as it is made (its results are in
+	// the tensors) instead of the trace keeping it, and the trace keeps no
+	// commands nor outputs: ReadGraph builds its graph so, where holding
+	// the whole trace beside the graph took most of a million-op log's
+	// memory. nops counts the ops made; calls, the CALLs and MUTATEs;
+	// time and memory sum their TIMEs and MEMORYs (for finish's range
+	// check) until the first sum past MaxTotal, which totalErr keeps.
+	sink         func(op int32, o *Op)
+	sinkOp       Op
+	nops         int32
+	calls        int
+	time, memory int64
+	totalErr     error
 }
 
 // wantedOp is what the compiler keeps of a CALL or CONSTANT line until its
@@ -189,7 +208,7 @@ func lineErr(line int, format string, a ...any) error {
 
 // index returns the index of a defined name.
 func (c *compiler) index(name string) (int32, bool) {
-	if n, ok := xnumber(name); ok {
+	if p, n, ok := numbered(name); ok && c.xnames.holds(p) {
 		if i, ok := c.xnames.get(n); ok {
 			return i - 1, true
 		}
@@ -229,8 +248,8 @@ func (c *compiler) bind(line int, name string, t int32) error {
 		return lineErr(line, "tensor name %q is defined twice", name)
 	}
 	i := int32(len(c.binding))
-	if n, ok := xnumber(name); ok && c.xnames.fits(n) {
-		c.xnames.set(n, i+1)
+	if p, n, ok := numbered(name); ok && c.xnames.holds(p) && c.xnames.fits(n) {
+		c.xnames.set(p, n, i+1)
 	} else {
 		if c.names == nil {
 			c.names = map[string]int32{}
@@ -287,7 +306,7 @@ func (c *compiler) feed(in *Instr) error {
 		if err := c.bind(in.Line, in.Dst, src); err != nil {
 			return err
 		}
-		c.t.Cmds = append(c.t.Cmds, Cmd{CmdGet, src})
+		c.cmd(Cmd{CmdGet, src})
 	case CopyFrom:
 		i, ok := c.index(in.Dst)
 		if !ok {
@@ -301,7 +320,7 @@ func (c *compiler) feed(in *Instr) error {
 		c.binding[i] = src
 		c.ref[old]--
 		c.ref[src]++
-		c.t.Cmds = append(c.t.Cmds, Cmd{CmdRelease, old}, Cmd{CmdGet, src})
+		c.cmd(Cmd{CmdRelease, old}, Cmd{CmdGet, src})
 	case Release:
 		i, ok := c.index(in.Name)
 		if !ok {
@@ -312,7 +331,7 @@ func (c *compiler) feed(in *Instr) error {
 			return lineErr(in.Line, "RELEASE %q: tensor has no references left", in.Name)
 		}
 		c.ref[t]--
-		c.t.Cmds = append(c.t.Cmds, Cmd{CmdRelease, t})
+		c.cmd(Cmd{CmdRelease, t})
 	case Mutate:
 		return c.mutate(in)
 	default:
@@ -328,16 +347,16 @@ func (c *compiler) feedPending(in *Instr) error {
 			return lineErr(in.Line, "CONSTANT %q (line %d) must be followed by its MEMORY line, got %s", w.Name, w.Line, describe(in))
 		}
 		c.waiting = false
-		op := int32(len(c.t.Ops))
+		op := c.nops
 		t := c.newTensor(w.Name, op, 0)
 		c.t.Tensors[t].StorageSize = in.Memory
 		o := Op{Name: "constant", Line: w.Line, Results: c.ids.cut(1), Sizes: c.sizes.cut(1), Aliases: c.ids.cut(1), Constant: true, Backward: c.inBwd}
 		o.Results[0], o.Sizes[0], o.Aliases[0] = t, in.Memory, -1
-		c.t.Ops = append(c.t.Ops, o)
+		c.addOp(o)
 		if err := c.bind(in.Line, w.Name, t); err != nil {
 			return err
 		}
-		c.t.Cmds = append(c.t.Cmds, Cmd{CmdCompute, op}, Cmd{CmdPin, t})
+		c.cmd(Cmd{CmdCompute, op}, Cmd{CmdPin, t})
 		return nil
 	}
 	// CALL: MEMORY, ALIAS pairs per result, in order.
@@ -388,7 +407,7 @@ func (c *compiler) finishCall() error {
 	if strings.Contains(w.Name, "backward") {
 		c.inBwd = true
 	}
-	op := int32(len(c.t.Ops))
+	op := c.nops
 	res := c.wantResults
 	n := len(res)
 	o := Op{Name: w.Name, Line: w.Line, Time: w.Time, Args: args, Results: c.ids.cut(n), Sizes: c.sizes.cut(n), Aliases: c.ids.cut(n), Backward: c.inBwd}
@@ -409,13 +428,13 @@ func (c *compiler) finishCall() error {
 			c.t.Tensors[t].StorageSize = o.Sizes[i]
 		}
 	}
-	c.t.Ops = append(c.t.Ops, o)
+	c.addOp(o)
 	for i := 0; i < n; i++ {
 		if err := c.bind(w.Line, res[i], o.Results[i]); err != nil {
 			return err
 		}
 	}
-	c.t.Cmds = append(c.t.Cmds, Cmd{CmdCompute, op})
+	c.cmd(Cmd{CmdCompute, op})
 	return nil
 }
 
@@ -427,7 +446,7 @@ func (c *compiler) mutate(in *Instr) error {
 	if strings.Contains(in.Name, "backward") {
 		c.inBwd = true
 	}
-	op := int32(len(c.t.Ops))
+	op := c.nops
 	n := len(in.Mutate)
 	o := Op{Name: in.Name, Line: in.Line, Time: in.Time, Args: args, Results: c.ids.cut(n), Sizes: c.sizes.cut(n), Aliases: c.ids.cut(n), Mutate: true, Backward: c.inBwd}
 	for i, m := range in.Mutate {
@@ -441,17 +460,62 @@ func (c *compiler) mutate(in *Instr) error {
 		o.Sizes[i] = c.t.Tensors[args[m]].StorageSize
 		c.t.Tensors[t].StorageSize = o.Sizes[i]
 	}
-	c.t.Ops = append(c.t.Ops, o)
-	c.t.Cmds = append(c.t.Cmds, Cmd{CmdCompute, op})
+	c.addOp(o)
+	c.cmd(Cmd{CmdCompute, op})
 	for i, m := range in.Mutate {
 		idx, _ := c.index(in.Args[m])
 		old := c.binding[idx]
 		c.binding[idx] = o.Results[i]
 		c.ref[o.Results[i]] = 1
 		c.ref[old]--
-		c.t.Cmds = append(c.t.Cmds, Cmd{CmdRelease, old})
+		c.cmd(Cmd{CmdRelease, old})
 	}
 	return nil
+}
+
+// addOp adds op o (number c.nops): to the trace, or to the sink (from
+// c.sinkOp: a pointer to a local would move every op to the heap).
+func (c *compiler) addOp(o Op) {
+	if c.sink == nil {
+		c.t.Ops = append(c.t.Ops, o)
+	} else {
+		c.sinkOp = o
+		c.total(&c.sinkOp)
+		c.sink(c.nops, &c.sinkOp)
+		c.sinkOp = Op{}
+	}
+	c.nops++
+}
+
+// cmd appends schedule commands (none when the ops go to a sink).
+func (c *compiler) cmd(cmds ...Cmd) {
+	if c.sink == nil {
+		c.t.Cmds = append(c.t.Cmds, cmds...)
+	}
+}
+
+// total adds op o to the sums of TIMEs and MEMORYs, keeping the error for
+// the first op that takes one past MaxTotal (reported by finish, as the
+// check over the trace's ops does).
+func (c *compiler) total(o *Op) {
+	if !o.Constant {
+		c.calls++
+	}
+	if c.totalErr != nil {
+		return
+	}
+	c.time += o.Time
+	if o.Time > MaxTotal || c.time > MaxTotal {
+		c.totalErr = lineErr(o.Line, "the TIMEs add up past %d ns at %s %q: expected a smaller total", MaxTotal, opKind(o), o.Name)
+		return
+	}
+	for _, sz := range o.Sizes {
+		c.memory += sz
+		if sz > MaxTotal || c.memory > MaxTotal {
+			c.totalErr = lineErr(o.Line, "the MEMORYs add up past %d bytes at %s %q: expected a smaller total", MaxTotal, opKind(o), o.Name)
+			return
+		}
+	}
 }
 
 // slabChunk is the longest chunk a slab allocates for small slices.
@@ -485,33 +549,26 @@ func (c *compiler) finish() (*Trace, error) {
 		w := &c.want
 		return nil, lineErr(w.Line, "%s %q: the log ends before its MEMORY/ALIAS lines", w.Kind, w.Name)
 	}
-	calls := 0
-	var time, memory int64
-	for i := range c.t.Ops {
-		o := &c.t.Ops[i]
-		if !o.Constant {
-			calls++
-		}
-		time += o.Time
-		if o.Time > MaxTotal || time > MaxTotal {
-			return nil, lineErr(o.Line, "the TIMEs add up past %d ns at %s %q: expected a smaller total", MaxTotal, opKind(o), o.Name)
-		}
-		for _, sz := range o.Sizes {
-			memory += sz
-			if sz > MaxTotal || memory > MaxTotal {
-				return nil, lineErr(o.Line, "the MEMORYs add up past %d bytes at %s %q: expected a smaller total", MaxTotal, opKind(o), o.Name)
-			}
+	if c.sink == nil {
+		for i := range c.t.Ops {
+			c.total(&c.t.Ops[i])
 		}
 	}
-	if calls == 0 {
+	if c.totalErr != nil {
+		return nil, c.totalErr
+	}
+	if c.calls == 0 {
 		return nil, &LineError{Line: 0, Err: fmt.Errorf("%w: the log has no CALL or MUTATE instruction (after START): expected at least one op", ErrInvalid)}
+	}
+	if c.sink != nil {
+		return &c.t, nil
 	}
 	// Outputs: tensors still referenced, in order of their names' first
 	// definition (each name once; a tensor pinned twice is pinned once).
 	seen := make([]bool, len(c.t.Tensors))
 	for _, t := range c.binding {
 		if c.ref[t] > 0 {
-			c.t.Cmds = append(c.t.Cmds, Cmd{CmdPin, t})
+			c.cmd(Cmd{CmdPin, t})
 			if !seen[t] {
 				seen[t] = true
 				c.t.Outputs = append(c.t.Outputs, t)
