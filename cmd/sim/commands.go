@@ -117,7 +117,7 @@ func readAny(path string, s *config.Settings, warn io.Writer) (*graph.Graph, err
 		defer f.Close()
 		g, err := dtrlog.ReadGraph(f)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, misfiled(fmt.Errorf("%s: %w", path, err), path, true, true)
 		}
 		if g.Name == "" {
 			// a log names no model: the summary names the file
@@ -127,7 +127,7 @@ func readAny(path string, s *config.Settings, warn io.Writer) (*graph.Graph, err
 	default:
 		g, err := graph.ReadFile(path)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, misfiled(err, path, false, true) // err names the file
 		}
 		return g, nonEmpty(path, g)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +32,7 @@ type inputFlags struct {
 	width, heads, vocab, classes int
 	dtype, optimizer             string
 	graphFile, dtrLog, onnxFile  string
+	positional                   bool // the file was an argument (setFile), not a flag
 	frozen                       []string
 	// warn receives warnings about the input (nil: none are written).
 	warn io.Writer
@@ -151,6 +153,7 @@ func (in *inputFlags) modelOptions(s *config.Settings) (models.Options, error) {
 // extension as readAny reads it: .onnx an ONNX model, .log or .jsonl a DTR
 // log, anything else a graph in remat's JSON format.
 func (in *inputFlags) setFile(path string) {
+	in.positional = true
 	switch {
 	case strings.HasSuffix(path, ".onnx"):
 		in.onnxFile = path
@@ -239,7 +242,7 @@ func (in *inputFlags) load(s *config.Settings) (*graph.Graph, error) {
 	case in.graphFile != "":
 		g, err := graph.ReadFile(in.graphFile)
 		if err != nil {
-			return nil, err
+			return nil, misfiled(err, in.graphFile, false, in.positional)
 		}
 		return g, nonEmpty(in.graphFile, g)
 	case in.dtrLog != "":
@@ -250,7 +253,7 @@ func (in *inputFlags) load(s *config.Settings) (*graph.Graph, error) {
 		defer f.Close()
 		g, err := dtrlog.ReadGraph(f)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", in.dtrLog, err)
+			return nil, misfiled(fmt.Errorf("%s: %w", in.dtrLog, err), in.dtrLog, true, in.positional)
 		}
 		return g, nil
 	default:
@@ -420,4 +423,44 @@ func (a *app) progress(what string) sim.Progress {
 			_ = bar.Finish()
 		}
 	}
+}
+
+// misfiled adds a hint to err, the error reading the input file path as a
+// DTR log (asLog) or a remat JSON graph, when the file's start shows the
+// other kind: a DTR log (a first line with an "INSTRUCTION" key) or a remat
+// JSON graph (a "remat.graph" format in its first 4 KiB). The hint names
+// the flag to use, or for a file whose extension chose the kind
+// (byExtension), the extension.
+func misfiled(err error, path string, asLog, byExtension bool) error {
+	f, ferr := os.Open(path)
+	if ferr != nil {
+		return err
+	}
+	defer f.Close()
+	var buf [4096]byte
+	n, _ := io.ReadFull(f, buf[:])
+	b := bytes.TrimLeft(buf[:n], " \t\r\n\ufeff")
+	if len(b) == 0 || b[0] != '{' {
+		return err
+	}
+	line := b
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		line = b[:i]
+	}
+	var kind, fix string
+	switch {
+	case !asLog && bytes.Contains(line, []byte(`"INSTRUCTION"`)):
+		kind, fix = "a DTR log", "pass it with --dtr-log"
+		if byExtension {
+			fix = "name it .log or .jsonl"
+		}
+	case asLog && bytes.Contains(b, []byte(`"remat.graph"`)):
+		kind, fix = "a remat JSON graph", "pass it with --graph"
+		if byExtension {
+			fix = "name it .json"
+		}
+	default:
+		return err
+	}
+	return fmt.Errorf("%w (%s looks like %s: %s)", err, path, kind, fix)
 }
