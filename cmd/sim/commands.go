@@ -886,7 +886,7 @@ func (a *app) sweepLog(ctx context.Context, path, heuristics string, ratios []fl
 	defer f.Close()
 	tr, err := dtrlog.Compile(f)
 	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return misfiled(fmt.Errorf("%s: %w", path, err), path, true, false)
 	}
 	sw, err := report.SweepDTRLog(ctx, path, tr, report.DTRSweepOptions{Heuristics: hs, Search: search, Ratios: ratios, Parity: parity, SearchSeed: seed, Portfolio: portfolio, Progress: a.progress("sweep")})
 	if err != nil {

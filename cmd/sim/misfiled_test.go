@@ -36,6 +36,7 @@ func TestMisfiledInput(t *testing.T) {
 	}{
 		{[]string{"report", "--graph", logAsLog, "--device", "none"}, logAsLog + " looks like a DTR log: pass it with --dtr-log)"},
 		{[]string{"report", "--dtr-log", graphAsJSON, "--device", "none"}, graphAsJSON + " looks like a remat JSON graph: pass it with --graph)"},
+		{[]string{"sweep", "--dtr-log", graphAsJSON, "--strategies", "dtr"}, graphAsJSON + " looks like a remat JSON graph: pass it with --graph)"},
 		{[]string{"validate", logAsJSON}, logAsJSON + " looks like a DTR log: name it .log or .jsonl)"},
 		{[]string{"validate", graphAsLog}, graphAsLog + " looks like a remat JSON graph: name it .json)"},
 		{[]string{"convert", graphAsLog, filepath.Join(dir, "out.json")}, "looks like a remat JSON graph: name it .json)"},
