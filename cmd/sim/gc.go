@@ -70,8 +70,8 @@ func tuneGC(getenv func(string) (string, bool)) {
 // marking and since: reading a million-op DTR log, that was 210 to 300 MiB
 // more (GODEBUG=gctrace=1), enough to lift the ceiling at a live heap of
 // 666 MiB and let the run peak at 1.04 GiB of RSS instead of under the
-// ceiling. (The package's initialisation costs every run about 0.07 ms,
-// GODEBUG=inittrace=1.)
+// ceiling. (The package's initialisation costs every run 0.07 to 0.23 ms,
+// GODEBUG=inittrace=1, within the noise of perf stat -r 60 sim help.)
 func liftCeiling() {
 	s := [1]metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(s[:])
