@@ -132,7 +132,8 @@ func graphTensor(id graph.TensorID, t *Tensor, o *Op, producer graph.OpID) graph
 // reads, without keeping the trace: on a log of a million ops, the trace
 // and the graph together took about 0.75 GB at the peak.
 func ReadGraph(r io.Reader) (*graph.Graph, error) {
-	g := &graph.Graph{Loss: graph.NoTensor}
+	// Tensors not nil, as ToGraph's: a log whose ops make none has none.
+	g := &graph.Graph{Loss: graph.NoTensor, Tensors: []graph.Tensor{}}
 	b := graphBuilder{g: g}
 	c := newCompiler()
 	c.sink = func(i int32, o *Op) {
