@@ -67,10 +67,9 @@ func tuneGC(getenv func(string) (string, bool)) {
 // lifts the limit once the live heap nears it. It reads the live heap that
 // the collection marked (runtime/metrics), not the heap in use when it
 // runs (runtime.ReadMemStats), which adds what was allocated during the
-// marking and since: reading a million-op DTR log, that was 210 to 300 MiB
-// more (GODEBUG=gctrace=1), enough to lift the ceiling at a live heap of
-// 666 MiB and let the run peak at 1.04 GiB of RSS instead of under the
-// ceiling. (The package's initialisation costs every run 0.07 to 0.23 ms,
+// marking and since: reading a million-op DTR log, 210 to 300 MiB more
+// (GODEBUG=gctrace=1), enough to lift the ceiling well below its live-heap
+// mark and let such a run pass 1 GiB of RSS. (The package's initialisation costs every run 0.07 to 0.23 ms,
 // GODEBUG=inittrace=1, within the noise of perf stat -r 60 sim help.)
 func liftCeiling() {
 	s := [1]metrics.Sample{{Name: "/gc/heap/live:bytes"}}

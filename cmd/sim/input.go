@@ -240,22 +240,9 @@ func (in *inputFlags) load(s *config.Settings) (*graph.Graph, error) {
 		}
 		return g, nil
 	case in.graphFile != "":
-		g, err := graph.ReadFile(in.graphFile)
-		if err != nil {
-			return nil, misfiled(err, in.graphFile, false, in.positional)
-		}
-		return g, nonEmpty(in.graphFile, g)
+		return readGraphFile(in.graphFile, in.positional)
 	case in.dtrLog != "":
-		f, err := os.Open(in.dtrLog)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		g, err := dtrlog.ReadGraph(f)
-		if err != nil {
-			return nil, misfiled(fmt.Errorf("%s: %w", in.dtrLog, err), in.dtrLog, true, in.positional)
-		}
-		return g, nil
+		return readLogFile(in.dtrLog, in.positional)
 	default:
 		return loadONNX(in.onnxFile, in, s)
 	}
@@ -423,6 +410,31 @@ func (a *app) progress(what string) sim.Progress {
 			_ = bar.Finish()
 		}
 	}
+}
+
+// readGraphFile reads the remat JSON graph file path, which must have ops;
+// byExtension as for misfiled.
+func readGraphFile(path string, byExtension bool) (*graph.Graph, error) {
+	g, err := graph.ReadFile(path)
+	if err != nil {
+		return nil, misfiled(err, path, false, byExtension) // err names the file
+	}
+	return g, nonEmpty(path, g)
+}
+
+// readLogFile reads the DTR log file path as a graph; byExtension as for
+// misfiled.
+func readLogFile(path string, byExtension bool) (*graph.Graph, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	g, err := dtrlog.ReadGraph(f)
+	if err != nil {
+		return nil, misfiled(fmt.Errorf("%s: %w", path, err), path, true, byExtension)
+	}
+	return g, nil
 }
 
 // misfiled adds a hint to err, the error reading the input file path as a

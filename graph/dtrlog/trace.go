@@ -171,9 +171,9 @@ type compiler struct {
 
 	// sink, when set, receives each op as it is made (its results are in
 	// the tensors) instead of the trace keeping it, and the trace keeps no
-	// commands nor outputs: ReadGraph builds its graph so, where holding
-	// the whole trace beside the graph took most of a million-op log's
-	// memory. nops counts the ops made; calls, the CALLs and MUTATEs;
+	// commands nor outputs: ReadGraph builds its graph so, where the whole
+	// trace beside the graph was about half of a million-op log's live
+	// heap. nops counts the ops made; calls, the CALLs and MUTATEs;
 	// time and memory sum their TIMEs and MEMORYs (for finish's range
 	// check) until the first sum past MaxTotal, which totalErr keeps.
 	sink         func(op int32, o *Op)
