@@ -16,8 +16,10 @@ const module = "github.com/remat-dev/remat"
 // packages of lower layers and, within one family (graph and graph/native,
 // sim and sim/alloc), its own family. Reasons, as in the Go compiler's
 // pass-ordering table:
-//   - config knows settings only, so every package can read them; and
-//     internal/dedup is a helper over dense IDs that knows nothing else;
+//   - config knows settings only, so every package can read them;
+//     internal/dedup is a helper over dense IDs and internal/gzfile opens
+//     input files that may be gzip-compressed, and neither knows anything
+//     else;
 //   - graph is the IR: it knows no plans, strategies or memory policies;
 //   - sim replays plans of any strategy, so it knows none;
 //   - the algorithm families are independent of each other, so a change to
@@ -30,7 +32,7 @@ const module = "github.com/remat-dev/remat"
 // A package under internal/ is a family of its own (internal/dedup), placed
 // by its own entry or else by the "internal" entry.
 var layers = [][]string{
-	{"config", "internal/dedup"},
+	{"config", "internal/dedup", "internal/gzfile"},
 	{"graph"},
 	{"sim"},
 	{"mirror", "sublinear", "chain", "dtr"},

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/remat-dev/remat/internal/gzfile"
 )
 
 // The native JSON format: docs/format.md describes it field by field and
@@ -382,34 +384,48 @@ func WriteFile(path string, g *Graph) (err error) {
 
 // ---------------------------------------------------------------- decoding
 
-// ReadFile decodes and validates the graph file at path. Errors name the
-// file. A first pass counts the tensors and ops (a syntax scan, no parsing)
-// so that the graph's slices are allocated once at their exact size: on a
-// million-op file this saves the slack and the garbage of growing them.
+// ReadFile decodes and validates the graph file at path, which may be
+// gzip-compressed (found by its first bytes, whatever its name). Errors name
+// the file. A first pass counts the tensors and ops (a syntax scan, no
+// parsing) so that the graph's slices are allocated once at their exact
+// size: on a million-op file this saves the slack and the garbage of
+// growing them.
 func ReadFile(path string) (*Graph, error) {
-	f, err := os.Open(path)
+	r, err := gzfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read graph: %w", err)
 	}
-	defer f.Close()
+	cr := &countingReader{r: r}
 	var hint [2]int
-	if nt, no, ok := countElements(f); ok {
+	if nt, no, ok := countElements(cr); ok {
 		// No valid tensor or op takes fewer than minElementBytes bytes
 		// ({"id":0,"kind":"input"}), so a file cannot make the decoder
-		// reserve more elements than its size allows.
-		if fi, err := f.Stat(); err == nil {
-			most := int(min(fi.Size()/minElementBytes, int64(1<<31-1)))
-			hint = [2]int{min(nt, most), min(no, most)}
-		}
+		// reserve more elements than the bytes the scan read allow.
+		most := int(min(cr.n/minElementBytes, int64(1<<31-1)))
+		hint = [2]int{min(nt, most), min(no, most)}
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
+	r.Close()
+	if r, err = gzfile.Open(path); err != nil {
 		return nil, fmt.Errorf("read graph: %w", err)
 	}
-	g, err := decode(f, hint)
+	defer r.Close()
+	g, err := decode(r, hint)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return g, nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // Decode reads a graph in the native JSON format, validates it and builds

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"flag"
 	"io"
@@ -524,6 +525,38 @@ func TestReadFileExactCapacity(t *testing.T) {
 	var fe *FormatError
 	require.ErrorAs(t, err, &fe)
 	assert.Contains(t, err.Error(), "unexpected end of input")
+}
+
+// ReadFile reads a gzip-compressed graph file as the plain one, whatever
+// its name, and exactly sized; one cut short fails with gzip's error.
+func TestReadFileGzip(t *testing.T) {
+	g := buildChain(t, 500, false)
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "chain.json")
+	require.NoError(t, WriteFile(plain, g))
+	data, err := os.ReadFile(plain)
+	require.NoError(t, err)
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	_, err = zw.Write(data)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	packed := filepath.Join(dir, "chain-gz.json")
+	require.NoError(t, os.WriteFile(packed, b.Bytes(), 0o644))
+	want, err := ReadFile(plain)
+	require.NoError(t, err)
+	got, err := ReadFile(packed)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	assert.Equal(t, len(got.Ops), cap(got.Ops))
+	assert.Equal(t, len(got.Tensors), cap(got.Tensors))
+
+	cut := filepath.Join(dir, "cut.json.gz")
+	require.NoError(t, os.WriteFile(cut, b.Bytes()[:b.Len()/2], 0o644))
+	_, err = ReadFile(cut)
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	assert.Contains(t, err.Error(), cut+": ")
+	assert.Contains(t, err.Error(), "gzip: unexpected EOF")
 }
 
 // countElements counts the elements of the top-level arrays whatever the

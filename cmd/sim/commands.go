@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/graph/dtrlog"
 	"github.com/remat-dev/remat/graph/models"
+	"github.com/remat-dev/remat/internal/gzfile"
 	"github.com/remat-dev/remat/report"
 	"github.com/remat-dev/remat/sim"
 	"github.com/remat-dev/remat/strategy"
@@ -98,7 +98,7 @@ func optionValue(o models.Options, name string) int {
 }
 
 // readAny reads a graph from a file by its extension: .json (remat), .log or
-// .jsonl (DTR log), .onnx.
+// .jsonl (DTR log), .onnx, each also gzip-compressed (inputKind).
 func readAny(path string, s *config.Settings, warn io.Writer) (*graph.Graph, error) {
 	// validate and convert take no --device: an ONNX model is imported for
 	// the kind of the commands' default device (a GPU).
@@ -106,17 +106,21 @@ func readAny(path string, s *config.Settings, warn io.Writer) (*graph.Graph, err
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case strings.HasSuffix(path, ".onnx"):
+	switch inputKind(path) {
+	case kindONNX:
 		return loadONNX(path, &inputFlags{warn: warn}, s)
-	case strings.HasSuffix(path, ".log") || strings.HasSuffix(path, ".jsonl"):
+	case kindLog:
 		g, err := readLogFile(path, true)
 		if err != nil {
 			return nil, err
 		}
 		if g.Name == "" {
 			// a log names no model: the summary names the file
-			g.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+			base := filepath.Base(path)
+			if strings.HasSuffix(strings.ToLower(base), ".gz") {
+				base = base[:len(base)-len(".gz")]
+			}
+			g.Name = strings.TrimSuffix(base, filepath.Ext(base))
 		}
 		return g, nil
 	default:
@@ -202,7 +206,9 @@ func (a *app) convertCmd() *cobra.Command {
 input given by --model, --graph, --dtr-log or --onnx instead of IN, and writes OUT by its
 extension: .json in remat's native JSON format (docs/format.md; '-' for stdout), .log or
 .jsonl as a DTR log of the graph's schedule (each op a CALL whose TIME is the --device cost
-model's, a RELEASE after each tensor's last reader), which 'sim sweep --dtr-log' replays.`,
+model's, a RELEASE after each tensor's last reader), which 'sim sweep --dtr-log' replays.
+A gzip-compressed IN is read decompressed, and an OUT ending in .gz (model.json.gz,
+trace.log.gz) is written compressed; a .gz after the extension does not change the kind.`,
 		Example: "  sim convert resnet32.log resnet32.json\n  sim convert model.onnx -\n  sim convert --model resnet32 --batch 64 resnet32-b64.log",
 		Args:    cobra.RangeArgs(1, 2),
 	}
@@ -210,9 +216,11 @@ model's, a RELEASE after each tensor's last reader), which 'sim sweep --dtr-log'
 	cmd.Flags().StringVarP(&devName, "device", "d", defaultDevice, "device profile whose cost model gives a DTR log's op TIMEs")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		out := args[len(args)-1]
-		toLog := strings.HasSuffix(out, ".log") || strings.HasSuffix(out, ".jsonl")
+		toLog := inputKind(out) == kindLog
+		// OUT.gz is written gzip-compressed
+		gz := out != "-" && strings.HasSuffix(strings.ToLower(out), ".gz")
 		if out != "-" {
-			if err := checkOutput("OUT", out, ".json", ".log", ".jsonl"); err != nil {
+			if err := checkOutput("OUT", out, ".json", ".log", ".jsonl", ".json.gz", ".log.gz", ".jsonl.gz"); err != nil {
 				return err
 			}
 		}
@@ -247,6 +255,9 @@ model's, a RELEASE after each tensor's last reader), which 'sim sweep --dtr-log'
 			// written as made: FromGraph's instructions of a
 			// million-op graph took 3.0 to 3.7 GiB
 			write = func(w io.Writer) error { return dtrlog.WriteGraph(w, g, m.OpTime) }
+		}
+		if gz {
+			write = gzipped(write)
 		}
 		o, err := render("OUT", out, write)
 		if err != nil {
@@ -870,7 +881,7 @@ func (a *app) sweepLog(ctx context.Context, path, heuristics string, ratios []fl
 			hs = append(hs, h)
 		}
 	}
-	f, err := os.Open(path)
+	f, err := gzfile.Open(path)
 	if err != nil {
 		return err
 	}

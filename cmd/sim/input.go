@@ -22,6 +22,7 @@ import (
 	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/graph/dtrlog"
 	"github.com/remat-dev/remat/graph/models"
+	"github.com/remat-dev/remat/internal/gzfile"
 	"github.com/remat-dev/remat/sim"
 )
 
@@ -53,9 +54,9 @@ func (in *inputFlags) register(cmd *cobra.Command, warn io.Writer) {
 	countVar(f, &in.classes, "classes", "output classes (vision models, mlp)")
 	f.StringVar(&in.dtype, "dtype", "", "element type: f32, f16, bf16, f64 (default f32)")
 	f.StringVar(&in.optimizer, "optimizer", "", "optimizer update ops: none (backward only; each gradient stays allocated as .grad), sgd, momentum, adam (default sgd)")
-	f.StringVar(&in.graphFile, "graph", "", "a graph in remat's JSON format")
-	f.StringVar(&in.dtrLog, "dtr-log", "", "a DTR log (JSON lines)")
-	f.StringVar(&in.onnxFile, "onnx", "", "an ONNX model")
+	f.StringVar(&in.graphFile, "graph", "", "a graph in remat's JSON format (gzip-compressed too)")
+	f.StringVar(&in.dtrLog, "dtr-log", "", "a DTR log (JSON lines; gzip-compressed too)")
+	f.StringVar(&in.onnxFile, "onnx", "", "an ONNX model (gzip-compressed too)")
 	f.StringSliceVar(&in.frozen, "frozen", nil, "ONNX weights that take no gradient and no update, as glob patterns of their names "+
 		"(comma-separated, e.g. 'backbone.*' or '*.cos,*.sin'): a model's registered buffers, or layers frozen for fine-tuning")
 	_ = cmd.RegisterFlagCompletionFunc("model", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -150,18 +151,39 @@ func (in *inputFlags) modelOptions(s *config.Settings) (models.Options, error) {
 }
 
 // setFile selects a file given as an argument as the input, by its
-// extension as readAny reads it: .onnx an ONNX model, .log or .jsonl a DTR
-// log, anything else a graph in remat's JSON format.
+// extension as readAny reads it (inputKind).
 func (in *inputFlags) setFile(path string) {
 	in.positional = true
-	switch {
-	case strings.HasSuffix(path, ".onnx"):
+	switch inputKind(path) {
+	case kindONNX:
 		in.onnxFile = path
-	case strings.HasSuffix(path, ".log") || strings.HasSuffix(path, ".jsonl"):
+	case kindLog:
 		in.dtrLog = path
 	default:
 		in.graphFile = path
 	}
+}
+
+// The kinds of input file inputKind tells apart.
+const (
+	kindGraph = iota // remat JSON graph
+	kindLog          // DTR log
+	kindONNX         // ONNX model
+)
+
+// inputKind is the kind of the file path by its extension, in any case,
+// with a .gz after it ignored (every input is read decompressed when its
+// content is gzip): .onnx an ONNX model, .log or .jsonl a DTR log,
+// anything else a graph in remat's JSON format.
+func inputKind(path string) int {
+	path = strings.TrimSuffix(strings.ToLower(path), ".gz")
+	switch {
+	case strings.HasSuffix(path, ".onnx"):
+		return kindONNX
+	case strings.HasSuffix(path, ".log") || strings.HasSuffix(path, ".jsonl"):
+		return kindLog
+	}
+	return kindGraph
 }
 
 // applicable rejects an input flag the selected input does not read, which
@@ -425,7 +447,7 @@ func readGraphFile(path string, byExtension bool) (*graph.Graph, error) {
 // readLogFile reads the DTR log file path as a graph; byExtension as for
 // misfiled.
 func readLogFile(path string, byExtension bool) (*graph.Graph, error) {
-	f, err := os.Open(path)
+	f, err := gzfile.Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -444,7 +466,7 @@ func readLogFile(path string, byExtension bool) (*graph.Graph, error) {
 // the flag to use, or for a file whose extension chose the kind
 // (byExtension), the extension.
 func misfiled(err error, path string, asLog, byExtension bool) error {
-	f, ferr := os.Open(path)
+	f, ferr := gzfile.Open(path)
 	if ferr != nil {
 		return err
 	}

@@ -2,12 +2,12 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/remat-dev/remat"
 	"github.com/remat-dev/remat/config"
 	"github.com/remat-dev/remat/graph"
 	"github.com/remat-dev/remat/graph/onnx"
+	"github.com/remat-dev/remat/internal/gzfile"
 )
 
 // loadONNX imports an ONNX model as a training graph through the one import
@@ -34,7 +34,7 @@ func onnxBuilder(path string, in *inputFlags, s *config.Settings) (func(batch in
 			return nil, usageError{fmt.Errorf("--optimizer: %w", err)}
 		}
 	}
-	f, err := os.Open(path)
+	f, err := gzfile.Open(path)
 	if err != nil {
 		return nil, err
 	}

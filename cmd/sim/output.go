@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -40,7 +41,7 @@ func checkOutput(flag, path string, exts ...string) error {
 	if path == "" {
 		return usagef("%s: the file name is empty", flag)
 	}
-	if len(exts) > 0 && !slices.Contains(exts, strings.ToLower(filepath.Ext(path))) {
+	if len(exts) > 0 && !slices.ContainsFunc(exts, func(ext string) bool { return strings.HasSuffix(strings.ToLower(path), ext) }) {
 		return usagef("%s %q: expected a name ending in %s", flag, path, strings.Join(exts, " or "))
 	}
 	if st, err := os.Stat(path); err == nil {
@@ -62,6 +63,19 @@ func checkOutput(flag, path string, exts ...string) error {
 		return usagef("%s %q: %q is not a directory", flag, path, dir)
 	}
 	return nil
+}
+
+// gzipped returns a write that writes what write writes gzip-compressed.
+// The header carries no name and no time, so the bytes depend on the
+// content alone.
+func gzipped(write func(io.Writer) error) func(io.Writer) error {
+	return func(w io.Writer) error {
+		zw := gzip.NewWriter(w)
+		if err := write(zw); err != nil {
+			return err
+		}
+		return zw.Close()
+	}
 }
 
 // render runs write for an output: into a temporary file beside a regular

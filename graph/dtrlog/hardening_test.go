@@ -73,6 +73,41 @@ func TestEncodings(t *testing.T) {
 	assert.True(t, errors.Is(err, ErrSyntax))
 }
 
+// failAfter reads r, then fails with err instead of io.EOF.
+type failAfter struct {
+	r   io.Reader
+	err error
+}
+
+func (f *failAfter) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if err == io.EOF {
+		err = f.err
+	}
+	return n, err
+}
+
+// TestReadErrorCutsALine: a read that fails in the middle of a line (a
+// truncated compressed log) gives the read's error at that line, not a
+// syntax error of the half line; one that fails between lines gives it at
+// the next line.
+func TestReadErrorCutsALine(t *testing.T) {
+	errRead := errors.New("read failed")
+	log := startLine + constant + call("x0", "x1", "5")
+	half := log[:len(log)-10]
+	_, err := Compile(&failAfter{strings.NewReader(half), errRead})
+	require.ErrorIs(t, err, errRead)
+	var le *LineError
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, strings.Count(half, "\n")+1, le.Line, "%v", err)
+	assert.NotContains(t, err.Error(), "unterminated")
+
+	_, err = Compile(&failAfter{strings.NewReader(log), errRead})
+	require.ErrorIs(t, err, errRead)
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, strings.Count(log, "\n")+1, le.Line, "%v", err)
+}
+
 func TestLongLineNamesTheLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocates a 64 MiB line")

@@ -133,6 +133,11 @@ func (r *Reader) next(in *Instr) error {
 			continue
 		}
 		if err := r.dec.parseLine(b, in); err != nil {
+			if rerr := r.sc.Err(); rerr != nil {
+				// A failed read (a truncated compressed file) cut the
+				// line short: the read's error is the cause.
+				return readError(r.line, rerr)
+			}
 			return &LineError{Line: r.line, Err: err}
 		}
 		in.Line = r.line
@@ -142,9 +147,14 @@ func (r *Reader) next(in *Instr) error {
 		if errors.Is(err, bufio.ErrTooLong) {
 			return &LineError{Line: r.line + 1, Err: fmt.Errorf("%w: the line is longer than %d bytes (MaxLineBytes)", ErrSyntax, MaxLineBytes)}
 		}
-		return &LineError{Line: r.line + 1, Err: fmt.Errorf("%w: %w", ErrSyntax, err)}
+		return readError(r.line+1, err)
 	}
 	return io.EOF
+}
+
+// readError is the error of a failed read at line.
+func readError(line int, err error) error {
+	return &LineError{Line: line, Err: fmt.Errorf("%w: %w", ErrSyntax, err)}
 }
 
 func need(field string, p strField, k string) (string, error) {
