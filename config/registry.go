@@ -319,7 +319,7 @@ var registry = [numKeys]def{
 	DTREvicteeMinimumSize: {
 		name: "dtr.evictee_minimum_size", env: "MEGENGINE_DTR_EVICTEE_MINIMUM_SIZE", flag: "dtr-evictee-min-size", readOnce: true,
 		typ: TypeSize, defaultFn: constDefault("1MiB"), defaultDoc: "1MiB (1048576)", min: 0, max: math.MaxInt64, plainUnit: 1,
-		desc: "Only tensors at least this large are eviction candidates. Read once.",
+		desc: "Tensors at least this large are the heuristic's eviction candidates; a smaller one is evicted only when no larger candidate is left, the largest first. Read once.",
 	},
 	InplaceUpdate: {
 		name: "optimizer.inplace_update", env: "MEGENGINE_INPLACE_UPDATE", flag: "inplace-update", readOnce: true,

@@ -60,16 +60,48 @@ func planDTR(ctx context.Context, g *graph.Graph, o Options) (Result, error) {
 	out := Result{Sim: res, Stats: stats, SavedBudget: cfg.SavedOnly, SavedPeak: st.PeakBudgeted, SavedOver: st.OverBudget}
 	switch {
 	case errors.Is(err, dtr.ErrThrashing):
-		out.Status, out.Reason = StatusThrash, fmt.Sprintf("recomputation passed dtr.remat_limit (%g x the step's compute)", o.DTRRematLimit)
+		out.Status, out.Reason = StatusThrash, fmt.Sprintf("recomputation passed dtr.remat_limit (%g x the step's compute)", o.DTRRematLimit)+smallTensorsNote(g, cfg.EvicteeMinSize)
 		return out, nil
 	case errors.Is(err, sim.ErrOutOfMemory):
-		out.Status, out.Reason = StatusInfeasible, err.Error()
+		out.Status, out.Reason = StatusInfeasible, err.Error()+smallTensorsNote(g, cfg.EvicteeMinSize)
 		return out, nil
 	case err != nil:
 		return Result{Stats: stats}, err
 	}
 	out.Plan = plan
 	return out, nil
+}
+
+// smallTensorsNote is what a dtr run that thrashed or ran out of memory
+// adds to its reason when tensors the step makes are below the evictee
+// minimum size min: the runtime takes them only when no candidate of that
+// size is left, the largest first whatever the heuristic, so a step whose
+// activations are mostly small (an LSTM cell's at a small batch) thrashes
+// at budgets a heuristic choice among them fits. Empty when none is.
+func smallTensorsNote(g *graph.Graph, min int64) string {
+	if min <= 0 {
+		return ""
+	}
+	var n, all int
+	var small, total int64
+	for i := range g.Tensors {
+		t := &g.Tensors[i]
+		b := t.StorageBytes()
+		if t.Producer == graph.NoOp || b <= 0 {
+			continue
+		}
+		all++
+		total += b
+		if b < min {
+			n++
+			small += b
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d of the %d tensors the step makes (%.3g%% of their bytes) are under dtr.evictee_minimum_size (%d bytes), and the runtime evicts them only when no larger candidate is left, the largest first, whatever the heuristic (dtr.evictee_minimum_size 0 makes every tensor a candidate)",
+		n, all, 100*float64(small)/float64(total), min)
 }
 
 // dtrSetup returns the Machine and the runtime configuration strategy dtr

@@ -350,6 +350,37 @@ func TestDTRRematLimit(t *testing.T) {
 	require.ErrorContains(t, err, "REMAT_DTR_REMAT_LIMIT")
 }
 
+// A dtr run that fails because the step's tensors are under the evictee
+// minimum size (a CIFAR ResNet at batch 4: every tensor is under 1 MiB)
+// says so in its reason, with the count and byte share its graph has; with
+// the minimum at 0 the same budget fits.
+func TestDTRSmallTensorsNote(t *testing.T) {
+	g, err := models.Build("resnet-cifar", models.Options{Batch: 4, Depth: 20})
+	require.NoError(t, err)
+	base, err := sim.Simulate(g, sim.DefaultPlan(g), sim.Options{})
+	require.NoError(t, err)
+	budget := base.PeakAllocated / 2
+	res := planWithEnv(t, g, "dtr", nil, budget)
+	require.Contains(t, []Status{StatusThrash, StatusInfeasible}, res.Status, res.Reason)
+	var n, all int
+	for i := range g.Tensors {
+		if tt := &g.Tensors[i]; tt.Producer != graph.NoOp && tt.StorageBytes() > 0 {
+			all++
+			if tt.StorageBytes() < 1<<20 {
+				n++
+			}
+		}
+	}
+	require.Positive(t, n)
+	assert.Contains(t, res.Reason, fmt.Sprintf("; %d of the %d tensors the step makes (", n, all))
+	assert.Contains(t, res.Reason, "are under dtr.evictee_minimum_size (1048576 bytes)")
+
+	every := planWithEnv(t, g, "dtr", map[string]string{"MEGENGINE_DTR_EVICTEE_MINIMUM_SIZE": "0"}, budget)
+	require.Equal(t, StatusOK, every.Status, every.Reason)
+	assert.Empty(t, smallTensorsNote(g, 0))
+	assert.Empty(t, smallTensorsNote(g, 1), "no tensor the step makes is under one byte")
+}
+
 // TestDTRPlanIsTheRun plans dtr with DTRPlan (what sim plan --strategy dtr
 // does) on the CLI's options and replays the plan on the simulator with
 // the same options: it reaches the run's peak and time, so the plan is the
