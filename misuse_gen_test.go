@@ -1029,6 +1029,7 @@ var misuseCases = []misuseCase{
 	{"graph.PoolCeilMode", "zero", false, func() error { _ = graph.PoolCeilMode(); return nil }},
 	{"graph.PoolCountExcludePad", "zero", false, func() error { _ = graph.PoolCountExcludePad(); return nil }},
 	{"graph.ReadFile", "zero", false, func() error { _, err := graph.ReadFile((string)("")); return err }},
+	{"graph.ReadFileContext", "zero", false, func() error { _, err := graph.ReadFileContext(context.Background(), (string)("")); return err }},
 	{"graph.Rules.Clone", "zero", false, func() error { _ = new(graph.Rules).Clone(); return nil }},
 	{"graph.Rules.Lookup", "zero", false, func() error { _, _ = new(graph.Rules).Lookup((string)("")); return nil }},
 	{"graph.Rules.RegisterGradRule", "zero", false, func() error { err := new(graph.Rules).RegisterGradRule((string)(""), *new(graph.GradRule)); return err }},

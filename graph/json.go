@@ -3,6 +3,7 @@ package graph
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -391,7 +392,14 @@ func WriteFile(path string, g *Graph) (err error) {
 // size: on a million-op file this saves the slack and the garbage of
 // growing them.
 func ReadFile(path string) (*Graph, error) {
-	r, err := gzfile.Open(path)
+	return ReadFileContext(context.Background(), path)
+}
+
+// ReadFileContext is ReadFile reading until ctx is done: then it stops at
+// its next read of the file with an error that matches ctx.Err() under
+// errors.Is (a million-op file takes seconds to read).
+func ReadFileContext(ctx context.Context, path string) (*Graph, error) {
+	r, err := gzfile.Open(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("read graph: %w", err)
 	}
@@ -405,7 +413,7 @@ func ReadFile(path string) (*Graph, error) {
 		hint = [2]int{min(nt, most), min(no, most)}
 	}
 	r.Close()
-	if r, err = gzfile.Open(path); err != nil {
+	if r, err = gzfile.Open(ctx, path); err != nil {
 		return nil, fmt.Errorf("read graph: %w", err)
 	}
 	defer r.Close()

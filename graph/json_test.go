@@ -3,6 +3,7 @@ package graph
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"flag"
 	"io"
@@ -550,6 +551,11 @@ func TestReadFileGzip(t *testing.T) {
 	assert.Equal(t, want, got)
 	assert.Equal(t, len(got.Ops), cap(got.Ops))
 	assert.Equal(t, len(got.Tensors), cap(got.Tensors))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = ReadFileContext(ctx, packed)
+	require.ErrorIs(t, err, context.Canceled)
 
 	cut := filepath.Join(dir, "cut.json.gz")
 	require.NoError(t, os.WriteFile(cut, b.Bytes()[:b.Len()/2], 0o644))

@@ -99,7 +99,7 @@ func optionValue(o models.Options, name string) int {
 
 // readAny reads a graph from a file by its extension: .json (remat), .log or
 // .jsonl (DTR log), .onnx, each also gzip-compressed (inputKind).
-func readAny(path string, s *config.Settings, warn io.Writer) (*graph.Graph, error) {
+func readAny(ctx context.Context, path string, s *config.Settings, warn io.Writer) (*graph.Graph, error) {
 	// validate and convert take no --device: an ONNX model is imported for
 	// the kind of the commands' default device (a GPU).
 	s, err := strategy.ForDevice(s, sim.Profile{})
@@ -108,9 +108,9 @@ func readAny(path string, s *config.Settings, warn io.Writer) (*graph.Graph, err
 	}
 	switch inputKind(path) {
 	case kindONNX:
-		return loadONNX(path, &inputFlags{warn: warn}, s)
+		return loadONNX(ctx, path, &inputFlags{warn: warn}, s)
 	case kindLog:
-		g, err := readLogFile(path, true)
+		g, err := readLogFile(ctx, path, true)
 		if err != nil {
 			return nil, err
 		}
@@ -124,7 +124,7 @@ func readAny(path string, s *config.Settings, warn io.Writer) (*graph.Graph, err
 		}
 		return g, nil
 	default:
-		return readGraphFile(path, true)
+		return readGraphFile(ctx, path, true)
 	}
 }
 
@@ -153,8 +153,11 @@ func (a *app) validateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			g, err := readAny(args[0], s, a.stderr)
+			g, err := readAny(cmd.Context(), args[0], s, a.stderr)
 			if err != nil {
+				return err
+			}
+			if err := sim.Canceled(cmd.Context(), "sim validate"); err != nil {
 				return err
 			}
 			sum := summarize(g)
@@ -242,7 +245,7 @@ trace.log.gz) is written compressed; a .gz after the extension does not change t
 		if s, err = strategy.ForDevice(s, dev); err != nil {
 			return err
 		}
-		g, err := in.load(s)
+		g, err := in.load(cmd.Context(), s)
 		if err != nil {
 			return err
 		}
@@ -259,6 +262,7 @@ trace.log.gz) is written compressed; a .gz after the extension does not change t
 		if gz {
 			write = gzipped(write)
 		}
+		write = untilDone(cmd.Context(), write)
 		o, err := render("OUT", out, write)
 		if err != nil {
 			return err
@@ -311,7 +315,7 @@ environment, which overrides the framework preset (--framework) for the device's
 		}
 		var counts map[string]int
 		if in.given() > 0 {
-			g, err := in.load(s)
+			g, err := in.load(cmd.Context(), s)
 			if err != nil {
 				return err
 			}
@@ -471,7 +475,7 @@ func (a *app) setup(ctx context.Context, c *commonRun, list string) (*runSetup, 
 	if err := checkExclusive(c.listed(), sts, o); err != nil {
 		return nil, err
 	}
-	g, err := c.in.load(s)
+	g, err := c.in.load(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -881,7 +885,7 @@ func (a *app) sweepLog(ctx context.Context, path, heuristics string, ratios []fl
 			hs = append(hs, h)
 		}
 	}
-	f, err := gzfile.Open(path)
+	f, err := gzfile.Open(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -960,7 +964,7 @@ Checkmate and DTR publish.`,
 		}
 		var rep *report.MaxBatchReport
 		if c.in.onnxFile != "" {
-			build, err := onnxBuilder(c.in.onnxFile, &c.in, s)
+			build, err := onnxBuilder(cmd.Context(), c.in.onnxFile, &c.in, s)
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -239,7 +240,7 @@ func (in *inputFlags) applicable() error {
 
 // load reads the selected graph. Exactly one of --model, --graph, --dtr-log
 // and --onnx must be given.
-func (in *inputFlags) load(s *config.Settings) (*graph.Graph, error) {
+func (in *inputFlags) load(ctx context.Context, s *config.Settings) (*graph.Graph, error) {
 	switch in.given() {
 	case 0:
 		return nil, usagef("give one input: --model NAME, --graph FILE, --dtr-log FILE or --onnx FILE")
@@ -262,11 +263,11 @@ func (in *inputFlags) load(s *config.Settings) (*graph.Graph, error) {
 		}
 		return g, nil
 	case in.graphFile != "":
-		return readGraphFile(in.graphFile, in.positional)
+		return readGraphFile(ctx, in.graphFile, in.positional)
 	case in.dtrLog != "":
-		return readLogFile(in.dtrLog, in.positional)
+		return readLogFile(ctx, in.dtrLog, in.positional)
 	default:
-		return loadONNX(in.onnxFile, in, s)
+		return loadONNX(ctx, in.onnxFile, in, s)
 	}
 }
 
@@ -434,20 +435,20 @@ func (a *app) progress(what string) sim.Progress {
 	}
 }
 
-// readGraphFile reads the remat JSON graph file path, which must have ops;
-// byExtension as for misfiled.
-func readGraphFile(path string, byExtension bool) (*graph.Graph, error) {
-	g, err := graph.ReadFile(path)
+// readGraphFile reads the remat JSON graph file path, which must have ops,
+// until ctx is done; byExtension as for misfiled.
+func readGraphFile(ctx context.Context, path string, byExtension bool) (*graph.Graph, error) {
+	g, err := graph.ReadFileContext(ctx, path)
 	if err != nil {
 		return nil, misfiled(err, path, false, byExtension) // err names the file
 	}
 	return g, nonEmpty(path, g)
 }
 
-// readLogFile reads the DTR log file path as a graph; byExtension as for
-// misfiled.
-func readLogFile(path string, byExtension bool) (*graph.Graph, error) {
-	f, err := gzfile.Open(path)
+// readLogFile reads the DTR log file path as a graph until ctx is done;
+// byExtension as for misfiled.
+func readLogFile(ctx context.Context, path string, byExtension bool) (*graph.Graph, error) {
+	f, err := gzfile.Open(ctx, path)
 	if err != nil {
 		return nil, err
 	}
@@ -466,7 +467,7 @@ func readLogFile(path string, byExtension bool) (*graph.Graph, error) {
 // the flag to use, or for a file whose extension chose the kind
 // (byExtension), the extension.
 func misfiled(err error, path string, asLog, byExtension bool) error {
-	f, ferr := gzfile.Open(path)
+	f, ferr := gzfile.Open(context.Background(), path)
 	if ferr != nil {
 		return err
 	}

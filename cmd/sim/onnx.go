@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/remat-dev/remat"
@@ -16,8 +17,8 @@ import (
 // --frozen the weights that take no gradient; the settings s (with the
 // framework preset for the device applied) decide in-place updates and what
 // dropout saves.
-func loadONNX(path string, in *inputFlags, s *config.Settings) (*graph.Graph, error) {
-	build, err := onnxBuilder(path, in, s)
+func loadONNX(ctx context.Context, path string, in *inputFlags, s *config.Settings) (*graph.Graph, error) {
+	build, err := onnxBuilder(ctx, path, in, s)
 	if err != nil {
 		return nil, err
 	}
@@ -28,13 +29,13 @@ func loadONNX(path string, in *inputFlags, s *config.Settings) (*graph.Graph, er
 // function that imports it at a batch size (0: 1) with the other input
 // flags, as loadONNX does. Its first import that succeeds writes the
 // model's warnings to in.warn.
-func onnxBuilder(path string, in *inputFlags, s *config.Settings) (func(batch int) (*graph.Graph, error), error) {
+func onnxBuilder(ctx context.Context, path string, in *inputFlags, s *config.Settings) (func(batch int) (*graph.Graph, error), error) {
 	if in.optimizer != "" {
 		if _, err := graph.ParseOptimizer(in.optimizer); err != nil {
 			return nil, usageError{fmt.Errorf("--optimizer: %w", err)}
 		}
 	}
-	f, err := gzfile.Open(path)
+	f, err := gzfile.Open(ctx, path)
 	if err != nil {
 		return nil, err
 	}

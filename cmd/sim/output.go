@@ -78,6 +78,26 @@ func gzipped(write func(io.Writer) error) func(io.Writer) error {
 	}
 }
 
+// untilDone returns a write whose writer fails with ctx.Err() once ctx is
+// done, so that a long output (a DTR log of a million ops takes seconds to
+// write) stops at its next write when the run is interrupted.
+func untilDone(ctx context.Context, write func(io.Writer) error) func(io.Writer) error {
+	return func(w io.Writer) error { return write(&ctxWriter{ctx: ctx, w: w}) }
+}
+
+// ctxWriter writes to w until ctx is done.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c *ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
+}
+
 // render runs write for an output: into a temporary file beside a regular
 // or new file (a symbolic link is followed), into memory for standard
 // output or a file that is not regular.

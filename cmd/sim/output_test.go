@@ -110,6 +110,10 @@ func TestInterruptedRunWritesNothing(t *testing.T) {
 		{"sweep", "--model", "chain", "--device", "none", "--ratios", "1,0.5", "--plot", filepath.Join(dir, "s.svg")},
 		{"maxbatch", "--model", "chain", "--device", "v100-16gb", "--strategies", "none"},
 		{"convert", "testdata/chain4.json", filepath.Join(dir, "c.json")},
+		{"convert", "--model", "resnet32", filepath.Join(dir, "c.log.gz")},
+		{"validate", "testdata/chain4.json"},
+		{"report", "--graph", "testdata/chain4.json", "--device", "none"},
+		{"validate", filepath.Join("..", "..", "testdata", "onnx", "resnet18.onnx")},
 	} {
 		out, errOut, code := runCtx(t, ctx, fixedEnv, args...)
 		assert.Equal(t, exitInterrupted, code, "%v: %s", args, errOut)

@@ -2,6 +2,7 @@ package gzfile
 
 import (
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -24,11 +25,20 @@ func Is(f io.ReaderAt) (bool, error) {
 	return b[0] == 0x1f && b[1] == 0x8b, nil
 }
 
-// Open opens the file at path for reading; a gzip-compressed file is read
-// decompressed (a multistream file as one stream, as gzip -d does). An
-// error reading the gzip header names the file. Errors of the compressed
-// data (a truncated file, a checksum mismatch) come from Read.
-func Open(path string) (io.ReadCloser, error) {
+// Open opens the file at path for reading until ctx is done (nil: never);
+// a gzip-compressed file is read decompressed (a multistream file as one
+// stream, as gzip -d does). Once ctx is done, Read returns ctx.Err(), so a
+// parser reading a file of a million ops stops at its next read when the
+// user interrupts it. An error reading the gzip header names the file.
+// Errors of the compressed data (a truncated file, a checksum mismatch)
+// come from Read.
+func Open(ctx context.Context, path string) (io.ReadCloser, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -38,28 +48,34 @@ func Open(path string) (io.ReadCloser, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if !gz {
-		return f, nil
+	r := &reader{ctx: ctx, f: f, src: f}
+	if gz {
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s: %w", path, gzipErr(err))
+		}
+		r.zr, r.src = zr, zr
 	}
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s: %w", path, gzipErr(err))
-	}
-	return &reader{Reader: zr, f: f}, nil
+	return r, nil
 }
 
-// reader reads a gzip stream and closes its file.
+// reader reads a file, decompressed when zr is set, until ctx is done.
 type reader struct {
-	*gzip.Reader
-	f *os.File
+	ctx context.Context
+	f   *os.File
+	zr  *gzip.Reader // nil: the file is read as it is
+	src io.Reader    // zr or f
 }
 
-// Read reads decompressed bytes; an error of the compressed data says
-// gzip.
+// Read reads the file's (decompressed) bytes; an error of the compressed
+// data says gzip.
 func (r *reader) Read(p []byte) (int, error) {
-	n, err := r.Reader.Read(p)
-	if err != nil && err != io.EOF {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := r.src.Read(p)
+	if err != nil && err != io.EOF && r.zr != nil {
 		err = gzipErr(err)
 	}
 	return n, err
@@ -77,7 +93,10 @@ func gzipErr(err error) error {
 
 // Close closes the decompressor and the file.
 func (r *reader) Close() error {
-	err := r.Reader.Close()
+	var err error
+	if r.zr != nil {
+		err = r.zr.Close()
+	}
 	if ferr := r.f.Close(); err == nil {
 		err = ferr
 	}

@@ -3,6 +3,7 @@ package gzfile
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -48,7 +49,7 @@ func TestOpen(t *testing.T) {
 		{"empty.json", nil, ""},
 		{"one.json", []byte{0x1f}, "\x1f"},
 	} {
-		f, err := Open(write(c.name, c.data))
+		f, err := Open(context.Background(), write(c.name, c.data))
 		require.NoError(t, err, c.name)
 		got, err := io.ReadAll(f)
 		require.NoError(t, err, c.name)
@@ -60,7 +61,7 @@ func TestOpen(t *testing.T) {
 	bad := bytes.Clone(packed)
 	bad[len(bad)-8] ^= 0xff
 	for name, data := range map[string][]byte{"cut.gz": packed[:len(packed)-4], "sum.gz": bad} {
-		f, err := Open(write(name, data))
+		f, err := Open(context.Background(), write(name, data))
 		require.NoError(t, err, name)
 		_, err = io.ReadAll(f)
 		require.Error(t, err, name)
@@ -68,7 +69,7 @@ func TestOpen(t *testing.T) {
 		assert.False(t, strings.HasPrefix(err.Error(), "gzip: gzip:"), "%s: %v", name, err)
 		require.NoError(t, f.Close())
 	}
-	f, err := Open(write("cut-cut.gz", packed[:len(packed)-4]))
+	f, err := Open(context.Background(), write("cut-cut.gz", packed[:len(packed)-4]))
 	require.NoError(t, err)
 	_, err = io.ReadAll(f)
 	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
@@ -79,12 +80,12 @@ func TestOpen(t *testing.T) {
 	method[2] = 7
 	for name, data := range map[string][]byte{"head.gz": packed[:5], "method.gz": method} {
 		p := write(name, data)
-		_, err := Open(p)
+		_, err := Open(context.Background(), p)
 		require.Error(t, err, name)
 		assert.Contains(t, err.Error(), p+": gzip: ")
 		assert.NotContains(t, err.Error(), "gzip: gzip:")
 	}
-	_, err = Open(filepath.Join(dir, "missing"))
+	_, err = Open(context.Background(), filepath.Join(dir, "missing"))
 	assert.True(t, errors.Is(err, os.ErrNotExist), "%v", err)
 }
 
@@ -99,5 +100,29 @@ func TestIs(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, c.want, got, "%q", c.data)
 		assert.Equal(t, len(c.data), r.Len(), "%q: offset moved", c.data)
+	}
+}
+
+// Reading stops at the first read after ctx is done, plain or compressed,
+// with ctx's error; Open with a done ctx opens nothing.
+func TestOpenUntilDone(t *testing.T) {
+	dir := t.TempDir()
+	text := strings.Repeat("{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"x1\"}\n", 4096)
+	for name, data := range map[string][]byte{"plain.log": []byte(text), "packed.log": compress(t, text)} {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, data, 0o644))
+		ctx, cancel := context.WithCancel(context.Background())
+		f, err := Open(ctx, p)
+		require.NoError(t, err, name)
+		buf := make([]byte, 1024)
+		n, err := f.Read(buf)
+		require.NoError(t, err, name)
+		assert.Equal(t, text[:n], string(buf[:n]), name)
+		cancel()
+		_, err = f.Read(buf)
+		assert.ErrorIs(t, err, context.Canceled, name)
+		require.NoError(t, f.Close())
+		_, err = Open(ctx, p)
+		assert.ErrorIs(t, err, context.Canceled, name)
 	}
 }
