@@ -505,6 +505,10 @@ func eqSlack(v int64) int64 { return max(v, 0) >> eqSlackShift }
 // evaluation counts do.
 const eqFlushSlackShift = 3
 
+// eqFlushSlack is the slack a class of value v gets when its candidates
+// are re-keyed: its floor is then v - v/8.
+func eqFlushSlack(v int64) int64 { return max(v, 0) >> eqFlushSlackShift }
+
 // eqKeyPart is the part of the eq-class neighbour cost the last
 // eqNeighbours call found that a key may count. Outside neg epochs that is
 // the sum of the classes' floors: a class's value falls only when one of
@@ -545,7 +549,7 @@ func (r *Runtime) idxDropped() {
 	} else {
 		for _, c := range x.flush {
 			if r.ufSlack[c] < 0 {
-				r.ufSlack[c] = max(r.ufValue[c], 0) >> eqFlushSlackShift
+				r.ufSlack[c] = eqFlushSlack(r.ufValue[c])
 				r.idxFlushList(&x.reg, c)
 				r.idxFlushList(&x.regX, c)
 			}

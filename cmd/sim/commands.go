@@ -116,10 +116,7 @@ func readAny(ctx context.Context, path string, s *config.Settings, warn io.Write
 		}
 		if g.Name == "" {
 			// a log names no model: the summary names the file
-			base := filepath.Base(path)
-			if strings.HasSuffix(strings.ToLower(base), ".gz") {
-				base = base[:len(base)-len(".gz")]
-			}
+			base, _ := trimGz(filepath.Base(path))
 			g.Name = strings.TrimSuffix(base, filepath.Ext(base))
 		}
 		return g, nil
@@ -220,8 +217,7 @@ trace.log.gz) is written compressed; a .gz after the extension does not change t
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		out := args[len(args)-1]
 		toLog := inputKind(out) == kindLog
-		// OUT.gz is written gzip-compressed
-		gz := out != "-" && strings.HasSuffix(strings.ToLower(out), ".gz")
+		_, gz := trimGz(out) // OUT.gz is written gzip-compressed
 		if out != "-" {
 			if err := checkOutput("OUT", out, ".json", ".log", ".jsonl", ".json.gz", ".log.gz", ".jsonl.gz"); err != nil {
 				return err

@@ -177,7 +177,7 @@ const (
 // content is gzip): .onnx an ONNX model, .log or .jsonl a DTR log,
 // anything else a graph in remat's JSON format.
 func inputKind(path string) int {
-	path = strings.TrimSuffix(strings.ToLower(path), ".gz")
+	path, _ = trimGz(strings.ToLower(path))
 	switch {
 	case strings.HasSuffix(path, ".onnx"):
 		return kindONNX
@@ -185,6 +185,15 @@ func inputKind(path string) int {
 		return kindLog
 	}
 	return kindGraph
+}
+
+// trimGz returns path without a final .gz (in any case) and whether it
+// had one.
+func trimGz(path string) (string, bool) {
+	if n := len(path) - len(".gz"); n >= 0 && strings.EqualFold(path[n:], ".gz") {
+		return path[:n], true
+	}
+	return path, false
 }
 
 // applicable rejects an input flag the selected input does not read, which

@@ -41,7 +41,8 @@ func checkOutput(flag, path string, exts ...string) error {
 	if path == "" {
 		return usagef("%s: the file name is empty", flag)
 	}
-	if len(exts) > 0 && !slices.ContainsFunc(exts, func(ext string) bool { return strings.HasSuffix(strings.ToLower(path), ext) }) {
+	lower := strings.ToLower(path)
+	if len(exts) > 0 && !slices.ContainsFunc(exts, func(ext string) bool { return strings.HasSuffix(lower, ext) }) {
 		return usagef("%s %q: expected a name ending in %s", flag, path, strings.Join(exts, " or "))
 	}
 	if st, err := os.Stat(path); err == nil {

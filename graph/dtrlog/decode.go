@@ -48,9 +48,10 @@ type decoder struct {
 	i      int
 	buf    []byte            // scratch for unescaped strings
 	intern map[string]string // names seen (nil: no interning)
-	// xnames interns the names "x<n>" of the logs' tensors by number
-	// (names.go: the fast path; other names, and those outside its window,
-	// go to intern).
+	// xnames interns the numbered names of the logs' tensors ("x<n>", or
+	// sim convert's "t<n>": one letter and a number) by number (names.go:
+	// the fast path; other names, and those outside its window, go to
+	// intern).
 	xnames window[string]
 	// reuse: the arrays of a line are decoded into the scratch slices below,
 	// valid until the next line, instead of new slices.
